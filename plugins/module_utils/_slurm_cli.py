@@ -1,0 +1,163 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note: this module is private to the clusterops.slurm collection. Its API may change
+# at any time without notice; do not use it from outside the collection.
+
+"""The one command layer every clusterops.slurm module uses to run Slurm's commands.
+
+Commands always run through ``AnsibleModule.run_command`` with an argument list, never a
+shell, so node names, reasons and paths are data. Every call is recorded (``calls``) so
+modules can return the exact commands they ran and tests can count Slurm calls.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+
+try:
+    from typing import Any, Dict, List, Optional, Sequence, Tuple  # noqa: F401
+except ImportError:  # pragma: no cover
+    pass
+
+
+#: Options shared by every module; documented in the ``clusterops.slurm.slurm_cli``
+#: doc fragment. Merge into a module's argument_spec with :func:`slurm_argument_spec`.
+SLURM_COMMON_ARGUMENT_SPEC = dict(
+    slurm_conf=dict(type="path"),
+    slurm_bin_dir=dict(type="path"),
+    command_timeout=dict(type="int", default=60),
+)
+
+#: rc that coreutils timeout(1) returns when it had to stop the command.
+TIMEOUT_RC = 124
+
+
+def slurm_argument_spec(**module_options):
+    # type: (**Any) -> Dict[str, Any]
+    """A module's argument_spec: its own options plus :data:`SLURM_COMMON_ARGUMENT_SPEC`."""
+    spec = dict((k, dict(v)) for k, v in SLURM_COMMON_ARGUMENT_SPEC.items())
+    spec.update(module_options)
+    return spec
+
+
+class SlurmCommandError(Exception):
+    """A Slurm command failed; carries cmd, rc, stdout and stderr."""
+
+    def __init__(self, msg, cmd, rc, stdout, stderr):
+        # type: (str, List[str], int, str, str) -> None
+        super(SlurmCommandError, self).__init__(msg)
+        self.msg = msg
+        self.cmd = cmd
+        self.rc = rc
+        self.stdout = stdout
+        self.stderr = stderr
+
+
+class SlurmCLI(object):
+    """Runs Slurm commands for a module.
+
+    Args:
+        module: the AnsibleModule; its params ``slurm_conf``, ``slurm_bin_dir`` and
+            ``command_timeout`` (seconds, 0 or less for none) are honoured.
+    """
+
+    def __init__(self, module):
+        self.module = module
+        self.calls = []  # type: List[List[str]]
+        self._paths = {}  # type: Dict[str, str]
+        params = module.params
+        self.bin_dir = params.get("slurm_bin_dir")
+        self.timeout = params.get("command_timeout") or 0
+        self.environ = {}  # type: Dict[str, str]
+        if params.get("slurm_conf"):
+            self.environ["SLURM_CONF"] = params["slurm_conf"]
+        # Slurm's own words in its output, whatever the target's locale.
+        self.environ["LC_ALL"] = "C"
+
+    def path(self, name):
+        # type: (str) -> str
+        """Absolute path of Slurm command ``name`` (``slurm_bin_dir`` first, then PATH)."""
+        if name not in self._paths:
+            found = None
+            if self.bin_dir:
+                candidate = os.path.join(self.bin_dir, name)
+                if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+                    found = candidate
+                else:
+                    self.module.fail_json(
+                        msg="%s not found in slurm_bin_dir %s" % (name, self.bin_dir))
+            else:
+                found = self.module.get_bin_path(name, required=False)
+                if not found:
+                    self.module.fail_json(
+                        msg="%s not found on PATH; is the Slurm client installed? "
+                            "Set slurm_bin_dir if it lives elsewhere." % name)
+            self._paths[name] = found
+        return self._paths[name]
+
+    def command(self, name, args):
+        # type: (str, Sequence[str]) -> List[str]
+        """The argument list that would run ``name args...`` (for check mode and reports)."""
+        return [self.path(name)] + [str(a) for a in args]
+
+    def run(self, name, args, check=True, what=None):
+        # type: (str, Sequence[str], bool, Optional[str]) -> Tuple[int, str, str]
+        """Run Slurm command ``name`` with ``args``; return ``(rc, stdout, stderr)``.
+
+        Args:
+            name: the command, e.g. ``"scontrol"``.
+            args: its arguments, one list item each; never joined into a shell line.
+            check: raise :class:`SlurmCommandError` when rc is not 0.
+            what: a few words for the error message ("read node states").
+
+        Raises:
+            SlurmCommandError: rc != 0 with ``check``, or the command ran past
+            ``command_timeout`` seconds (rc 124).
+        """
+        cmd = self.command(name, args)
+        self.calls.append(cmd)
+        run_cmd = cmd
+        if self.timeout > 0:
+            timeout_bin = self.module.get_bin_path("timeout", required=False)
+            if timeout_bin:
+                run_cmd = [timeout_bin, "--kill-after=10", str(self.timeout)] + cmd
+        rc, out, err = self.module.run_command(
+            run_cmd, environ_update=self.environ, check_rc=False, use_unsafe_shell=False)
+        if rc == TIMEOUT_RC and run_cmd is not cmd:
+            raise SlurmCommandError(
+                "%s did not answer within %s seconds (command_timeout) while trying to %s"
+                % (name, self.timeout, what or "run it"), cmd, rc, out, err)
+        if check and rc != 0:
+            first = (err or out or "").strip().splitlines()
+            detail = first[0] if first else "no output"
+            raise SlurmCommandError(
+                "%s failed (rc=%s) while trying to %s: %s" % (name, rc, what or "run it", detail),
+                cmd, rc, out, err)
+        return rc, out, err
+
+    def run_json(self, name, args, what=None):
+        # type: (str, Sequence[str], Optional[str]) -> Any
+        """Run a command that prints JSON (``--json``) and return the decoded document.
+
+        Raises:
+            SlurmCommandError: the command failed or printed something that is not JSON.
+        """
+        rc, out, err = self.run(name, args, what=what)
+        try:
+            return json.loads(out)
+        except ValueError as exc:
+            raise SlurmCommandError(
+                "%s printed no valid JSON while trying to %s: %s" % (name, what or "run it", exc),
+                self.calls[-1], rc, out, err)
+
+    def fail(self, exc, **extra):
+        # type: (SlurmCommandError, **Any) -> None
+        """``fail_json`` with cmd, rc, stdout, stderr and the one-line explanation."""
+        self.module.fail_json(msg=exc.msg, cmd=exc.cmd, rc=exc.rc, stdout=exc.stdout,
+                              stderr=exc.stderr, commands=self.calls, **extra)
