@@ -31,6 +31,7 @@ import json
 import time
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_state import (
+    NodeState,
     SlurmStateError,
     parse_state,
 )
@@ -224,6 +225,12 @@ def parse_sinfo_text(text):
         by_name[name] = node
         nodes.append(node)
     return nodes
+
+
+def node_state(node):
+    # type: (Dict[str, Any]) -> NodeState
+    """The :class:`NodeState` of a node dict made by this module's parsers."""
+    return NodeState(node["state"], node["flags"], node["state_raw"])
 
 
 def read_nodes(cli, source="auto"):

@@ -1,0 +1,226 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note: this module is private to the clusterops.slurm collection. Its API may change
+# at any time without notice; do not use it from outside the collection.
+
+"""Planning node changes: which nodes need which scontrol call, batched by hostlist.
+
+:func:`plan_node_changes` is pure (no Slurm call): it takes the nodes as read once and
+returns the changes, one per distinct ``scontrol`` argument list, so that N nodes needing
+the same change cost one call, never N.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist
+from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import node_state
+
+try:
+    from typing import Any, Dict, List, Optional, Tuple  # noqa: F401
+except ImportError:  # pragma: no cover
+    pass
+
+
+#: Desired states of the slurm_node module, named after scontrol's own words.
+NODE_ACTIONS = ("drain", "resume", "down", "reboot", "cancel_reboot")
+
+
+class Change(object):
+    """One scontrol call for a group of nodes.
+
+    Attributes:
+        action: ``drain``, ``down``, ``resume``, ``reason``, ``reboot`` or ``cancel_reboot``.
+        nodes: node names, in the order they were asked for.
+        reason: the reason sent, or None.
+    """
+
+    __slots__ = ("action", "nodes", "reason", "asap", "nextstate")
+
+    def __init__(self, action, reason=None, asap=False, nextstate=None):
+        # type: (str, Optional[str], bool, Optional[str]) -> None
+        self.action = action
+        self.nodes = []  # type: List[str]
+        self.reason = reason
+        self.asap = asap
+        self.nextstate = nextstate
+
+    @property
+    def hostlist(self):
+        # type: () -> str
+        return compress_hostlist(self.nodes)
+
+    def scontrol_args(self):
+        # type: () -> List[str]
+        """The scontrol argument list (scontrol(1) ``update``, ``reboot``, ``cancel_reboot``)."""
+        hostlist = self.hostlist
+        if self.action == "reboot":
+            args = ["reboot"]
+            if self.asap:
+                args.append("ASAP")
+            args.append("nextstate=%s" % self.nextstate.upper())
+            if self.reason:
+                args.append("reason=%s" % self.reason)
+            args.append(hostlist)
+            return args
+        if self.action == "cancel_reboot":
+            return ["cancel_reboot", hostlist]
+        args = ["update", "NodeName=%s" % hostlist]
+        if self.action in ("drain", "down", "resume"):
+            args.append("State=%s" % self.action.upper())
+        if self.reason is not None and self.action != "resume":
+            args.append("Reason=%s" % self.reason)
+        return args
+
+    def to_dict(self):
+        # type: () -> Dict[str, Any]
+        return {"action": self.action, "nodes": list(self.nodes), "hostlist": self.hostlist,
+                "reason": self.reason}
+
+
+def _view(node):
+    # type: (Dict[str, Any]) -> Dict[str, str]
+    return {"state": node_state(node).compound(), "reason": node.get("reason") or ""}
+
+
+def _predict(node, change):
+    # type: (Dict[str, Any], Change) -> Dict[str, str]
+    """What the node should look like once Slurm has applied ``change`` (for diff)."""
+    state = node_state(node)
+    base = state.base or "IDLE"
+    flags = set(state.flags)
+    reason = node.get("reason") or ""
+    if change.action == "drain":
+        flags.add("DRAIN")
+        reason = change.reason
+    elif change.action == "down":
+        base = "DOWN"
+        reason = change.reason
+    elif change.action == "reason":
+        reason = change.reason
+    elif change.action == "resume":
+        flags.difference_update(("DRAIN", "FAIL"))
+        if base == "DOWN":
+            base = "IDLE"
+        reason = ""
+    elif change.action == "reboot":
+        flags.add("REBOOT_REQUESTED")
+        if change.asap:
+            flags.add("DRAIN")
+        if change.reason:
+            reason = change.reason
+    elif change.action == "cancel_reboot":
+        flags.discard("REBOOT_REQUESTED")
+    return {"state": "+".join([base] + sorted(flags)), "reason": reason}
+
+
+def plan_node_changes(nodes, names, action, reason=None, reason_policy="keep", asap=True,
+                      nextstate="resume"):
+    # type: (List[Dict[str, Any]], List[str], str, Optional[str], str, bool, str) -> Dict[str, Any]
+    """Decide which of ``names`` need ``action`` and group them into scontrol calls.
+
+    Args:
+        nodes: every node as read by ``_nodes.read_nodes`` (list of node dicts).
+        names: the nodes asked for, expanded (duplicates are ignored).
+        action: one of :data:`NODE_ACTIONS`.
+        reason: reason to set (required by ``drain`` and ``down``, optional for ``reboot``).
+        reason_policy: ``keep`` leaves a reason already on a node as it is (a node being
+            drained that already has one keeps it); ``replace`` sets ``reason`` on every node.
+        asap: ``reboot`` only: ``scontrol reboot ASAP`` (drain first, reboot once idle).
+        nextstate: ``reboot`` only: ``resume`` or ``down`` after the reboot.
+
+    Returns:
+        ``{"changes": [Change, ...], "unchanged": [name, ...], "unknown": [name, ...],
+        "refused": {name: why}, "before": {name: {state, reason}}, "after": {...}}``;
+        ``before``/``after`` hold only the nodes that change.
+
+    Raises:
+        ValueError: unknown action or reason_policy, or a missing reason.
+    """
+    if action not in NODE_ACTIONS:
+        raise ValueError("unknown node action %r (one of %s)" % (action, ", ".join(NODE_ACTIONS)))
+    if reason_policy not in ("keep", "replace"):
+        raise ValueError("reason_policy must be keep or replace, not %r" % reason_policy)
+    if action in ("drain", "down") and not reason:
+        raise ValueError("state=%s needs a reason" % action)
+    by_name = dict((n["name"], n) for n in nodes)
+    groups = {}  # type: Dict[Tuple[str, Optional[str]], Change]
+    order = []  # type: List[Change]
+    result = {"changes": order, "unchanged": [], "unknown": [], "refused": {},
+              "before": {}, "after": {}}
+    seen = set()
+
+    def add(name, change_action, change_reason):
+        key = (change_action, change_reason)
+        if key not in groups:
+            groups[key] = Change(change_action, change_reason, asap=asap, nextstate=nextstate)
+            order.append(groups[key])
+        groups[key].nodes.append(name)
+        node = by_name[name]
+        result["before"][name] = _view(node)
+        result["after"][name] = _predict(node, groups[key])
+
+    for name in names:
+        if name in seen:
+            continue
+        seen.add(name)
+        node = by_name.get(name)
+        if node is None:
+            result["unknown"].append(name)
+            continue
+        state = node_state(node)
+        current_reason = node.get("reason") or ""
+        keep = reason_policy == "keep" and current_reason
+        if action in ("drain", "down"):
+            already = state.drained if action == "drain" else state.down
+            if not already:
+                add(name, action, current_reason if keep else reason)
+            elif reason_policy == "replace" and current_reason != reason:
+                add(name, "reason", reason)
+            else:
+                result["unchanged"].append(name)
+        elif action == "resume":
+            if state.drained or state.down or "FAIL" in state.flags:
+                add(name, "resume", None)
+            else:
+                result["unchanged"].append(name)
+        elif action == "reboot":
+            if state.flags & frozenset(("REBOOT_REQUESTED", "REBOOT_ISSUED")):
+                result["unchanged"].append(name)
+            else:
+                add(name, "reboot", reason)
+        elif action == "cancel_reboot":
+            if "REBOOT_REQUESTED" in state.flags:
+                add(name, "cancel_reboot", None)
+            elif "REBOOT_ISSUED" in state.flags:
+                result["refused"][name] = ("the reboot was already issued to the node; "
+                                           "Slurm can only cancel a reboot still pending")
+            else:
+                result["unchanged"].append(name)
+    return result
+
+
+def reached(node, change):
+    # type: (Optional[Dict[str, Any]], Change) -> bool
+    """True when a node read after ``change`` shows the change took effect."""
+    if node is None:
+        return False
+    state = node_state(node)
+    if change.action == "drain":
+        return state.drained
+    if change.action == "down":
+        return state.down
+    if change.action == "reason":
+        return (node.get("reason") or "") == change.reason
+    if change.action == "resume":
+        return not (state.drained or state.down or "FAIL" in state.flags)
+    if change.action == "reboot":
+        return bool(state.flags & frozenset(("REBOOT_REQUESTED", "REBOOT_ISSUED"))) \
+            or not (state.drained or state.down)
+    if change.action == "cancel_reboot":
+        return "REBOOT_REQUESTED" not in state.flags
+    return False

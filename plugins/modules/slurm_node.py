@@ -1,0 +1,286 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+module: slurm_node
+short_description: Drain, resume, down or reboot Slurm nodes, batched by hostlist
+version_added: 0.1.0
+description:
+  - Sets Slurm nodes to a desired state with C(scontrol): V(drain), V(resume) (return to
+    service), V(down), V(reboot) (C(scontrol reboot), optionally C(ASAP), with a C(nextstate))
+    and V(cancel_reboot) (cancel a reboot that is still pending).
+  - Reads every node's state once first and changes only the nodes that need it; when all
+    already are as asked, nothing runs and RV(ignore:changed) is false.
+  - Sends one C(scontrol) call per distinct change, naming all its nodes in one hostlist,
+    never one call per node.
+  - Names that the cluster does not know fail the task before anything changes.
+author:
+  - clusterops.slurm maintainers
+extends_documentation_fragment:
+  - clusterops.slurm.slurm_cli
+attributes:
+  check_mode:
+    support: full
+    details: Reports the exact commands it would run in RV(changes) and changes nothing.
+  diff_mode:
+    support: full
+    details: Before and after (state and reason) of every node that changes.
+  action_group:
+    description: Use C(group/clusterops.slurm.slurm) in C(module_defaults) to set the shared options.
+    support: full
+    membership:
+      - clusterops.slurm.slurm
+options:
+  nodes:
+    description:
+      - Node names or Slurm hostlist expressions, e.g. V(n[1-4]) or V([gpu001, "cpu[01-02]"]).
+    type: list
+    elements: str
+    required: true
+  state:
+    description:
+      - V(drain) sets the DRAIN flag (running jobs finish, no new ones start).
+      - V(resume) returns drained, down or failed nodes to service.
+      - V(down) marks nodes DOWN (their jobs are killed by Slurm).
+      - V(reboot) asks Slurm to reboot the nodes through its C(RebootProgram). Nodes with a
+        reboot already requested or issued are left alone.
+      - V(cancel_reboot) cancels a requested reboot that Slurm has not issued yet.
+    type: str
+    required: true
+    choices: [drain, resume, down, reboot, cancel_reboot]
+  reason:
+    description:
+      - Reason recorded with the state (C(Reason=) / C(reason=)). Required for V(drain) and V(down).
+      - Kept whole: spaces, colons, V(=) and brackets are passed to Slurm as data.
+    type: str
+  reason_policy:
+    description:
+      - V(keep) leaves a reason already on a node as it is, so the reason an admin or a
+        health check set is not overwritten; a node that already is as asked is not touched.
+      - V(replace) sets O(reason) on every node, also on those already drained or down.
+    type: str
+    choices: [keep, replace]
+    default: keep
+  asap:
+    description:
+      - With O(state=reboot), C(scontrol reboot ASAP) drains the nodes at once and reboots each
+        one when its jobs have ended. Without it, Slurm reboots idle nodes at once and busy
+        ones when they become idle, and may start new jobs on them meanwhile.
+    type: bool
+    default: true
+  nextstate:
+    description:
+      - With O(state=reboot), the state after the reboot (C(nextstate=)).
+    type: str
+    choices: [resume, down]
+    default: resume
+seealso:
+  - module: clusterops.slurm.slurm_node_info
+  - name: scontrol(1)
+    description: Slurm's scontrol manual (C(update NodeName=), C(reboot), C(cancel_reboot)).
+    link: https://slurm.schedmd.com/scontrol.html
+'''
+
+EXAMPLES = r'''
+- name: Drain a rack for maintenance
+  clusterops.slurm.slurm_node:
+    nodes: "rack04-[01-40]"
+    state: drain
+    reason: "maintenance CHG-1234"
+
+- name: Reboot nodes once their jobs have ended, then return them to service
+  clusterops.slurm.slurm_node:
+    nodes: [gpu007, gpu012]
+    state: reboot
+    asap: true
+    nextstate: resume
+    reason: "Kill task failed: reboot by clusterops"
+
+- name: Return nodes to service
+  clusterops.slurm.slurm_node:
+    nodes: "gpu[001-004]"
+    state: resume
+
+- name: Take the reason over on nodes already drained by someone else
+  clusterops.slurm.slurm_node:
+    nodes: gpu[001-004]
+    state: drain
+    reason: "RMA ticket 42"
+    reason_policy: replace
+'''
+
+RETURN = r'''
+changes:
+  description: One entry per scontrol call (made, or in check mode to be made).
+  returned: success
+  type: list
+  elements: dict
+  contains:
+    action:
+      description: V(drain), V(down), V(resume), V(reason) (reason only), V(reboot) or V(cancel_reboot).
+      type: str
+    nodes:
+      description: The nodes of this call.
+      type: list
+      elements: str
+    hostlist:
+      description: The same nodes as the hostlist expression sent to scontrol.
+      type: str
+      sample: "n[2-3]"
+    reason:
+      description: The reason sent, if any.
+      type: str
+    command:
+      description: The command as an argument list.
+      type: list
+      elements: str
+      sample: [/usr/bin/scontrol, reboot, ASAP, nextstate=RESUME, "reason=Kill task failed", "n[2-3]"]
+  sample:
+    - action: reboot
+      nodes: [n2, n3]
+      hostlist: "n[2-3]"
+      reason: "Kill task failed"
+      command: [/usr/bin/scontrol, reboot, ASAP, nextstate=RESUME, "reason=Kill task failed", "n[2-3]"]
+changed_nodes:
+  description: The nodes changed (or that would change in check mode).
+  returned: success
+  type: list
+  elements: str
+unchanged_nodes:
+  description: The nodes already as asked.
+  returned: success
+  type: list
+  elements: str
+failed_nodes:
+  description: Nodes Slurm refused to change, each with Slurm's message.
+  returned: failure
+  type: dict
+  sample: {"n1": "scontrol: Invalid node state specified"}
+commands:
+  description: Every Slurm command this task ran (reads and changes), each as an argument list.
+  returned: always
+  type: list
+  elements: list
+'''
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import (
+    HostlistError,
+    expand_hostlist,
+)
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_actions import (
+    NODE_ACTIONS,
+    plan_node_changes,
+    reached,
+)
+from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import (
+    NodeParseError,
+    read_nodes,
+)
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
+    SlurmCLI,
+    SlurmCommandError,
+    slurm_argument_spec,
+)
+
+
+def _slurm_message(exc):
+    text = (exc.stderr or exc.stdout or "").strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return "; ".join(lines) if lines else "rc=%s, no output" % exc.rc
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=slurm_argument_spec(
+            nodes=dict(type="list", elements="str", required=True),
+            state=dict(type="str", required=True, choices=list(NODE_ACTIONS)),
+            reason=dict(type="str"),
+            reason_policy=dict(type="str", choices=["keep", "replace"], default="keep"),
+            asap=dict(type="bool", default=True),
+            nextstate=dict(type="str", choices=["resume", "down"], default="resume"),
+        ),
+        required_if=[
+            ("state", "drain", ["reason"]),
+            ("state", "down", ["reason"]),
+        ],
+        supports_check_mode=True,
+    )
+    params = module.params
+    cli = SlurmCLI(module)
+    try:
+        names = expand_hostlist(params["nodes"])
+    except HostlistError as exc:
+        module.fail_json(msg="nodes: %s" % exc)
+    if not names:
+        module.fail_json(msg="nodes: no node names given")
+
+    try:
+        nodes, dummy = read_nodes(cli)
+    except SlurmCommandError as exc:
+        cli.fail(exc)
+    except NodeParseError as exc:
+        module.fail_json(msg=str(exc), commands=cli.calls)
+
+    plan = plan_node_changes(nodes, names, params["state"], reason=params["reason"],
+                             reason_policy=params["reason_policy"], asap=params["asap"],
+                             nextstate=params["nextstate"])
+    if plan["unknown"]:
+        module.fail_json(
+            msg="unknown nodes, nothing was changed: %s" % ", ".join(plan["unknown"]),
+            unknown_nodes=plan["unknown"], commands=cli.calls)
+
+    changes = []
+    failed = dict(plan["refused"])
+    for change in plan["changes"]:
+        entry = change.to_dict()
+        entry["command"] = cli.command("scontrol", change.scontrol_args())
+        changes.append(entry)
+        if module.check_mode:
+            continue
+        try:
+            cli.run("scontrol", change.scontrol_args(),
+                    what="%s %s" % (change.action, change.hostlist))
+        except SlurmCommandError as exc:
+            # Slurm may have applied the change to some nodes of the hostlist: read once
+            # more and report, per node, those it did not change, with Slurm's words.
+            message = _slurm_message(exc)
+            try:
+                after, dummy = read_nodes(cli)
+            except (SlurmCommandError, NodeParseError):
+                after = []
+            by_name = dict((n["name"], n) for n in after)
+            for name in change.nodes:
+                if not reached(by_name.get(name), change):
+                    failed[name] = message
+            entry["error"] = message
+
+    changed_nodes = [name for change in plan["changes"] for name in change.nodes
+                     if name not in failed]
+    result = dict(
+        changed=bool(changed_nodes),
+        changes=changes,
+        changed_nodes=changed_nodes,
+        unchanged_nodes=plan["unchanged"],
+        commands=cli.calls,
+    )
+    if module._diff:
+        result["diff"] = {"before": plan["before"], "after": plan["after"]}
+    if failed:
+        module.fail_json(
+            msg="Slurm did not change %d node(s): %s" % (
+                len(failed), "; ".join("%s: %s" % (k, v) for k, v in sorted(failed.items()))),
+            failed_nodes=failed, **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

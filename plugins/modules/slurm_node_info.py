@@ -1,0 +1,265 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+module: slurm_node_info
+short_description: Read the state of Slurm nodes
+version_added: 0.1.0
+description:
+  - Reads every node of the cluster with one C(sinfo) call (C(sinfo --json), or
+    C(sinfo -N) text where this Slurm has no JSON output) and returns the nodes that match
+    O(nodes) and O(states).
+  - Each node's state is split into a base state and flags, whatever spelling Slurm used,
+    so that a node is drained whenever its C(DRAIN) flag is set, whatever its base state.
+  - A node that C(sinfo) lists once per partition is returned once, with all its partitions.
+    Reasons are kept whole.
+author:
+  - clusterops.slurm maintainers
+extends_documentation_fragment:
+  - clusterops.slurm.slurm_cli
+  - clusterops.slurm.slurm_cli.INFO_MODULE
+attributes:
+  action_group:
+    description: Use C(group/clusterops.slurm.slurm) in C(module_defaults) to set the shared options.
+    support: full
+    membership:
+      - clusterops.slurm.slurm
+options:
+  nodes:
+    description:
+      - Node names or Slurm hostlist expressions (V(n[1-4]), V(gpu[001-004],cpu01)).
+      - When empty, every node is returned.
+      - Names that the cluster does not know are returned in RV(missing), not as an error.
+    type: list
+    elements: str
+    default: []
+  states:
+    description:
+      - Keep only nodes whose base state or flags include any of these names, compared as
+        whole names, never by prefix.
+      - Base states (V(IDLE), V(DOWN), V(MIXED), V(ALLOCATED), ...), flags (V(DRAIN),
+        V(NOT_RESPONDING), V(FAIL), V(REBOOT_REQUESTED), ...) or sinfo words (V(drained)).
+    type: list
+    elements: str
+    default: []
+  source:
+    description:
+      - Where to read the states from. V(auto) uses C(sinfo --json) and falls back to text.
+    type: str
+    choices: [auto, json, text]
+    default: auto
+seealso:
+  - module: clusterops.slurm.slurm_node
+  - plugin: clusterops.slurm.slurm_state
+    plugin_type: filter
+  - name: sinfo(1)
+    description: Slurm's sinfo manual, with the node state codes and suffix symbols.
+    link: https://slurm.schedmd.com/sinfo.html
+'''
+
+EXAMPLES = r'''
+- name: Read every node
+  clusterops.slurm.slurm_node_info:
+  register: cluster
+
+- name: Nodes of one rack that are drained or down
+  clusterops.slurm.slurm_node_info:
+    nodes: "rack04-[01-40]"
+    states: [DRAIN, DOWN]
+  register: broken
+
+- name: Show why each one is out
+  ansible.builtin.debug:
+    msg: "{{ item.name }}: {{ item.state_raw }} ({{ item.reason }})"
+  loop: "{{ broken.nodes }}"
+
+- name: Point at a cluster's own slurm.conf for every clusterops.slurm module
+  module_defaults:
+    group/clusterops.slurm.slurm:
+      slurm_conf: /etc/slurm-prod/slurm.conf
+  block:
+    - name: Read nodes
+      clusterops.slurm.slurm_node_info:
+      register: prod
+'''
+
+RETURN = r'''
+nodes:
+  description: The matching nodes, in Slurm's order.
+  returned: success
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: Node name (JSON C(name), sinfo C(%N)).
+      type: str
+      sample: n2
+    state:
+      description: >-
+        Base state (V(IDLE), V(DOWN), V(MIXED), V(ALLOCATED), V(UNKNOWN), V(FUTURE)), or
+        V(null) when the text source's word does not say it (sinfo prints C(drained) for
+        both IDLE+DRAIN and DOWN+DRAIN).
+      type: str
+      sample: DOWN
+    flags:
+      description: State flags as C(scontrol) names them, sorted (JSON C(state)/C(state_flags), sinfo suffix symbols).
+      type: list
+      elements: str
+      sample: [DRAIN, NOT_RESPONDING]
+    state_raw:
+      description: The state as Slurm wrote it.
+      type: str
+      sample: DOWN+DRAIN+NOT_RESPONDING
+    drained:
+      description: True when the DRAIN flag is set.
+      type: bool
+    responding:
+      description: False when the NOT_RESPONDING flag is set.
+      type: bool
+    reason:
+      description: Why the node is down or drained, kept whole; empty when none (JSON C(reason), sinfo C(%E)).
+      type: str
+      sample: "Kill task failed [root@2026-09-21T15:02:11]"
+    reason_user:
+      description: Who set the reason (JSON C(reason_set_by_user), sinfo C(%u)).
+      type: str
+      sample: root
+    reason_time:
+      description: When the reason was set, Unix seconds (JSON C(reason_changed_at), sinfo C(%H)).
+      type: int
+    partitions:
+      description: Every partition of the node, default partition's C(*) removed.
+      type: list
+      elements: str
+      sample: [debug, train]
+    cpus:
+      description: CPU count (JSON C(cpus), sinfo C(%c)).
+      type: int
+    real_memory:
+      description: Configured memory in MiB (JSON C(real_memory), sinfo C(%m)).
+      type: int
+    gres:
+      description: Generic resources, empty when none (JSON C(gres), sinfo C(%G)).
+      type: str
+      sample: "gpu:h100:8"
+    features:
+      description: Node features (JSON C(features), sinfo C(%f)).
+      type: list
+      elements: str
+    boot_time:
+      description: Boot time, Unix seconds; V(null) from the text source (JSON C(boot_time)).
+      type: int
+    slurmd_start_time:
+      description: slurmd start time, Unix seconds; V(null) from the text source (JSON C(slurmd_start_time)).
+      type: int
+hostlist:
+  description: The names of the matching nodes as one Slurm hostlist expression.
+  returned: success
+  type: str
+  sample: "n[1-2,4]"
+missing:
+  description: Names asked for in O(nodes) that the cluster does not know.
+  returned: success
+  type: list
+  elements: str
+total:
+  description: Number of nodes in the cluster, before any filter.
+  returned: success
+  type: int
+source:
+  description: Which sinfo output was read, V(json) or V(text).
+  returned: success
+  type: str
+commands:
+  description: The Slurm commands this task ran, each as an argument list.
+  returned: always
+  type: list
+  elements: list
+'''
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import (
+    HostlistError,
+    compress_hostlist,
+    expand_hostlist,
+)
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_state import (
+    SlurmStateError,
+    parse_state,
+    state_matches,
+)
+from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import (
+    NodeParseError,
+    node_state,
+    read_nodes,
+)
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
+    SlurmCLI,
+    SlurmCommandError,
+    slurm_argument_spec,
+)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=slurm_argument_spec(
+            nodes=dict(type="list", elements="str", default=[]),
+            states=dict(type="list", elements="str", default=[]),
+            source=dict(type="str", choices=["auto", "json", "text"], default="auto"),
+        ),
+        supports_check_mode=True,
+    )
+    cli = SlurmCLI(module)
+    try:
+        wanted = expand_hostlist(module.params["nodes"]) if module.params["nodes"] else []
+    except HostlistError as exc:
+        module.fail_json(msg="nodes: %s" % exc)
+    try:
+        for name in module.params["states"]:
+            state_matches(parse_state("idle"), [name])
+    except SlurmStateError as exc:
+        module.fail_json(msg="states: %s" % exc)
+
+    try:
+        nodes, source = read_nodes(cli, module.params["source"])
+    except SlurmCommandError as exc:
+        cli.fail(exc)
+    except NodeParseError as exc:
+        module.fail_json(msg=str(exc), commands=cli.calls)
+
+    total = len(nodes)
+    missing = []
+    if wanted:
+        by_name = dict((n["name"], n) for n in nodes)
+        missing = [name for name in wanted if name not in by_name]
+        seen = set()
+        selected = []
+        for name in wanted:
+            if name in by_name and name not in seen:
+                seen.add(name)
+                selected.append(by_name[name])
+        nodes = selected
+    if module.params["states"]:
+        nodes = [n for n in nodes if state_matches(node_state(n), module.params["states"])]
+
+    module.exit_json(
+        changed=False,
+        nodes=nodes,
+        hostlist=compress_hostlist([n["name"] for n in nodes]),
+        missing=missing,
+        total=total,
+        source=source,
+        commands=cli.calls,
+    )
+
+
+if __name__ == "__main__":
+    main()
