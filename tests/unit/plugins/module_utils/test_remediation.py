@@ -1,0 +1,110 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The node remediation policy."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import pytest
+
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_state import parse_state
+from ansible_collections.clusterops.slurm.plugins.module_utils._remediation import (
+    RemediationError,
+    blast_radius_limit,
+    plan_remediation,
+)
+
+
+def node(name, state, reason="", reason_time=None, partitions=("debug",)):
+    parsed = parse_state(state)
+    return {"name": name, "state": parsed.base, "flags": sorted(parsed.flags), "state_raw": state,
+            "reason": reason, "reason_time": reason_time, "partitions": list(partitions)}
+
+
+CLUSTER = [
+    node("n1", "IDLE"),
+    node("n2", "DOWN+NOT_RESPONDING", "Not responding", 100),
+    node("n3", "IDLE+DRAIN", "Kill task failed", 200),
+    node("n4", "IDLE+DRAIN", "maintenance CHG-1", 50),
+    node("n5", "DOWN", "Node unexpectedly rebooted", 300),
+    node("n6", "IDLE+DRAIN+REBOOT_REQUESTED", "clusterops.slurm remediation: reboot", 10),
+    node("n7", "IDLE+DRAIN", "NHC: check_fs_mount: /scratch not mounted", 20),
+    node("n8", "DOWN+DRAIN", "", 30),
+    node("n9", "MIXED+DRAIN", "prolog instance=i-0123 job=42: fabricmanager down", 40),
+    node("n10", "MIXED+DRAIN", "Prolog error", 400),
+    node("n11", "IDLE+POWERED_DOWN", "", None),
+    node("n12", "IDLE+NOT_RESPONDING"),
+]
+
+
+def by_name(entries):
+    return dict((e["name"], e) for e in entries)
+
+
+def test_policy_without_limits():
+    plan = plan_remediation(CLUSTER, max_nodes=100, max_percent=100)
+    assert plan["reboot"] == ["n2", "n3"]
+    assert plan["resume"] == ["n5", "n10"]
+    skipped = by_name(plan["skipped"])
+    assert sorted(skipped) == ["n4", "n6", "n7", "n8", "n9"]
+    assert "allowlist" in skipped["n4"]["why"]
+    assert "reboot" in skipped["n6"]["why"]
+    assert "no reason" in skipped["n8"]["why"]
+    # reasons are reported whole
+    assert skipped["n9"]["reason"] == "prolog instance=i-0123 job=42: fabricmanager down"
+    assert plan["overflow"] == []
+    assert plan["reboot_hostlist"] == "n[2-3]"
+
+
+def test_admin_drained_nodes_are_never_planned():
+    plan = plan_remediation(CLUSTER, max_nodes=100, max_percent=100)
+    acted = set(plan["reboot"]) | set(plan["resume"])
+    assert not acted & {"n4", "n7", "n9", "n8"}
+
+
+def test_blast_radius_oldest_first():
+    plan = plan_remediation(CLUSTER, max_nodes=2, max_percent=100)
+    assert [a["name"] for a in plan["actions"]] == ["n2", "n3"]
+    assert [o["name"] for o in plan["overflow"]] == ["n5", "n10"]
+    assert plan["limit"] == 2
+
+
+def test_blast_radius_percent():
+    # 12 nodes, 10 % -> 1 node
+    plan = plan_remediation(CLUSTER, max_nodes=16, max_percent=10)
+    assert plan["limit"] == 1
+    assert len(plan["actions"]) == 1 and len(plan["overflow"]) == 3
+
+
+@pytest.mark.parametrize("total, max_nodes, pct, expected", [
+    (4, 16, 10, 1), (100, 16, 10, 10), (4096, 16, 10, 16), (4, 16, 50, 2), (4, 0, 50, 0), (4, 5, 0, 0),
+    (0, 16, 10, 1),
+])
+def test_limit(total, max_nodes, pct, expected):
+    assert blast_radius_limit(total, max_nodes, pct) == expected
+
+
+@pytest.mark.parametrize("max_nodes, pct", [(-1, 10), (1, -5), (1, 101), ("x", 1)])
+def test_bad_limits(max_nodes, pct):
+    with pytest.raises(RemediationError):
+        blast_radius_limit(10, max_nodes, pct)
+
+
+def test_scope():
+    plan = plan_remediation(CLUSTER, in_scope=["n3", "n4"], max_nodes=100, max_percent=100)
+    assert plan["reboot"] == ["n3"] and plan["resume"] == []
+    assert plan["considered"] == 2
+
+
+def test_custom_allowlist_and_reboot_reasons():
+    plan = plan_remediation(CLUSTER, allow_reasons=["^NHC:"], reboot_reasons=["scratch"],
+                            max_nodes=100, max_percent=100)
+    assert plan["reboot"] == ["n7"]
+
+
+def test_invalid_regex():
+    with pytest.raises(RemediationError):
+        plan_remediation(CLUSTER, allow_reasons=["(unclosed"])
