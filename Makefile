@@ -1,0 +1,66 @@
+# clusterops.slurm: one entry point for set-up, the demo and the tests.
+# On a fresh Debian 12 machine, as root:  make demo   |   make test
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV ?= $(CURDIR)/.venv
+VENV_PY := $(VENV)/bin/python
+COLLECTION_LINK := $(CURDIR)/.collections/ansible_collections/clusterops/slurm
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export ANSIBLE_PYTHON_INTERPRETER := $(VENV_PY)
+export PATH := $(VENV)/bin:$(PATH)
+
+include dev/cluster/cluster.mk
+
+.PHONY: help setup deps venv collection demo test unit integration sanity lint benchmark clean
+
+help: ## List the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | sort
+
+deps: ## Install the Debian packages (Slurm, munge, MariaDB, Python venv) when missing
+	bash dev/cluster/install-deps.sh
+
+$(VENV)/.installed: requirements.txt requirements-test.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -r requirements-test.txt
+	touch $@
+
+venv: $(VENV)/.installed ## Python virtual environment with pinned ansible-core and test tools
+
+collection: ## Make the repository importable as ansible_collections.clusterops.slurm
+	@mkdir -p $(dir $(COLLECTION_LINK))
+	@ln -sfn $(CURDIR) $(COLLECTION_LINK)
+
+setup: deps venv collection ## Everything the demo and the tests need
+
+demo: setup ## Break nodes of the dev cluster for real and heal them with remediate.yml
+	$(MAKE) cluster-up
+	bash dev/demo.sh
+
+unit: venv collection ## Unit tests (parsers, state model, policy), no cluster needed
+	$(VENV_PY) -m pytest tests/unit -q
+
+integration: setup ## Integration tests against the real dev cluster
+	$(MAKE) cluster-up
+	$(VENV_PY) -m pytest tests/integration -q
+
+sanity: venv collection ## ansible-test sanity on a copy of the collection
+	bash tests/sanity/run.sh
+
+lint: venv collection ## ansible-lint, production profile
+	$(VENV)/bin/ansible-lint --offline --profile production
+
+test: setup ## Everything: unit, integration on the dev cluster, sanity, lint
+	$(MAKE) unit
+	$(MAKE) integration
+	$(MAKE) sanity
+	$(MAKE) lint
+
+benchmark: setup ## Slurm calls and wall time of remediate.yml at 8, 512 and 4,096 nodes
+	$(VENV_PY) benchmarks/remediate_scaling.py
+
+clean: ## Stop the dev cluster and remove build output
+	-$(MAKE) cluster-down
+	rm -rf .collections tests/output .pytest_cache
