@@ -1,0 +1,165 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Integration tests run against the real dev cluster (``make cluster-up``).
+
+Helpers here read Slurm directly (never through the code under test), drive faults through
+the dev cluster's own make targets, and run playbooks and modules with ansible-playbook /
+ansible as an operator would.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+STATE_DIR = os.environ.get("DEVCLUSTER_DIR", os.path.join(REPO, ".devcluster"))
+SLURM_CONF = os.path.join(STATE_DIR, "etc", "slurm.conf")
+INVENTORY = os.path.join(STATE_DIR, "inventory.yml")
+VENV_BIN = os.path.dirname(sys.executable)
+
+
+def slurm_env():
+    env = dict(os.environ)
+    env["SLURM_CONF"] = SLURM_CONF
+    env["ANSIBLE_CONFIG"] = os.path.join(REPO, "ansible.cfg")
+    env["ANSIBLE_PYTHON_INTERPRETER"] = sys.executable
+    env["ANSIBLE_FORCE_COLOR"] = "0"
+    env["ANSIBLE_NOCOLOR"] = "1"
+    env["PATH"] = VENV_BIN + os.pathsep + env.get("PATH", "")
+    env["LC_ALL"] = "C"
+    return env
+
+
+def run(cmd, check=True, timeout=300, **kwargs):
+    proc = subprocess.run(cmd, cwd=REPO, env=slurm_env(), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=timeout, **kwargs)
+    if check and proc.returncode != 0:
+        raise AssertionError("%s failed (rc=%s):\n%s" % (cmd, proc.returncode, proc.stdout))
+    return proc
+
+
+def nodes():
+    """{name: {"state": "IDLE+DRAIN"-like compound, "reason": str, "boot_time": int}} from sinfo --json."""
+    out = run(["sinfo", "--json"]).stdout
+    result = {}
+    for node in json.loads(out)["nodes"]:
+        state = node["state"]
+        parts = [p.upper() for p in (state if isinstance(state, list) else [state])]
+        parts += [f.upper() for f in node.get("state_flags", [])]
+        result[node["name"]] = {"state": "+".join(parts), "flags": set(parts[1:]), "base": parts[0],
+                                "reason": node.get("reason") or "", "boot_time": node.get("boot_time")}
+    return result
+
+
+def wait_for(predicate, what, timeout=120, interval=1.0):
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        last = nodes()
+        if predicate(last):
+            return last
+        time.sleep(interval)
+    raise AssertionError("timed out after %ss waiting for %s; nodes: %s" % (timeout, what, last))
+
+
+def is_healthy(node):
+    return node["base"] in ("IDLE", "MIXED", "ALLOCATED") and not (
+        node["flags"] & {"DRAIN", "NOT_RESPONDING", "FAIL", "REBOOT_REQUESTED", "REBOOT_ISSUED"})
+
+
+def make(target, **variables):
+    args = ["make", "-s", target] + ["%s=%s" % kv for kv in variables.items()]
+    return run(args, timeout=600)
+
+
+def scontrol(*args):
+    return run(["scontrol"] + list(args))
+
+
+def playbook(*args, **kwargs):
+    """ansible-playbook playbooks/remediate.yml (or another) against the dev inventory; returns
+    (proc, recap) where recap is {"ok": n, "changed": n, "failed": n, ...} for localhost."""
+    cmd = ["ansible-playbook", "-i", INVENTORY] + list(args)
+    proc = run(cmd, check=kwargs.pop("check", True), **kwargs)
+    recap = {}
+    match = re.search(r"^localhost\s*:\s*(.*)$", proc.stdout, re.MULTILINE)
+    if match:
+        recap = dict((k, int(v)) for k, v in re.findall(r"(\w+)=(\d+)", match.group(1)))
+    return proc, recap
+
+
+def module(name, args, check_mode=False, diff=False):
+    """Run one module ad hoc against localhost; return (rc, result dict)."""
+    cmd = ["ansible", "-i", INVENTORY, "localhost", "-m", name, "-a", json.dumps(args)]
+    if check_mode:
+        cmd.append("--check")
+    if diff:
+        cmd.append("--diff")
+    proc = run(cmd, check=False)
+    match = re.search(r"=> (\{.*\})\s*$", proc.stdout, re.DOTALL)
+    if not match:
+        raise AssertionError("no module result in:\n%s" % proc.stdout)
+    return proc.returncode, json.loads(match.group(1))
+
+
+def sdiag_rpc_counts():
+    """{message type: count} from sdiag's "Remote Procedure Call statistics by message type"."""
+    out = run(["sdiag"]).stdout
+    counts = {}
+    section = False
+    for line in out.splitlines():
+        if "by message type" in line:
+            section = True
+            continue
+        if section and "by user" in line:
+            break
+        match = re.match(r"\s+(\S+)\s+\(\s*\d+\)\s+count:(\d+)", line)
+        if section and match:
+            counts[match.group(1)] = int(match.group(2))
+    return counts
+
+
+def reset_cluster():
+    """Every node powered on and back in service, no jobs, no pending reboots."""
+    current = nodes()
+    for name, node in current.items():
+        if not node["flags"] & {"NOT_RESPONDING"} and node["base"] != "DOWN":
+            continue
+        make("cluster-poweron", NODE=name)
+    run(["scancel", "--full", "--quiet", "-u", "root"], check=False)
+    current = nodes()
+    pending = [n for n, v in current.items() if v["flags"] & {"REBOOT_REQUESTED"}]
+    if pending:
+        scontrol("cancel_reboot", ",".join(pending))
+    broken = [n for n, v in nodes().items() if not is_healthy(v)]
+    if broken:
+        run(["scontrol", "update", "NodeName=%s" % ",".join(broken), "State=RESUME"], check=False)
+    return wait_for(lambda ns: all(is_healthy(v) for v in ns.values()), "every node back in service",
+                    timeout=180)
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    if not os.path.exists(SLURM_CONF):
+        if os.environ.get("CLUSTEROPS_REQUIRE_CLUSTER"):
+            pytest.fail("the dev cluster is not up (%s missing): run make cluster-up" % SLURM_CONF)
+        pytest.skip("the dev cluster is not up: run make cluster-up")
+    proc = run(["sinfo", "-h"], check=False)
+    if proc.returncode != 0:
+        pytest.fail("the dev cluster does not answer: %s" % proc.stdout)
+    return nodes()
+
+
+@pytest.fixture()
+def healthy(cluster):
+    """Each test starts from a cluster with every node in service."""
+    return reset_cluster()
