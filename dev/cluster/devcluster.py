@@ -1,0 +1,1011 @@
+#!/usr/bin/env python3
+"""Manage a real multi-node Slurm 22.05 cluster on one Debian 12 machine.
+
+This is the default target for the collection's demo and integration tests.
+Everything lives in one state directory (DEVCLUSTER_DIR, default
+<repo>/.devcluster) and every daemon is private to it:
+
+* munged       own key, socket and pid file (AuthInfo=socket=... in the configs)
+* mariadbd     own datadir, socket and pid file, TCP on 127.0.0.1:16830
+* slurmdbd     port 16819, reads slurmdbd.conf next to slurm.conf
+* slurmctld    port 16817
+* slurmd x N   one per compute node n1..nN, port 17000+i, `slurmd -N nI`,
+               each in its own PID + mount + time namespace (see "Nodes")
+* powerd       a tiny helper of ours that performs reboots (see "Reboots")
+
+Nodes
+    Each slurmd runs as
+        unshare --pid --fork --kill-child --mount-proc --time --boottime -<uptime> \
+            slurmd -D -N nI
+    We track the OUTER pid (unshare) and the inner one (slurmd, pid 1 in its
+    namespace). SIGKILL to both kills every process of the node at once, job
+    steps included: that is our "power loss". The time namespace moves the boot
+    clock so that a freshly started slurmd reports a NEW boot time to
+    slurmctld, which is what Slurm needs to consider a reboot done.
+
+Reboots
+    slurmd runs RebootProgram (reboot-program.sh) inside the node's PID
+    namespace. Nothing started from there can outlive the namespace (setsid and
+    nohup do not help: when the namespace's init dies the kernel kills every
+    process in it), so the reboot program only drops a request file and
+    returns; `powerd`, which runs outside all node namespaces, picks it up,
+    "powers off" that node and boots it again with a new boot time.
+
+Usage (normally through dev/cluster/cluster.mk):
+    devcluster.py --dir DIR up [--nodes N] [--slurmd-nodes M]
+    devcluster.py --dir DIR down | status | env
+    devcluster.py --dir DIR crash NODE | poweron NODE | reboot NODE
+"""
+
+import argparse
+import contextlib
+import fcntl
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+CLUSTER_NAME = "devcluster"
+
+# Non-standard ports, so a real Slurm/MariaDB on the machine is never hit.
+SLURMCTLD_PORT = 16817
+SLURMDBD_PORT = 16819
+MARIADB_PORT = 16830
+SLURMD_PORT_BASE = 17000  # node nI listens on SLURMD_PORT_BASE + I
+
+DB_NAME = "slurm_acct_db"
+DB_USER = "slurm"
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REBOOT_PROGRAM = os.path.join(HERE, "reboot-program.sh")
+
+# Environment marker set on every daemon we start, so `down` can find any
+# leftover by scanning /proc/*/environ even if a pid file was lost.
+MARKER_VAR = "CLUSTEROPS_DEVCLUSTER_DAEMON"
+# Set on every slurmd (and so inherited by RebootProgram): which node it is.
+NODE_VAR = "CLUSTEROPS_DEV_NODE"
+DIR_VAR = "CLUSTEROPS_DEV_DIR"
+
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+class ClusterError(Exception):
+    """A failure we report as one clear line and exit code 1."""
+
+
+def log(msg):
+    print(f"devcluster: {msg}", flush=True)
+
+
+# --------------------------------------------------------------------------
+# Paths
+# --------------------------------------------------------------------------
+class Paths:
+    """Every file the cluster uses, all under one state directory."""
+
+    def __init__(self, root):
+        root = os.path.abspath(root)
+        if any(c.isspace() for c in root):
+            # slurm.conf has no quoting for paths.
+            raise ClusterError(f"state dir must not contain whitespace: {root!r}")
+        self.root = root
+        self.etc = os.path.join(root, "etc")
+        self.slurm_conf = os.path.join(self.etc, "slurm.conf")
+        self.slurmdbd_conf = os.path.join(self.etc, "slurmdbd.conf")
+        self.plugstack_conf = os.path.join(self.etc, "plugstack.conf")
+        self.cluster_json = os.path.join(root, "cluster.json")
+        self.env_sh = os.path.join(root, "env.sh")
+        self.inventory = os.path.join(root, "inventory.yml")
+        self.log = os.path.join(root, "log")
+        self.run = os.path.join(root, "run")
+        self.nodes_run = os.path.join(self.run, "nodes")
+        self.power_requests = os.path.join(self.run, "power-requests")
+        self.lock = os.path.join(self.run, "devcluster.lock")
+        # munged insists that every directory above its socket is world-executable
+        # and not world-writable; 0755 satisfies it.
+        self.munge = os.path.join(root, "munge")
+        self.munge_key = os.path.join(self.munge, "munge.key")
+        self.munge_socket = os.path.join(self.munge, "munged.sock")
+        self.munge_seed = os.path.join(self.munge, "munged.seed")
+        self.mysql = os.path.join(root, "mysql")
+        self.mysql_data = os.path.join(self.mysql, "data")
+        self.mysql_tmp = os.path.join(self.mysql, "tmp")
+        self.mysql_socket = os.path.join(self.mysql, "mysqld.sock")
+        self.mysql_password = os.path.join(self.mysql, "slurm-db-password")
+        self.slurm_state = os.path.join(root, "slurm", "state")
+        self.slurm_spool = os.path.join(root, "slurm", "spool")
+        for sock in (self.munge_socket, self.mysql_socket):
+            if len(sock) > 100:  # sun_path is 108 bytes
+                raise ClusterError(f"state dir path too long for a unix socket: {sock}")
+
+    def pidrec(self, name):
+        """Our own record of a daemon's pid (and start time, against pid reuse)."""
+        return os.path.join(self.run, f"{name}.json")
+
+    def node_rec(self, node):
+        return os.path.join(self.nodes_run, f"{node}.json")
+
+    def ensure_dirs(self):
+        for d, mode in (
+            (self.root, 0o755),
+            (self.etc, 0o755),
+            (self.log, 0o755),
+            (self.run, 0o755),
+            (self.nodes_run, 0o755),
+            (self.power_requests, 0o755),
+            (self.munge, 0o755),
+            (self.mysql, 0o700),
+            (self.mysql_tmp, 0o700),
+            (self.slurm_state, 0o700),
+            (self.slurm_spool, 0o755),
+        ):
+            os.makedirs(d, exist_ok=True)
+            os.chmod(d, mode)
+
+
+# --------------------------------------------------------------------------
+# Process helpers
+# --------------------------------------------------------------------------
+def proc_stat(pid):
+    """Return (state, ppid, starttime) of a pid, or None if it does not exist."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read().decode("utf-8", "replace")
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    # comm may contain spaces and parentheses: split after the LAST ')'.
+    rest = data[data.rindex(")") + 2:].split()
+    return rest[0], int(rest[1]), int(rest[19])
+
+
+def is_alive(pid, starttime=None):
+    """True if pid runs (zombies count as dead) and, if given, started at starttime."""
+    if not pid:
+        return False
+    st = proc_stat(pid)
+    if st is None or st[0] in ("Z", "X"):
+        return False
+    return starttime is None or st[2] == starttime
+
+
+def all_pids():
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            yield int(entry)
+
+
+def children_of(pid):
+    out = []
+    for p in all_pids():
+        st = proc_stat(p)
+        if st and st[1] == pid:
+            out.append(p)
+    return out
+
+
+def reap_children():
+    """Collect exited children so they do not linger as zombies."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def node_init(argv):
+    """pid 1 of a node's PID namespace: run slurmd, reap every orphan, exit with it.
+
+    slurmstepd daemonizes, so finished steps are re-parented to the namespace's
+    pid 1; slurmd does not reap them. Signals sent from outside (SIGTERM) are
+    forwarded to slurmd; SIGKILL from outside kills us and, with us, the node.
+    """
+    child = os.fork()
+    if child == 0:
+        os.execvp(argv[0], argv)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda signum, _frame: os.kill(child, signum))
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            return 1
+        except InterruptedError:
+            continue
+        if pid == child:
+            return os.waitstatus_to_exitcode(status)
+
+
+def pidns_of(pid):
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return None
+
+
+def environ_has(pid, needle):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return needle in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def read_json(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def write_file(path, text, mode=0o644):
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+def write_json(path, data):
+    write_file(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def kill_and_wait(pids, sig=signal.SIGTERM, timeout=15.0):
+    """Send sig to live pids, wait for them to exit, SIGKILL what is left."""
+    pids = [p for p in pids if is_alive(p)]
+    for p in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p, sig)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pids = [p for p in pids if is_alive(p)]
+        if not pids:
+            return
+        time.sleep(0.1)
+    for p in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(is_alive(p) for p in pids):
+        time.sleep(0.05)
+
+
+def run(argv, env=None, check=True, timeout=60, input_text=None):
+    """Run a command (argument list, no shell) and return CompletedProcess."""
+    res = subprocess.run(
+        argv, env=env, input=input_text, capture_output=True, text=True,
+        timeout=timeout, check=False,
+    )
+    if check and res.returncode != 0:
+        raise ClusterError(
+            f"command failed (rc={res.returncode}): {' '.join(argv)}\n"
+            f"{res.stdout}{res.stderr}".rstrip()
+        )
+    return res
+
+
+@contextlib.contextmanager
+def flocked(path):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def wait_for(what, predicate, timeout, interval=0.25):
+    deadline = time.monotonic() + timeout
+    while True:
+        result = predicate()
+        if result:
+            return result
+        if time.monotonic() >= deadline:
+            raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+def tcp_listening(port):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def host_uptime_seconds():
+    with open("/proc/uptime", encoding="ascii") as f:
+        return float(f.read().split()[0])
+
+
+# --------------------------------------------------------------------------
+# The cluster
+# --------------------------------------------------------------------------
+class Cluster:
+    def __init__(self, root):
+        self.p = Paths(root)
+
+    # ---- environment -----------------------------------------------------
+    def client_env(self):
+        env = dict(os.environ)
+        env["SLURM_CONF"] = self.p.slurm_conf
+        return env
+
+    def daemon_env(self, node=None):
+        """A small, explicit environment for daemons (no user/venv leftovers)."""
+        env = {
+            "PATH": SYSTEM_PATH,
+            "LANG": "C.UTF-8",
+            "HOME": "/root",
+            "SLURM_CONF": self.p.slurm_conf,
+            DIR_VAR: self.p.root,
+            MARKER_VAR: self.p.root,
+        }
+        if node:
+            env[NODE_VAR] = node
+        return env
+
+    def marker(self):
+        return f"{MARKER_VAR}={self.p.root}".encode()
+
+    # ---- pid records -----------------------------------------------------
+    def spawn(self, name, argv, env, record=True):
+        """Start a long-running daemon in the foreground mode, detached from us."""
+        # Foreground stdout/stderr; Slurm daemons also write their own LogFile.
+        logf = os.path.join(self.p.log, f"{name}.out")
+        with open(logf, "ab") as out:
+            proc = subprocess.Popen(  # noqa: S603 - fixed argument list
+                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                env=env, cwd=self.p.root, start_new_session=True, close_fds=True,
+            )
+        st = proc_stat(proc.pid)
+        rec = {"pid": proc.pid, "starttime": st[2] if st else None, "argv": argv}
+        if record:
+            write_json(self.p.pidrec(name), rec)
+        return rec
+
+    def daemon_pid(self, name):
+        """Pid of one of our daemons if it runs, else None."""
+        rec = read_json(self.p.pidrec(name))
+        if rec and is_alive(rec.get("pid"), rec.get("starttime")):
+            return rec["pid"]
+        return None
+
+    def stop_daemon(self, name, timeout=20.0):
+        pid = self.daemon_pid(name)
+        if pid:
+            log(f"stopping {name} (pid {pid})")
+            kill_and_wait([pid], signal.SIGTERM, timeout)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.p.pidrec(name))
+
+    # ---- configuration ---------------------------------------------------
+    def load_config(self):
+        return read_json(self.p.cluster_json)
+
+    def node_names(self, cfg=None):
+        cfg = cfg or self.load_config() or {}
+        return [f"n{i}" for i in range(1, int(cfg.get("nodes", 0)) + 1)]
+
+    def slurmd_node_names(self, cfg=None):
+        cfg = cfg or self.load_config() or {}
+        return self.node_names(cfg)[: int(cfg.get("slurmd_nodes", 0))]
+
+    def db_password(self):
+        if not os.path.exists(self.p.mysql_password):
+            write_file(self.p.mysql_password, secrets.token_hex(16) + "\n", 0o600)
+        with open(self.p.mysql_password, encoding="ascii") as f:
+            return f.read().strip()
+
+    def render_slurm_conf(self, cfg):
+        p = self.p
+        cpus = os.cpu_count() or 1
+        lines = [
+            "# Generated by dev/cluster/devcluster.py -- do not edit, rerun cluster-up.",
+            f"# Dev cluster: {cfg['nodes']} nodes, {cfg['slurmd_nodes']} of them run a slurmd.",
+            f"ClusterName={CLUSTER_NAME}",
+            # slurmctld accepts "localhost" as its own name, whatever the hostname.
+            "SlurmctldHost=localhost(127.0.0.1)",
+            f"SlurmctldPort={SLURMCTLD_PORT}",
+            # Default slurmd port; every node below overrides it with its own Port=.
+            f"SlurmdPort={SLURMD_PORT_BASE}",
+            "SlurmUser=root",
+            "SlurmdUser=root",
+            "",
+            "# Private munged: both authentication and job credentials use its socket.",
+            "AuthType=auth/munge",
+            f"AuthInfo=socket={p.munge_socket}",
+            "CredType=cred/munge",
+            "",
+            f"StateSaveLocation={p.slurm_state}",
+            f"SlurmdSpoolDir={p.slurm_spool}/%n",
+            f"SlurmctldPidFile={p.run}/slurmctld.pid",
+            # Inside its PID namespace slurmd writes "1" here; devcluster.py tracks
+            # the real (outer) pid itself in run/nodes/<node>.json.
+            f"SlurmdPidFile={p.run}/slurmd-%n.pid",
+            f"SlurmctldLogFile={p.log}/slurmctld.log",
+            f"SlurmdLogFile={p.log}/slurmd-%n.log",
+            "SlurmctldDebug=info",
+            "SlurmdDebug=info",
+            f"PlugStackConfig={p.plugstack_conf}",
+            "",
+            "# No cgroups on this machine.",
+            "ProctrackType=proctrack/linuxproc",
+            "TaskPlugin=task/none",
+            "JobAcctGatherType=jobacct_gather/linux",
+            "JobAcctGatherFrequency=10",
+            "PropagateResourceLimits=NONE",
+            "MpiDefault=none",
+            "SchedulerType=sched/backfill",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_Core",
+            "MailProg=/bin/true",
+            "",
+            "# Accounting through our private slurmdbd.",
+            "AccountingStorageType=accounting_storage/slurmdbd",
+            "AccountingStorageHost=127.0.0.1",
+            f"AccountingStoragePort={SLURMDBD_PORT}",
+            "# Connections to slurmdbd do NOT use AuthInfo: with auth/munge they take the",
+            "# munged socket from AccountingStoragePass (Slurm's \"alternate MUNGE daemon\"",
+            "# for slurmdbd). Without it slurmctld, sacct and sacctmgr would use",
+            "# /run/munge/munge.socket.2.",
+            f"AccountingStoragePass={p.munge_socket}",
+            "JobCompType=jobcomp/none",
+            "",
+            "# Failure handling.",
+            "# A node whose slurmd stops answering is marked DOWN after 10 s.",
+            "SlurmdTimeout=10",
+            "SlurmctldTimeout=30",
+            "MessageTimeout=10",
+            "KillWait=5",
+            "InactiveLimit=0",
+            "MinJobAge=300",
+            "# ReturnToService=0 is Slurm's default and what production clusters use: a",
+            "# node that was DOWN (crash, not responding) stays DOWN when its slurmd comes",
+            "# back, until an admin (or the remediation playbook) resumes it. Keeping the",
+            "# default means the dev cluster shows the same states the playbook sees.",
+            "ReturnToService=0",
+            "# `scontrol reboot` runs this on the node; it asks powerd to power-cycle it.",
+            f"RebootProgram={REBOOT_PROGRAM}",
+            "# A node that was asked to reboot must register with a new boot time within",
+            "# ResumeTimeout or it is set DOWN \"reboot timed out\". Our reboot takes ~2 s;",
+            "# 60 s leaves room for a slow, loaded machine without making tests wait long.",
+            "ResumeTimeout=60",
+            "",
+            "# slurmd reports the configured sizes below instead of probing the machine",
+            "# (all nodes share the same CPUs), so no node is drained for low resources.",
+            "SlurmdParameters=config_overrides",
+            "# Talk to every slurmd directly: with nodes that run no slurmd, tree",
+            "# forwarding through a dead node would make live nodes look unresponsive.",
+            "TreeWidth=65533",
+            "",
+        ]
+        for i, node in enumerate(self.node_names(cfg), start=1):
+            lines.append(
+                f"NodeName={node} NodeHostname=localhost NodeAddr=127.0.0.1 "
+                f"Port={SLURMD_PORT_BASE + i} CPUs={cpus} RealMemory=1024 State=UNKNOWN"
+            )
+        lines += [
+            "",
+            "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
+            "PartitionName=train Nodes=ALL Default=NO MaxTime=INFINITE State=UP",
+            "",
+        ]
+        return "\n".join(lines)
+
+    def render_slurmdbd_conf(self):
+        p = self.p
+        return "\n".join([
+            "# Generated by dev/cluster/devcluster.py -- do not edit, rerun cluster-up.",
+            "AuthType=auth/munge",
+            f"AuthInfo=socket={p.munge_socket}",
+            "DbdHost=localhost",
+            "DbdAddr=127.0.0.1",
+            f"DbdPort={SLURMDBD_PORT}",
+            "SlurmUser=root",
+            f"PidFile={p.run}/slurmdbd.pid",
+            f"LogFile={p.log}/slurmdbd.log",
+            "DebugLevel=info",
+            "StorageType=accounting_storage/mysql",
+            "StorageHost=127.0.0.1",
+            f"StoragePort={MARIADB_PORT}",
+            f"StorageUser={DB_USER}",
+            f"StoragePass={self.db_password()}",
+            f"StorageLoc={DB_NAME}",
+            "",
+        ])
+
+    def write_configs(self, cfg):
+        p = self.p
+        write_file(p.slurm_conf, self.render_slurm_conf(cfg))
+        # slurmdbd refuses a slurmdbd.conf readable by others (it holds a password).
+        write_file(p.slurmdbd_conf, self.render_slurmdbd_conf(), 0o600)
+        write_file(p.plugstack_conf, "# empty: no SPANK plugins in the dev cluster\n")
+        self.write_client_files()
+
+    def env_lines(self):
+        return [f"export SLURM_CONF={self.p.slurm_conf}"]
+
+    def write_client_files(self):
+        write_file(self.p.env_sh, "# Source me: points Slurm commands at the dev cluster.\n"
+                   + "\n".join(self.env_lines()) + "\n")
+        write_file(self.p.inventory, "\n".join([
+            "# Generated by dev/cluster/devcluster.py: the dev cluster as an Ansible inventory.",
+            "all:",
+            "  children:",
+            "    slurm_controller:",
+            "      hosts:",
+            "        localhost:",
+            "          ansible_connection: local",
+            '          ansible_python_interpreter: "{{ ansible_playbook_python }}"',
+            "      vars:",
+            f"        slurm_conf: {self.p.slurm_conf}",
+            "",
+        ]))
+
+    # ---- munged ----------------------------------------------------------
+    def start_munged(self):
+        p = self.p
+        if self.daemon_pid("munged"):
+            return
+        if not os.path.exists(p.munge_key):
+            # Same as `mungekey -c`: 1024 random bytes, readable by its owner only.
+            with open(p.munge_key, "wb") as f:
+                f.write(os.urandom(1024))
+            os.chmod(p.munge_key, 0o400)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(p.munge_socket)
+        log("starting munged")
+        self.spawn("munged", [
+            "munged", "--foreground", "--force",
+            f"--socket={p.munge_socket}", f"--key-file={p.munge_key}",
+            f"--pid-file={p.run}/munged.pid", f"--log-file={p.log}/munged.log",
+            f"--seed-file={p.munge_seed}", "--num-threads=4",
+        ], self.daemon_env())
+        wait_for("munged socket", lambda: os.path.exists(p.munge_socket), 15)
+        # Prove it: encode and decode a credential through our socket.
+        cred = run(["munge", "-n", "-S", p.munge_socket]).stdout
+        run(["unmunge", "-S", p.munge_socket], input_text=cred)
+
+    # ---- MariaDB ---------------------------------------------------------
+    def mysql_cli(self, sql):
+        return run(["mariadb", "--no-defaults", f"--socket={self.p.mysql_socket}",
+                    "-u", "root", "-e", sql])
+
+    def start_mariadb(self):
+        p = self.p
+        if self.daemon_pid("mariadb"):
+            return
+        if not os.path.isdir(os.path.join(p.mysql_data, "mysql")):
+            log("initialising private MariaDB datadir (mysql_install_db)")
+            shutil.rmtree(p.mysql_data, ignore_errors=True)
+            run(["mysql_install_db", "--no-defaults", f"--datadir={p.mysql_data}",
+                 "--user=root", "--auth-root-authentication-method=socket",
+                 "--skip-test-db", "--skip-name-resolve"], timeout=180)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(p.mysql_socket)
+        log(f"starting MariaDB on 127.0.0.1:{MARIADB_PORT}")
+        self.spawn("mariadb", [
+            "mariadbd", "--no-defaults", f"--datadir={p.mysql_data}",
+            f"--socket={p.mysql_socket}", f"--pid-file={p.mysql}/mysqld.pid",
+            f"--port={MARIADB_PORT}", "--bind-address=127.0.0.1",
+            f"--log-error={p.log}/mariadb-error.log", f"--tmpdir={p.mysql_tmp}",
+            "--user=root", "--skip-name-resolve", "--skip-log-bin",
+            # Values Slurm's accounting docs recommend (smaller buffer pool).
+            "--innodb-buffer-pool-size=128M", "--innodb-log-file-size=64M",
+            "--innodb-lock-wait-timeout=900", "--max-connections=200",
+        ], self.daemon_env())
+
+        def ready():
+            if not self.daemon_pid("mariadb"):
+                raise ClusterError(f"MariaDB exited, see {p.log}/mariadb-error.log")
+            return run(["mariadb-admin", "--no-defaults", f"--socket={p.mysql_socket}",
+                        "-u", "root", "ping"], check=False).returncode == 0
+        wait_for("MariaDB", ready, 60)
+        pw = self.db_password()
+        # Idempotent: the user exists after the first start; keep its password in sync.
+        stmts = []
+        for host in ("127.0.0.1", "localhost"):
+            stmts += [
+                f"CREATE USER IF NOT EXISTS '{DB_USER}'@'{host}' IDENTIFIED BY '{pw}';",
+                f"ALTER USER '{DB_USER}'@'{host}' IDENTIFIED BY '{pw}';",
+                f"GRANT ALL ON {DB_NAME}.* TO '{DB_USER}'@'{host}';",
+            ]
+        self.mysql_cli(" ".join(stmts) + f" CREATE DATABASE IF NOT EXISTS {DB_NAME};")
+
+    # ---- slurmdbd / slurmctld -------------------------------------------
+    def start_slurmdbd(self):
+        if self.daemon_pid("slurmdbd"):
+            return
+        log(f"starting slurmdbd on port {SLURMDBD_PORT}")
+        self.spawn("slurmdbd", ["slurmdbd", "-D"], self.daemon_env())
+
+        def ready():
+            if not self.daemon_pid("slurmdbd"):
+                raise ClusterError(f"slurmdbd exited, see {self.p.log}/slurmdbd.log")
+            return tcp_listening(SLURMDBD_PORT)
+        wait_for("slurmdbd", ready, 60)
+        # Register the cluster before slurmctld connects (harmless if it exists).
+        res = run(["sacctmgr", "-n", "-P", "show", "cluster", "format=Cluster"],
+                  env=self.client_env())
+        if CLUSTER_NAME not in res.stdout.split():
+            run(["sacctmgr", "-i", "add", "cluster", CLUSTER_NAME], env=self.client_env())
+
+    def start_slurmctld(self):
+        if self.daemon_pid("slurmctld"):
+            return
+        log(f"starting slurmctld on port {SLURMCTLD_PORT}")
+        # -c: start from a clean state (no jobs, node states from slurm.conf), so
+        # every cluster-up gives the same pristine cluster.
+        self.spawn("slurmctld", ["slurmctld", "-D", "-c"], self.daemon_env())
+
+        def ready():
+            if not self.daemon_pid("slurmctld"):
+                raise ClusterError(f"slurmctld exited, see {self.p.log}/slurmctld.log")
+            return run(["scontrol", "ping"], env=self.client_env(),
+                       check=False).returncode == 0
+        wait_for("slurmctld", ready, 60)
+
+    def start_powerd(self):
+        if self.daemon_pid("powerd"):
+            return
+        log("starting powerd (performs node reboots requested by RebootProgram)")
+        self.spawn("powerd", [sys.executable, os.path.abspath(__file__),
+                              "--dir", self.p.root, "powerd"], self.daemon_env())
+
+    # ---- nodes -----------------------------------------------------------
+    def node_record(self, node):
+        return read_json(self.p.node_rec(node))
+
+    def node_running(self, node):
+        """True if the node's namespace (outer unshare or inner slurmd) lives."""
+        rec = self.node_record(node)
+        if not rec or not rec.get("powered"):
+            return False
+        return (is_alive(rec.get("outer_pid"), rec.get("outer_starttime"))
+                or is_alive(rec.get("inner_pid"), rec.get("inner_starttime")))
+
+    def node_pids(self, rec):
+        """Every live process of a node: outer, inner and all of its namespace."""
+        pids = set()
+        if is_alive(rec.get("outer_pid"), rec.get("outer_starttime")):
+            pids.add(rec["outer_pid"])
+        if is_alive(rec.get("inner_pid"), rec.get("inner_starttime")):
+            pids.add(rec["inner_pid"])
+        ns = rec.get("pidns")
+        if ns:
+            for pid in all_pids():
+                if pid not in pids and pidns_of(pid) == ns and is_alive(pid):
+                    pids.add(pid)
+        return pids
+
+    def check_node(self, node):
+        cfg = self.load_config()
+        if not cfg:
+            raise ClusterError("the cluster was never configured; run cluster-up first")
+        if node not in self.node_names(cfg):
+            raise ClusterError(f"unknown node {node!r}; nodes are n1..n{cfg['nodes']}")
+
+    def poweron(self, node, quiet=False):
+        """Boot a node: a new slurmd in fresh PID + mount + time namespaces."""
+        self.check_node(node)
+        with flocked(os.path.join(self.p.nodes_run, f"{node}.lock")):
+            if self.node_running(node):
+                if not quiet:
+                    log(f"{node} is already powered on")
+                return
+            old = self.node_record(node) or {}
+            # Move the namespace's boot clock back by the host's uptime, so inside it
+            # uptime starts at ~0: slurmd then reports boot time = now, a NEW boot.
+            # (The kernel rejects offsets that make the clock negative; flooring keeps
+            # the result >= 0.)
+            offset = -int(host_uptime_seconds())
+            argv = [
+                "unshare", "--pid", "--fork", "--kill-child", "--mount-proc",
+                "--time", f"--boottime={offset}", "--",
+                # pid 1 of the namespace: a tiny init that reaps orphans (slurmstepd
+                # daemonizes) and runs slurmd; if slurmd exits, the node goes down.
+                sys.executable, os.path.abspath(__file__), "--dir", self.p.root,
+                "node-init", "--", "slurmd", "-D", "-N", node,
+            ]
+            rec = self.spawn(f"slurmd-{node}", argv, self.daemon_env(node), record=False)
+            outer = rec["pid"]
+
+            def inner():
+                kids = [k for k in children_of(outer) if pidns_of(k) != pidns_of(outer)]
+                return kids[0] if kids else None
+            try:
+                inner_pid = wait_for(f"{node}'s slurmd to start", inner, 10, 0.02)
+            except ClusterError:
+                kill_and_wait([outer], signal.SIGKILL)
+                raise
+            st = proc_stat(inner_pid)
+            write_json(self.p.node_rec(node), {
+                "node": node,
+                "powered": True,
+                "outer_pid": outer,
+                "outer_starttime": rec["starttime"],
+                "inner_pid": inner_pid,
+                "inner_starttime": st[2] if st else None,
+                "pidns": pidns_of(inner_pid),
+                "boots": int(old.get("boots", 0)) + 1,
+                "booted_at": time.time(),
+            })
+            if not quiet:
+                log(f"{node} powered on (outer pid {outer}, slurmd pid {inner_pid})")
+
+    def crash(self, node, quiet=False, reason="crash"):
+        """Power loss: SIGKILL the node's slurmd and every process of its jobs at once."""
+        self.check_node(node)
+        with flocked(os.path.join(self.p.nodes_run, f"{node}.lock")):
+            rec = self.node_record(node)
+            if not rec:
+                if not quiet:
+                    log(f"{node} is already powered off")
+                return
+            pids = self.node_pids(rec)
+            if not pids:
+                if not quiet:
+                    log(f"{node} is already powered off")
+            else:
+                # Inner (the namespace's init) and outer together: when the init of a
+                # PID namespace dies the kernel SIGKILLs everything else in it.
+                for pid in pids:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                wait_for(f"{node}'s processes to die",
+                         lambda: not self.node_pids(rec), 10, 0.05)
+                if not quiet:
+                    log(f"{node} powered off ({reason}): killed {len(pids)} processes")
+            rec["powered"] = False
+            rec["powered_off_at"] = time.time()
+            write_json(self.p.node_rec(node), rec)
+
+    def reboot(self, node):
+        """Power-cycle a node (what RebootProgram asks powerd for)."""
+        self.crash(node, quiet=True, reason="reboot")
+        time.sleep(1)  # off for a moment, so the new boot time is clearly later
+        self.poweron(node, quiet=True)
+        log(f"{node} rebooted")
+
+    def powerd(self):
+        """Loop: perform the reboots that reboot-program.sh requested."""
+        log(f"powerd running, watching {self.p.power_requests}")
+        stop = []
+        signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+        while not stop:
+            try:
+                names = sorted(os.listdir(self.p.power_requests))
+            except FileNotFoundError:
+                names = []
+            for name in names:
+                if not name.endswith(".reboot"):
+                    continue
+                node = name[: -len(".reboot")]
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(self.p.power_requests, name))
+                log(f"reboot requested for {node}")
+                try:
+                    self.reboot(node)
+                except ClusterError as exc:
+                    log(f"reboot of {node} failed: {exc}")
+            reap_children()  # nodes we booted that were crashed meanwhile
+            time.sleep(0.2)
+        log("powerd stopping")
+
+    # ---- Slurm views -----------------------------------------------------
+    def node_states(self):
+        res = run(["sinfo", "-N", "-h", "-o", "%N|%T"], env=self.client_env(), check=False)
+        if res.returncode != 0:
+            return None
+        return dict(line.split("|", 1) for line in res.stdout.split() if "|" in line)
+
+    def wait_nodes_idle(self, nodes, timeout=90):
+        def ready():
+            states = self.node_states() or {}
+            return all(states.get(n) == "idle" for n in nodes)
+        try:
+            wait_for(f"nodes {','.join(nodes) or '-'} to be idle", ready, timeout, 0.5)
+        except ClusterError:
+            res = run(["sinfo", "-N", "-o", "%N %T %E"], env=self.client_env(), check=False)
+            raise ClusterError(f"nodes did not become idle:\n{res.stdout}{res.stderr}"
+                               f"see {self.p.log}/slurmctld.log and slurmd-*.log") from None
+
+    def wait_sacct(self, timeout=60):
+        def ready():
+            res = run(["sacct", "-X", "-n", "-P", "-a", "-S", "now-1hours", "-o", "JobID"],
+                      env=self.client_env(), check=False)
+            return res.returncode == 0 and "error" not in res.stderr.lower()
+        wait_for("sacct to reach slurmdbd", ready, timeout, 0.5)
+
+    # ---- top-level commands -----------------------------------------------
+    def infra(self):
+        return ["munged", "mariadb", "slurmdbd", "slurmctld", "powerd"]
+
+    def up(self, nodes, slurmd_nodes):
+        if slurmd_nodes is None:
+            slurmd_nodes = nodes
+        if nodes < 1 or not 0 <= slurmd_nodes <= nodes:
+            raise ClusterError("need NODES >= 1 and 0 <= SLURMD_NODES <= NODES")
+        cfg = {"nodes": nodes, "slurmd_nodes": slurmd_nodes}
+        self.p.ensure_dirs()
+        with flocked(self.p.lock):
+            if self.daemon_pid("slurmctld"):
+                old = self.load_config()
+                if old != cfg:
+                    raise ClusterError(
+                        f"cluster is already up with {old}; requested {cfg}. "
+                        "Run cluster-down first to change its size.")
+                # Already up: restart any infrastructure daemon that died, but do not
+                # touch the nodes (a crashed node stays off until cluster-poweron).
+                self.start_munged()
+                self.start_mariadb()
+                self.start_slurmdbd()
+                self.start_powerd()
+                self.write_client_files()
+                log("cluster already up; nothing to do")
+                return
+            t0 = time.monotonic()
+            # Clean start: clear any leftovers of a previous, interrupted run.
+            self._down(verbose=False)
+            for name in os.listdir(self.p.nodes_run):
+                os.unlink(os.path.join(self.p.nodes_run, name))
+            for name in os.listdir(self.p.power_requests):
+                os.unlink(os.path.join(self.p.power_requests, name))
+            write_json(self.p.cluster_json, cfg)
+            self.write_configs(cfg)
+            self.start_munged()
+            self.start_mariadb()
+            self.start_slurmdbd()
+            self.start_slurmctld()
+            self.start_powerd()
+            started = self.slurmd_node_names(cfg)
+            log(f"starting {len(started)} slurmd(s) of {nodes} nodes")
+            for node in started:
+                self.poweron(node, quiet=True)
+            self.wait_nodes_idle(started)
+            self.wait_sacct()
+            log(f"cluster up in {time.monotonic() - t0:.1f}s; "
+                f"`eval \"$(make cluster-env)\"` or `. {self.p.env_sh}`")
+
+    def _leftover_pids(self):
+        """Processes we started that are still alive (marker env or node namespace)."""
+        me = {os.getpid(), os.getppid()}
+        marker = self.marker()
+        namespaces = set()
+        with contextlib.suppress(FileNotFoundError):
+            for name in os.listdir(self.p.nodes_run):
+                if name.endswith(".json"):
+                    rec = read_json(os.path.join(self.p.nodes_run, name)) or {}
+                    if rec.get("pidns"):
+                        namespaces.add(rec["pidns"])
+        out = []
+        for pid in all_pids():
+            if pid in me or not is_alive(pid):
+                continue
+            if environ_has(pid, marker) or (namespaces and pidns_of(pid) in namespaces):
+                out.append(pid)
+        return out
+
+    def _down(self, verbose=True):
+        # powerd first (no reboot may start a node behind our back), then the
+        # controller, then the nodes (power off), then accounting and auth.
+        self.stop_daemon("powerd")
+        self.stop_daemon("slurmctld")
+        cfg = self.load_config() or {}
+        for node in self.node_names(cfg):
+            if self.node_record(node):
+                self.crash(node, quiet=True, reason="cluster-down")
+        self.stop_daemon("slurmdbd")
+        self.stop_daemon("mariadb", timeout=60)
+        self.stop_daemon("munged")
+        left = self._leftover_pids()
+        if left:
+            log(f"killing leftover processes: {left}")
+            kill_and_wait(left, signal.SIGTERM, 10)
+        left = self._leftover_pids()
+        if left:
+            raise ClusterError(f"processes survived cluster-down: {left}")
+        if verbose:
+            log("cluster down; no daemon left")
+
+    def down(self):
+        if not os.path.isdir(self.p.root):
+            log("cluster down (no state dir)")
+            return
+        self.p.ensure_dirs()
+        with flocked(self.p.lock):
+            self._down()
+
+    def status(self):
+        print(f"state dir: {self.p.root}")
+        print(f"SLURM_CONF={self.p.slurm_conf}")
+        print("daemons:")
+        for name in self.infra():
+            pid = self.daemon_pid(name)
+            print(f"  {name:<10} {'running pid ' + str(pid) if pid else 'not running'}")
+        cfg = self.load_config() or {}
+        nodes = self.node_names(cfg)
+        with_slurmd = set(self.slurmd_node_names(cfg))
+        shown = 0
+        for node in nodes:
+            rec = self.node_record(node)
+            if not rec and node not in with_slurmd:
+                continue  # defined in slurm.conf only, never runs a slurmd
+            shown += 1
+            if self.node_running(node):
+                print(f"  slurmd {node:<4} running outer pid {rec['outer_pid']} "
+                      f"(boot #{rec.get('boots', 1)})")
+            else:
+                print(f"  slurmd {node:<4} powered off")
+        if len(nodes) > shown:
+            print(f"  ({len(nodes) - shown} more nodes are defined without a slurmd)")
+        if self.daemon_pid("slurmctld"):
+            for argv in (["sinfo"], ["squeue"]):
+                print(f"$ {' '.join(argv)}", flush=True)
+                res = run(argv, env=self.client_env(), check=False)
+                print((res.stdout + res.stderr).rstrip(), flush=True)
+        else:
+            print("slurmctld is not running: cluster is down")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dir", default=os.environ.get("DEVCLUSTER_DIR", ".devcluster"),
+                    help="state directory (default: $DEVCLUSTER_DIR or ./.devcluster)")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    up = sub.add_parser("up", help="start the cluster (idempotent)")
+    up.add_argument("--nodes", type=int, default=4)
+    up.add_argument("--slurmd-nodes", type=int, default=None,
+                    help="how many of the nodes run a slurmd (default: all)")
+    sub.add_parser("down", help="stop everything the cluster started")
+    sub.add_parser("status", help="show daemons, sinfo and squeue")
+    sub.add_parser("env", help="print eval-able export lines")
+    for name, text in (("crash", "power loss of a node"), ("poweron", "boot a node"),
+                       ("reboot", "power-cycle a node")):
+        sp = sub.add_parser(name, help=text)
+        sp.add_argument("node")
+    sub.add_parser("powerd", help=argparse.SUPPRESS)
+    ni = sub.add_parser("node-init", help=argparse.SUPPRESS)
+    ni.add_argument("argv", nargs=argparse.REMAINDER)
+    args = ap.parse_args(argv)
+    if args.cmd == "node-init":
+        cmd = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+        return node_init(cmd)
+
+    if os.geteuid() != 0 and args.cmd not in ("env",):
+        print("devcluster: must run as root (SlurmUser=root, private daemons)",
+              file=sys.stderr)
+        return 1
+    try:
+        c = Cluster(args.dir)
+        if args.cmd == "up":
+            c.up(args.nodes, args.slurmd_nodes)
+        elif args.cmd == "down":
+            c.down()
+        elif args.cmd == "status":
+            c.status()
+        elif args.cmd == "env":
+            print("\n".join(c.env_lines()))
+        elif args.cmd == "crash":
+            c.crash(args.node)
+        elif args.cmd == "poweron":
+            c.poweron(args.node)
+        elif args.cmd == "reboot":
+            c.reboot(args.node)
+        elif args.cmd == "powerd":
+            c.powerd()
+    except ClusterError as exc:
+        print(f"devcluster: ERROR: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
