@@ -1,0 +1,378 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+
+"""Slurm hostlist expressions: expand, compress, first host.
+
+Pure standard library, Python 3.8+: this file is shipped to target hosts inside modules.
+
+Semantics are those of Slurm 22.05 (checked against ``scontrol`` 22.05.8, see
+``tests/integration/test_hostlist_vs_slurm.py``):
+
+``scontrol show hostnames EXPR`` (what :func:`expand_hostlist` reproduces)
+  - Items are separated by commas; Slurm also splits on whitespace (``"n1 n2"`` is two hosts).
+  - A bracket group holds comma-separated numbers or ``lo-hi`` ranges: ``nodeB[001,003]``.
+  - Zero padding is the width of ``lo``: ``node[001-002]`` -> node001, node002; ``n[09-10]`` -> n09, n10;
+    ``n[9-10]`` -> n9, n10; ``n[009-10]`` -> n009, n010.
+  - Two bracket groups in one name expand with the first group outermost:
+    ``rack[0-1]node[0-1]`` -> rack0node0, rack0node1, rack1node0, rack1node1. With three or more groups Slurm's
+    order is odd but kept here: the last group is the innermost loop, the second-to-last the outermost, then down
+    to the first: ``e[1-2][3-4]x[5-6]`` -> e13x5, e13x6, e23x5, e23x6, e14x5, e14x6, e24x5, e24x6.
+  - Order and duplicates are kept: ``n3,n1,n1`` -> n3, n1, n1; ``n[1-3,2]`` -> n1, n2, n3, n2.
+  - Text after the LAST bracket group is rejected by 22.05 (``Invalid hostlist: n[1-2]x``), so it is here too.
+  - One range may hold at most 65536 hosts (``Too many hosts in range``), and so may a bracket group that is not
+    the last of its name (``a[1-40000,1-30000]b[1]`` is invalid, ``a[1-40000,1-30000]`` is not); so here too.
+
+``scontrol show hostlist NAMES`` (what :func:`compress_hostlist` reproduces)
+  - 22.05 keeps the order and the duplicates; it only merges a host into the range just before it:
+    ``n3,n1,n2`` -> ``n[3,1-2]``, ``n1,n1,n2`` -> ``n[1,1-2]``, ``a1,b1,a2`` -> ``a1,b1,a2``,
+    ``rack0node0,rack0node1,rack1node0`` -> ``rack0node[0-1],rack1node0`` (one bracket group per item).
+  - The number of a name is its LAST run of digits (``rack1node3``: prefix ``rack1node``, number 3); a name with
+    text after its digits (``n1x``) has no number and is never merged.
+  - Consecutive ranges with the same prefix share one bracket even when their widths differ: ``n1,n01`` ->
+    ``n[1,01]``; ``n08,n9`` -> ``n[08,9]``. Hosts are only merged into a range when the zero padding agrees:
+    ``n9,n10`` -> ``n[9-10]``, ``n09,n10`` -> ``n[09-10]``, ``n9,n010`` -> ``n[9,010]``.
+  - ``scontrol show hostlistsorted`` sorts (``n3,n1,n1`` -> ``n[1,1,3]``) but keeps duplicates. This module has no
+    sorted variant: sort the list yourself first if you want one.
+
+Deliberate differences from Slurm 22.05 (it accepts these silently and gives odd results; here they raise
+:class:`HostlistError`): empty items (``a,,b``, a trailing comma), unbalanced or nested brackets (Slurm turns
+``node[1-2`` into the host ``node]``), whitespace or signs inside brackets (``n[ 1-2]`` gives n01, n02), an open
+range ``n[1-]``, and more than :data:`MAX_HOSTS` hosts in one expression. Numbers are not clamped to 64 bits
+(Slurm turns ``n18446744073709551616`` into ``n18446744073709551615``).
+
+Why not python-hostlist (PyPI ``python-hostlist`` 2.3.0, GPL-2.0-or-later, well kept): its
+``collect_hostlist`` sorts and de-duplicates (``n3,n1,n1,n2`` -> ``n[1-3]``), its ``expand_hostlist`` drops
+duplicates by default and accepts ``n[1-2]x`` which Slurm 22.05 rejects, and it would have to be pip-installed on
+every target host, whereas module_utils ship inside the module payload.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import itertools
+import re
+
+from typing import Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+
+__all__ = [
+    'HostlistError',
+    'MAX_HOSTS',
+    'MAX_RANGE',
+    'compress_hostlist',
+    'expand_hostlist',
+    'first_host',
+]
+
+MAX_HOSTS = 1000000
+"""Most hosts one call of :func:`expand_hostlist` returns (all items together); more raises HostlistError."""
+
+MAX_RANGE = 65536
+"""Most hosts in one ``lo-hi`` range (Slurm's ``MAX_RANGE``, ``Too many hosts in range``), and in one bracket group
+that is not the last of its name (Slurm's ``MAX_PREFIX_CNT``)."""
+
+_DIGITS = '0123456789'
+_RANGE_RE = re.compile(r'\A([0-9]+)(?:-([0-9]+))?\Z')
+_NUMBERED_RE = re.compile(r'\A(.*?)([0-9]+)\Z', re.DOTALL)
+_FORBIDDEN_IN_NAME = frozenset(',[]')
+
+HostlistExpr = Union[str, Iterable[str]]
+
+
+class HostlistError(ValueError):
+    """A hostlist expression or host name list that cannot be expanded or compressed."""
+
+
+# One bracket group: list of (lo, hi, width). A parsed word: (literal parts, groups) with
+# len(parts) == len(groups) + 1 and parts[-1] == '' whenever there is a group.
+_Range = Tuple[int, int, int]
+_Word = Tuple[List[str], List[List[_Range]]]
+
+
+def _parse_range(text, expr):
+    # type: (str, str) -> _Range
+    match = _RANGE_RE.match(text)
+    if match is None:
+        if text == '':
+            raise HostlistError('empty range inside brackets in hostlist %r' % (expr,))
+        raise HostlistError(
+            'invalid range %r in hostlist %r: expected N or LO-HI with digits 0-9 only' % (text, expr))
+    lo_text, hi_text = match.group(1), match.group(2)
+    lo = int(lo_text)
+    hi = lo if hi_text is None else int(hi_text)
+    if hi < lo:
+        raise HostlistError('descending range %r in hostlist %r: LO must not exceed HI' % (text, expr))
+    if hi - lo + 1 > MAX_RANGE:
+        raise HostlistError('range %r in hostlist %r holds %d hosts; Slurm allows at most %d per range'
+                            % (text, expr, hi - lo + 1, MAX_RANGE))
+    return lo, hi, len(lo_text)
+
+
+def _parse_word(word, expr):
+    # type: (str, str) -> _Word
+    """Split one host pattern like ``rack[0-1]node[0-1]`` into literal parts and bracket groups."""
+    parts = []  # type: List[str]
+    groups = []  # type: List[List[_Range]]
+    pos = 0
+    while True:
+        open_pos = word.find('[', pos)
+        close_pos = word.find(']', pos)
+        if open_pos < 0:
+            if close_pos >= 0:
+                raise HostlistError('unbalanced "]" in hostlist %r (item %r)' % (expr, word))
+            parts.append(word[pos:])
+            break
+        if 0 <= close_pos < open_pos:
+            raise HostlistError('unbalanced "]" in hostlist %r (item %r)' % (expr, word))
+        if close_pos < 0:
+            raise HostlistError('unbalanced "[" in hostlist %r (item %r): missing "]"' % (expr, word))
+        inner = word[open_pos + 1:close_pos]
+        if '[' in inner:
+            raise HostlistError('nested "[" in hostlist %r (item %r)' % (expr, word))
+        parts.append(word[pos:open_pos])
+        groups.append([_parse_range(piece, expr) for piece in inner.split(',')])
+        pos = close_pos + 1
+    for group in groups[:-1]:
+        in_group = sum(hi - lo + 1 for lo, hi, dummy in group)
+        if in_group > MAX_RANGE:
+            raise HostlistError('a bracket group before the last one in hostlist %r (item %r) holds %d hosts; '
+                                'Slurm allows at most %d there' % (expr, word, in_group, MAX_RANGE))
+    if groups and parts[-1]:
+        raise HostlistError(
+            'text %r after the last bracket group in hostlist %r (item %r): Slurm 22.05 rejects it'
+            % (parts[-1], expr, word))
+    return parts, groups
+
+
+def _word_count(word):
+    # type: (_Word) -> int
+    count = 1
+    for group in word[1]:
+        count *= sum(hi - lo + 1 for lo, hi, dummy in group)
+    return count
+
+
+def _split_items(expr):
+    # type: (str) -> List[str]
+    """Split on top-level commas and whitespace; reject empty items and whitespace inside brackets."""
+    items = []  # type: List[str]
+    depth = 0
+    start = 0
+    pieces = []  # type: List[str]
+    for index, char in enumerate(expr):
+        if char == '[':
+            depth += 1
+        elif char == ']':
+            depth = max(depth - 1, 0)
+        elif depth and char.isspace():
+            raise HostlistError('whitespace inside brackets in hostlist %r' % (expr,))
+        elif char == ',' and not depth:
+            pieces.append(expr[start:index])
+            start = index + 1
+    pieces.append(expr[start:])
+    if len(pieces) == 1 and not pieces[0].strip():
+        return items
+    for number, piece in enumerate(pieces, 1):
+        words = piece.split()
+        if not words:
+            raise HostlistError('empty item #%d in hostlist %r (two commas in a row, or a leading or trailing '
+                                'comma)' % (number, expr))
+        items.extend(words)
+    return items
+
+
+def _parse(expr):
+    # type: (HostlistExpr) -> List[_Word]
+    if isinstance(expr, str):
+        exprs = [expr]  # type: Sequence[str]
+    elif isinstance(expr, (bytes, bytearray, dict)) or expr is None:
+        raise HostlistError('expected a hostlist string or a list of them, got %s' % (type(expr).__name__,))
+    else:
+        try:
+            exprs = list(expr)
+        except TypeError:
+            raise HostlistError('expected a hostlist string or a list of them, got %s' % (type(expr).__name__,))
+        for one in exprs:
+            if not isinstance(one, str):
+                raise HostlistError('expected a list of hostlist strings, found %s %r'
+                                    % (type(one).__name__, one))
+    words = []  # type: List[_Word]
+    total = 0
+    for one in exprs:
+        for item in _split_items(one):
+            word = _parse_word(item, one)
+            total += _word_count(word)
+            if total > MAX_HOSTS:
+                raise HostlistError('hostlist %r expands to more than %d hosts' % (one, MAX_HOSTS))
+            words.append(word)
+    return words
+
+
+def _slurm_group_order(count):
+    # type: (int) -> List[int]
+    """Indexes of the bracket groups of one name, outermost loop first, as Slurm 22.05 expands them.
+
+    Slurm (``_push_range_list`` in src/common/hostlist.c) takes the LAST group as the innermost loop and
+    then recurses from the second-to-last group (outermost) down to the first one: for 3 groups the order is
+    2nd, 1st, 3rd. With 1 or 2 groups that is simply first group outermost.
+    """
+    return list(range(count - 2, -1, -1)) + [count - 1]
+
+
+def _iter_word(word):
+    # type: (_Word) -> Iterator[str]
+    parts, groups = word
+    if not groups:
+        yield parts[0]
+        return
+    columns = []  # type: List[List[str]]
+    for group in groups:
+        column = []  # type: List[str]
+        for lo, hi, width in group:
+            column.extend(str(number).zfill(width) for number in range(lo, hi + 1))
+        columns.append(column)
+    order = _slurm_group_order(len(columns))
+    numbers = [''] * len(columns)
+    for combo in itertools.product(*[columns[index] for index in order]):
+        for index, number in zip(order, combo):
+            numbers[index] = number
+        yield ''.join(part + number for part, number in zip(parts, numbers)) + parts[-1]
+
+
+def expand_hostlist(expr):
+    # type: (HostlistExpr) -> List[str]
+    """Expand a Slurm hostlist expression to host names, like ``scontrol show hostnames EXPR``.
+
+    :param expr: a hostlist string such as ``"nodeA,nodeB[001,003],rack[0-1]node[0-1]"``, or a list (any
+        iterable but a string, bytes or dict) of such strings whose expansions are concatenated.
+        An empty or blank string expands to ``[]``.
+    :returns: host names, as ``List[str]``, in the order written, duplicates kept; bracket groups expand in
+        Slurm's order (first group outermost for two groups; see the module docstring for three or more), zero
+        padding taken from the width of each range's low bound.
+    :raises HostlistError: (a ``ValueError``) for a wrong type, an empty item (``a,,b``), unbalanced or nested
+        brackets, an empty, non-numeric or descending range (``[]``, ``[a-b]``, ``[5-1]``), whitespace inside
+        brackets, text after the last bracket group (``n[1-2]x``), a range (or a group before the last) of more
+        than :data:`MAX_RANGE` hosts, or more than :data:`MAX_HOSTS` hosts in all.
+    """
+    hosts = []  # type: List[str]
+    for word in _parse(expr):
+        hosts.extend(_iter_word(word))
+    return hosts
+
+
+def first_host(expr):
+    # type: (HostlistExpr) -> str
+    """Return the first host name of a hostlist expression without expanding the rest.
+
+    The whole expression is still validated. ``first_host("nodeA,nodeB[001,003]")`` -> ``"nodeA"``.
+
+    :raises HostlistError: as :func:`expand_hostlist`, and for an expression with no hosts.
+    """
+    for word in _parse(expr):
+        for host in _iter_word(word):
+            return host
+    raise HostlistError('hostlist %r holds no host' % (expr,))
+
+
+class _Run:
+    """Consecutive numbers ``lo..hi`` after one prefix, with the zero-padding widths all of them allow."""
+
+    __slots__ = ('prefix', 'lo', 'hi', 'wmin', 'wmax')
+
+    def __init__(self, prefix, number, wmin, wmax):
+        # type: (str, int, int, int) -> None
+        self.prefix = prefix
+        self.lo = number
+        self.hi = number
+        self.wmin = wmin
+        self.wmax = wmax
+
+    def render(self):
+        # type: () -> str
+        low = str(self.lo).zfill(self.wmin)
+        if self.hi == self.lo:
+            return low
+        return '%s-%s' % (low, str(self.hi).zfill(self.wmin))
+
+
+def _widths(digits):
+    # type: (str) -> Tuple[int, int]
+    """Padding widths W such that ``str(int(digits)).zfill(W) == digits``: (min, max)."""
+    if len(digits) > 1 and digits[0] == '0':
+        return len(digits), len(digits)
+    return 1, len(digits)
+
+
+def compress_hostlist(hosts):
+    # type: (Iterable[str]) -> str
+    """Compress host names to a Slurm hostlist string, like ``scontrol show hostlist`` of Slurm 22.05.
+
+    ``expand_hostlist(compress_hostlist(x)) == list(x)`` for any list ``x`` of valid names: order and
+    duplicates are kept. A host is merged into the range just before it when it has the same prefix, the next
+    number and a compatible zero padding (``n9,n10`` -> ``n[9-10]``, ``n1,n01`` -> ``n[1,01]``); consecutive
+    ranges with one prefix share a bracket (``n3,n1,n2`` -> ``n[3,1-2]``). The number is the last run of digits
+    of the name; names with text after it (``n1x``) are written as they are, never merged, since Slurm 22.05
+    rejects text after a bracket. Slurm 22.05's ``scontrol show hostlist`` gives the same string; its
+    ``scontrol show hostlistsorted`` sorts (keeping duplicates), which this function never does.
+
+    :param hosts: host names (any iterable of ``str`` but a single string); ``[]`` gives ``""``.
+    :returns: the hostlist string, ``str``.
+    :raises HostlistError: (a ``ValueError``) for a string or non-iterable instead of a list, a non-string or
+        empty name, or a name holding a comma, a bracket or whitespace (it would not expand back to itself).
+    """
+    if isinstance(hosts, (str, bytes, bytearray)):
+        raise HostlistError('expected a list of host names, got a string %r; expand it first' % (hosts,))
+    try:
+        names = list(hosts)
+    except TypeError:
+        raise HostlistError('expected a list of host names, got %s' % (type(hosts).__name__,))
+    runs = []  # type: List[Union[_Run, str]]
+    for name in names:
+        if not isinstance(name, str):
+            raise HostlistError('host names must be strings, found %s %r' % (type(name).__name__, name))
+        if not name:
+            raise HostlistError('empty host name in list')
+        if _FORBIDDEN_IN_NAME.intersection(name) or any(char.isspace() for char in name):
+            raise HostlistError('host name %r holds a comma, a bracket or whitespace' % (name,))
+        match = _NUMBERED_RE.match(name)
+        if match is None:
+            runs.append(name)
+            continue
+        prefix, digits = match.group(1), match.group(2)
+        number = int(digits)
+        wmin, wmax = _widths(digits)
+        last = runs[-1] if runs else None  # type: Optional[Union[_Run, str]]
+        if (isinstance(last, _Run) and last.prefix == prefix and number == last.hi + 1
+                and max(wmin, last.wmin) <= min(wmax, last.wmax)):
+            last.hi = number
+            last.wmin = max(wmin, last.wmin)
+            last.wmax = min(wmax, last.wmax)
+        else:
+            runs.append(_Run(prefix, number, wmin, wmax))
+
+    items = []  # type: List[str]
+    index = 0
+    while index < len(runs):
+        run = runs[index]
+        if not isinstance(run, _Run):
+            items.append(run)
+            index += 1
+            continue
+        group = [run]
+        index += 1
+        while index < len(runs):
+            following = runs[index]
+            if not isinstance(following, _Run) or following.prefix != run.prefix:
+                break
+            group.append(following)
+            index += 1
+        if len(group) == 1 and run.lo == run.hi:
+            items.append(run.prefix + run.render())
+        else:
+            items.append('%s[%s]' % (run.prefix, ','.join(member.render() for member in group)))
+    return ','.join(items)
