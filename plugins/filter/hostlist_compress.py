@@ -12,7 +12,7 @@ name: hostlist_compress
 short_description: Compress host names to a Slurm hostlist expression
 version_added: 0.1.0
 author:
-  - clusterops.slurm maintainers
+  - clusterops.slurm maintainers (!UNKNOWN)
 description:
   - Compresses a list of host names to a Slurm hostlist expression such as V(gpu[001-004],cpu[001-002]), the same
     string as C(scontrol show hostlist) of Slurm 22.05.

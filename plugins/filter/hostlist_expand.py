@@ -12,7 +12,7 @@ name: hostlist_expand
 short_description: Expand a Slurm hostlist expression to host names
 version_added: 0.1.0
 author:
-  - clusterops.slurm maintainers
+  - clusterops.slurm maintainers (!UNKNOWN)
 description:
   - Expands a Slurm hostlist expression such as V(nodeA,nodeB[001,003],rack[0-1]node[0-1]) to the list of host
     names, exactly as C(scontrol show hostnames) of Slurm 22.05 does.

@@ -12,14 +12,14 @@ name: remediation_plan
 short_description: Decide which broken Slurm nodes to reboot, resume or leave alone
 version_added: 0.1.0
 author:
-  - clusterops.slurm maintainers
+  - clusterops.slurm maintainers (!UNKNOWN)
 description:
   - Takes every node as returned by M(clusterops.slurm.slurm_node_info) and plans one
     remediation run. It changes nothing; M(clusterops.slurm.slurm_node) acts on the plan.
   - Only nodes that are drained, DOWN or FAIL are looked at. A node with a reboot already
     requested or issued, a node in power saving and a node in a maintenance reservation are
     skipped. A node whose reason matches none of O(allow_reasons), or that has no reason, is
-    skipped too: an admin or a health check drained it on purpose.
+    skipped too, as an admin or a health check drained it on purpose.
   - A node that does not respond (NOT_RESPONDING), or whose reason matches O(reboot_reasons),
     is to be rebooted (C(scontrol reboot ASAP nextstate=resume)); any other allowed node
     only needs to return to service and is to be resumed.

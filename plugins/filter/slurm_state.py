@@ -12,7 +12,7 @@ name: slurm_state
 short_description: Split a Slurm node state into its base state and flags
 version_added: 0.1.0
 author:
-  - clusterops.slurm maintainers
+  - clusterops.slurm maintainers (!UNKNOWN)
 description:
   - Reads any spelling of a Slurm node state and returns its base state and flags.
   - sinfo words with suffix symbols (V(idle*), V(drained*), V(drng), V(mixed-), V(down~),

@@ -33,7 +33,7 @@ __metaclass__ = type
 import re
 
 try:
-    from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Tuple, Union  # noqa: F401
+    from typing import Any, Dict, Iterable, List, Optional, Tuple, Union  # noqa: F401
 except ImportError:  # pragma: no cover
     pass
 

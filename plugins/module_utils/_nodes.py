@@ -37,7 +37,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._node_state impor
 )
 
 try:
-    from typing import Any, Dict, Iterable, List, Optional, Tuple  # noqa: F401
+    from typing import Any, Dict, List, Optional, Tuple  # noqa: F401
 except ImportError:  # pragma: no cover
     pass
 

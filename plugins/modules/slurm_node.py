@@ -13,7 +13,7 @@ module: slurm_node
 short_description: Drain, resume, down or reboot Slurm nodes, batched by hostlist
 version_added: 0.1.0
 description:
-  - Sets Slurm nodes to a desired state with C(scontrol): V(drain), V(resume) (return to
+  - Sets Slurm nodes to a desired state with C(scontrol) - V(drain), V(resume) (return to
     service), V(down), V(reboot) (C(scontrol reboot), optionally C(ASAP), with a C(nextstate))
     and V(cancel_reboot) (cancel a reboot that is still pending).
   - Reads every node's state once first and changes only the nodes that need it; when all
@@ -22,8 +22,9 @@ description:
     never one call per node.
   - Names that the cluster does not know fail the task before anything changes.
 author:
-  - clusterops.slurm maintainers
+  - clusterops.slurm maintainers (!UNKNOWN)
 extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
   - clusterops.slurm.slurm_cli
 attributes:
   check_mode:
@@ -37,6 +38,8 @@ attributes:
     support: full
     membership:
       - clusterops.slurm.slurm
+  platform:
+    platforms: posix
 options:
   nodes:
     description:
@@ -58,7 +61,7 @@ options:
   reason:
     description:
       - Reason recorded with the state (C(Reason=) / C(reason=)). Required for V(drain) and V(down).
-      - Kept whole: spaces, colons, V(=) and brackets are passed to Slurm as data.
+      - Kept whole; spaces, colons, V(=) and brackets are passed to Slurm as data.
     type: str
   reason_policy:
     description:

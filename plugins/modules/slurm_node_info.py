@@ -21,8 +21,9 @@ description:
   - A node that C(sinfo) lists once per partition is returned once, with all its partitions.
     Reasons are kept whole.
 author:
-  - clusterops.slurm maintainers
+  - clusterops.slurm maintainers (!UNKNOWN)
 extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
   - clusterops.slurm.slurm_cli
   - clusterops.slurm.slurm_cli.INFO_MODULE
 attributes:
@@ -31,6 +32,8 @@ attributes:
     support: full
     membership:
       - clusterops.slurm.slurm
+  platform:
+    platforms: posix
 options:
   nodes:
     description:
