@@ -192,7 +192,7 @@ def reap_children():
     """Collect exited children so they do not linger as zombies."""
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid = os.waitpid(-1, os.WNOHANG)[0]
         except ChildProcessError:
             return
         if pid == 0:
@@ -956,7 +956,7 @@ class Cluster:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     ap.add_argument("--dir", default=os.environ.get("DEVCLUSTER_DIR", ".devcluster"),
                     help="state directory (default: $DEVCLUSTER_DIR or ./.devcluster)")
     sub = ap.add_subparsers(dest="cmd", required=True)

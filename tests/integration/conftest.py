@@ -40,7 +40,7 @@ def slurm_env():
 
 
 def run(cmd, check=True, timeout=300, **kwargs):
-    proc = subprocess.run(cmd, cwd=REPO, env=slurm_env(), stdout=subprocess.PIPE,
+    proc = subprocess.run(cmd, check=False, cwd=REPO, env=slurm_env(), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, universal_newlines=True, timeout=timeout, **kwargs)
     if check and proc.returncode != 0:
         raise AssertionError("%s failed (rc=%s):\n%s" % (cmd, proc.returncode, proc.stdout))
