@@ -12,6 +12,8 @@
 #   cluster-crash     NODE=n2: power loss of one node (slurmd + its jobs die)
 #   cluster-poweron   NODE=n2: boot a powered-off node (new boot time)
 #   cluster-reboot    NODE=n2: power-cycle a node (what RebootProgram does)
+#   cluster-slurmd-kill  NODE=n2: only slurmd dies; the node and its jobs stay up
+#   cluster-slurmd-start NODE=n2: start that slurmd again (boot time unchanged)
 
 # Directory of this fragment, valid wherever it is included from.
 DEVCLUSTER_MK_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
@@ -30,7 +32,7 @@ NODE ?=
 DEVCLUSTER := "$(DEVCLUSTER_PYTHON)" "$(DEVCLUSTER_MK_DIR)/devcluster.py" --dir "$(abspath $(DEVCLUSTER_DIR))"
 
 .PHONY: cluster-deps cluster-up cluster-down cluster-status cluster-env \
-        cluster-crash cluster-poweron cluster-reboot
+        cluster-crash cluster-poweron cluster-reboot cluster-slurmd-kill cluster-slurmd-start
 
 cluster-deps:
 	"$(DEVCLUSTER_MK_DIR)/install-deps.sh"
@@ -48,6 +50,6 @@ cluster-status:
 cluster-env:
 	@$(DEVCLUSTER) env
 
-cluster-crash cluster-poweron cluster-reboot:
+cluster-crash cluster-poweron cluster-reboot cluster-slurmd-kill cluster-slurmd-start:
 	@test -n "$(NODE)" || { echo "usage: make $@ NODE=n2" >&2; exit 2; }
 	$(DEVCLUSTER) $(patsubst cluster-%,%,$@) "$(NODE)"

@@ -35,6 +35,7 @@ Usage (normally through dev/cluster/cluster.mk):
     devcluster.py --dir DIR up [--nodes N] [--slurmd-nodes M]
     devcluster.py --dir DIR down | status | env
     devcluster.py --dir DIR crash NODE | poweron NODE | reboot NODE
+    devcluster.py --dir DIR slurmd-kill NODE | slurmd-start NODE
 """
 
 import argparse
@@ -200,26 +201,57 @@ def reap_children():
 
 
 def node_init(argv):
-    """pid 1 of a node's PID namespace: run slurmd, reap every orphan, exit with it.
+    """pid 1 of a node's PID namespace, its "kernel": runs slurmd and reaps orphans.
 
     slurmstepd daemonizes, so finished steps are re-parented to the namespace's
-    pid 1; slurmd does not reap them. Signals sent from outside (SIGTERM) are
-    forwarded to slurmd; SIGKILL from outside kills us and, with us, the node.
+    pid 1, and slurmd would not reap them. Like a real node, the node stays up
+    (jobs keep running) when slurmd dies. Signals from outside:
+      SIGUSR1  start slurmd again if it is not running (slurmd-start)
+      SIGUSR2  SIGKILL slurmd only, jobs survive (slurmd-kill)
+      SIGTERM  stop slurmd, then the node (and with it every job process)
+      SIGKILL  kills the whole node at once (power loss; crash)
     """
-    child = os.fork()
-    if child == 0:
-        os.execvp(argv[0], argv)
+    state = {"child": None, "stop": False}
+
+    def start_slurmd(*_):
+        if state["child"] is None and not state["stop"]:
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    os.execvp(argv[0], argv)
+                finally:
+                    os._exit(127)
+            state["child"] = pid
+
+    def kill_slurmd(*_):
+        if state["child"] is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(state["child"], signal.SIGKILL)
+
+    def stop(signum, _frame):
+        state["stop"] = True
+        if state["child"] is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(state["child"], signum)
+
+    signal.signal(signal.SIGUSR1, start_slurmd)
+    signal.signal(signal.SIGUSR2, kill_slurmd)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda signum, _frame: os.kill(child, signum))
+        signal.signal(sig, stop)
+    start_slurmd()
     while True:
         try:
-            pid, status = os.wait()
+            pid, _status = os.wait()
         except ChildProcessError:
-            return 1
-        except InterruptedError:
+            # Nothing left to reap: slurmd is dead and no job runs.
+            if state["stop"]:
+                return 0
+            time.sleep(0.2)
             continue
-        if pid == child:
-            return os.waitstatus_to_exitcode(status)
+        if pid == state["child"]:
+            state["child"] = None
+            if state["stop"]:
+                return 0
 
 
 def pidns_of(pid):
@@ -767,6 +799,37 @@ class Cluster:
             rec["powered_off_at"] = time.time()
             write_json(self.p.node_rec(node), rec)
 
+    def slurmd_pids(self, rec):
+        """Host pids of the slurmd process(es) inside a node's namespace."""
+        out = []
+        for pid in self.node_pids(rec):
+            try:
+                with open(f"/proc/{pid}/comm", encoding="utf-8") as f:
+                    if f.read().strip() == "slurmd":
+                        out.append(pid)
+            except OSError:
+                pass
+        return out
+
+    def slurmd_signal(self, node, start):
+        """Kill only slurmd (jobs keep running) or start it again, same boot time."""
+        self.check_node(node)
+        with flocked(os.path.join(self.p.nodes_run, f"{node}.lock")):
+            if not self.node_running(node):
+                raise ClusterError(f"{node} is powered off; use cluster-poweron")
+            rec = self.node_record(node)
+            running = bool(self.slurmd_pids(rec))
+            if start and running:
+                log(f"{node}: slurmd already running")
+                return
+            if not start and not running:
+                log(f"{node}: slurmd already dead")
+                return
+            os.kill(rec["inner_pid"], signal.SIGUSR1 if start else signal.SIGUSR2)
+            wait_for(f"{node}'s slurmd to {'start' if start else 'die'}",
+                     lambda: bool(self.slurmd_pids(rec)) == start, 10, 0.05)
+            log(f"{node}: slurmd {'started (boot time unchanged)' if start else 'killed (jobs keep running)'}")
+
     def reboot(self, node):
         """Power-cycle a node (what RebootProgram asks powerd for)."""
         self.crash(node, quiet=True, reason="reboot")
@@ -940,10 +1003,11 @@ class Cluster:
                 continue  # defined in slurm.conf only, never runs a slurmd
             shown += 1
             if self.node_running(node):
-                print(f"  slurmd {node:<4} running outer pid {rec['outer_pid']} "
+                slurmd = "slurmd up" if self.slurmd_pids(rec) else "slurmd DEAD"
+                print(f"  node {node:<6} powered on, {slurmd}, outer pid {rec['outer_pid']} "
                       f"(boot #{rec.get('boots', 1)})")
             else:
-                print(f"  slurmd {node:<4} powered off")
+                print(f"  node {node:<6} powered off")
         if len(nodes) > shown:
             print(f"  ({len(nodes) - shown} more nodes are defined without a slurmd)")
         if self.daemon_pid("slurmctld"):
@@ -968,7 +1032,9 @@ def main(argv=None):
     sub.add_parser("status", help="show daemons, sinfo and squeue")
     sub.add_parser("env", help="print eval-able export lines")
     for name, text in (("crash", "power loss of a node"), ("poweron", "boot a node"),
-                       ("reboot", "power-cycle a node")):
+                       ("reboot", "power-cycle a node"),
+                       ("slurmd-kill", "kill only the node's slurmd (jobs survive)"),
+                       ("slurmd-start", "start the node's slurmd again (same boot time)")):
         sp = sub.add_parser(name, help=text)
         sp.add_argument("node")
     sub.add_parser("powerd", help=argparse.SUPPRESS)
@@ -999,6 +1065,8 @@ def main(argv=None):
             c.poweron(args.node)
         elif args.cmd == "reboot":
             c.reboot(args.node)
+        elif args.cmd in ("slurmd-kill", "slurmd-start"):
+            c.slurmd_signal(args.node, start=args.cmd == "slurmd-start")
         elif args.cmd == "powerd":
             c.powerd()
     except ClusterError as exc:
