@@ -14,7 +14,8 @@ Semantics are those of Slurm 22.05 (checked against ``scontrol`` 22.05.8, see
 ``tests/integration/test_hostlist_vs_slurm.py``):
 
 ``scontrol show hostnames EXPR`` (what :func:`expand_hostlist` reproduces)
-  - Items are separated by commas; Slurm also splits on whitespace (``"n1 n2"`` is two hosts).
+  - Items are separated by commas; Slurm also splits on spaces and tabs (``"n1 n2"`` is two hosts). Here any
+    whitespace separates items, newlines too (Slurm would keep a newline inside the host name).
   - A bracket group holds comma-separated numbers or ``lo-hi`` ranges: ``nodeB[001,003]``.
   - Zero padding is the width of ``lo``: ``node[001-002]`` -> node001, node002; ``n[09-10]`` -> n09, n10;
     ``n[9-10]`` -> n9, n10; ``n[009-10]`` -> n009, n010.
@@ -76,7 +77,6 @@ MAX_RANGE = 65536
 """Most hosts in one ``lo-hi`` range (Slurm's ``MAX_RANGE``, ``Too many hosts in range``), and in one bracket group
 that is not the last of its name (Slurm's ``MAX_PREFIX_CNT``)."""
 
-_DIGITS = '0123456789'
 _RANGE_RE = re.compile(r'\A([0-9]+)(?:-([0-9]+))?\Z')
 _NUMBERED_RE = re.compile(r'\A(.*?)([0-9]+)\Z', re.DOTALL)
 _FORBIDDEN_IN_NAME = frozenset(',[]')

@@ -235,7 +235,9 @@ def _host_lists(draw):
     prefix = draw(_PREFIXES)
     start = draw(st.integers(0, 1100))
     width = draw(st.integers(0, 5))
-    run = [prefix + str(number).zfill(width) for number in range(start, start + draw(st.integers(0, 15)))]
+    # mostly one padding, sometimes another one in the middle of the run (n9,n010 must not merge)
+    paddings = st.sampled_from([width, width, width, 0, 2, 3])
+    run = [prefix + str(number).zfill(draw(paddings)) for number in range(start, start + draw(st.integers(0, 15)))]
     hosts = base + run
     hosts += draw(st.lists(st.sampled_from(hosts), max_size=5)) if hosts else []  # duplicates
     seed = draw(st.integers(0, 2 ** 32 - 1))
