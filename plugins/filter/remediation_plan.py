@@ -125,6 +125,11 @@ _value:
     limit:
       description: Most nodes this run may act on.
       type: int
+    report:
+      description: One line of text per node acted on, over the limit, or skipped.
+      type: list
+      elements: str
+      sample: ["n2: reboot (DOWN+NOT_RESPONDING, reason 'Not responding')"]
 """
 
 from ansible.errors import AnsibleFilterError

@@ -128,7 +128,8 @@ def plan_remediation(nodes, allow_reasons=DEFAULT_ALLOW_REASONS,
         and ``resume_hostlist``, ``actions`` (one ``{name, action, state, reason}`` each),
         ``skipped`` (``{name, state, reason, why}``, left alone on purpose), ``overflow``
         (``{name, action, state, reason}``, over the blast-radius limit, not acted on),
-        ``total``, ``considered`` (nodes in scope), ``limit``.
+        ``total``, ``considered`` (nodes in scope), ``limit``, and ``report`` (one line of
+        text per node acted on, over the limit or skipped, for people).
 
     Raises:
         RemediationError: invalid regex or limits.
@@ -172,6 +173,12 @@ def plan_remediation(nodes, allow_reasons=DEFAULT_ALLOW_REASONS,
     overflow = candidates[limit:]
     for entry in candidates:
         del entry["reason_time"]
+    report = ["%s: %s (%s, reason %r)" % (c["name"], c["action"], c["state"], c["reason"])
+              for c in acted]
+    report += ["%s: over the blast radius of %d node(s) per run, not acted on (%s)"
+               % (c["name"], limit, c["action"]) for c in overflow]
+    report += ["%s: skipped, %s (%s, reason %r)" % (s["name"], s["why"], s["state"], s["reason"])
+               for s in skipped]
     reboot_names = [c["name"] for c in acted if c["action"] == "reboot"]
     resume_names = [c["name"] for c in acted if c["action"] == "resume"]
     return {
@@ -185,4 +192,5 @@ def plan_remediation(nodes, allow_reasons=DEFAULT_ALLOW_REASONS,
         "total": len(nodes),
         "considered": considered,
         "limit": limit,
+        "report": report,
     }

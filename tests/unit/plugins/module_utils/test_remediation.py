@@ -108,3 +108,12 @@ def test_custom_allowlist_and_reboot_reasons():
 def test_invalid_regex():
     with pytest.raises(RemediationError):
         plan_remediation(CLUSTER, allow_reasons=["(unclosed"])
+
+
+def test_report_has_one_line_per_listed_node():
+    plan = plan_remediation(CLUSTER, max_nodes=2, max_percent=100)
+    lines = dict((line.split(":", 1)[0], line) for line in plan["report"])
+    assert sorted(lines) == sorted(["n2", "n3", "n5", "n10", "n4", "n6", "n7", "n8", "n9"])
+    assert lines["n2"].startswith("n2: reboot (DOWN+NOT_RESPONDING")
+    assert "over the blast radius" in lines["n5"]
+    assert "skipped" in lines["n4"] and "maintenance CHG-1" in lines["n4"]
