@@ -8,7 +8,8 @@
 #      .../ansible_collections/clusterops/slurm and makes that a git repo;
 #   2. puts tests/sanity/get_pip_standin.py into ~/.ansible/test/cache under the exact name this
 #      ansible-test version looks for (read from ansible-test itself), so a fresh CI machine works;
-#   3. runs `ansible-test sanity --local --python 3.11 --requirements` (requirements from PyPI);
+#   3. runs `ansible-test sanity --local --python 3.11 --requirements` (requirements from PyPI),
+#      installing the shellcheck tool with apt-get first when it is missing and we are root;
 #   4. checks that modules and module_utils parse as Python 3.8 (the oldest target Python of
 #      ansible-core 2.19), since only Python 3.11 is used here and the compile test runs on 3.11 only.
 #
@@ -63,9 +64,16 @@ skip=()
 # pslint needs PowerShell (pwsh), which is not packaged for Debian; the collection has no .ps1/.psm1
 # files, so ansible-test has nothing to give it anyway.
 skip+=(--skip-test pslint)
+# The shellcheck test needs the shellcheck tool, from Debian's archive. On a fresh CI machine (root,
+# Debian 12) install it; where that is not possible, skip the test and say so loudly.
+if ! command -v shellcheck >/dev/null 2>&1 && [[ "$(id -u)" -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+  echo "run.sh: installing shellcheck from the Debian archive" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -q --no-install-recommends shellcheck >/dev/null 2>&1 ||
+    { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q --no-install-recommends shellcheck >/dev/null 2>&1; } ||
+    true
+fi
 if ! command -v shellcheck >/dev/null 2>&1; then
-  # The shellcheck tool comes from Debian's archive (apt-get install shellcheck); without it the test
-  # cannot run. Say so loudly rather than let it pass silently.
   echo "run.sh: WARNING: shellcheck is not installed; skipping the shellcheck sanity test" >&2
   skip+=(--skip-test shellcheck)
 fi
