@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Benchmark: Slurm calls and wall time of remediate.yml as the cluster grows.
+
+For each size (default 8, 512 and 4,096 nodes) a dev cluster is brought up defining that many
+nodes, of which at most 4 run a slurmd. The nodes without a slurmd are drained by "an admin"
+("benchmark: powered off", not in the allowlist: remediate.yml must skip them), and 5 % of all
+nodes are drained "Kill task failed" (remediable: each must be rebooted through Slurm).
+
+It then measures, on the real slurmctld:
+
+* ``remediate.yml --check`` and ``remediate.yml`` for real, with no blast-radius limit;
+* a naive loop, as the usual scripts do it: ``scontrol show node -o NODE`` for every node,
+  then ``scontrol reboot ASAP nextstate=resume reason=... NODE`` for each remediable one
+  (on a second, disjoint 5 % so both start from the same state).
+
+and prints wall time, the Slurm commands run (counted by wrappers put in front of sinfo and
+scontrol through ``slurm_bin_dir``, independent of what the modules report) and the RPCs
+slurmctld received (``sdiag``, reset before each measurement).
+
+Target: the number of Slurm calls of remediate.yml does not grow with the node count.
+
+Usage: .venv/bin/python benchmarks/remediate_scaling.py [--sizes 8 512 4096] [--json FILE]
+Leaves the dev cluster down at the end. Takes a few minutes.
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, ".collections"))
+
+from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import (  # noqa: E402
+    compress_hostlist,
+)
+
+STATE = os.path.join(REPO, ".devcluster")
+SLURM_CONF = os.path.join(STATE, "etc", "slurm.conf")
+VENV_BIN = os.path.dirname(sys.executable)
+RUNNING = 4
+
+
+def env():
+    e = dict(os.environ)
+    e.update(SLURM_CONF=SLURM_CONF, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"),
+             ANSIBLE_PYTHON_INTERPRETER=sys.executable, LC_ALL="C",
+             PATH=VENV_BIN + os.pathsep + e.get("PATH", ""))
+    return e
+
+
+def sh(cmd, check=True, **kw):
+    proc = subprocess.run(cmd, cwd=REPO, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, check=False, **kw)
+    if check and proc.returncode != 0:
+        sys.exit("%s failed:\n%s" % (" ".join(cmd), proc.stdout[-3000:]))
+    return proc
+
+
+def sdiag():
+    """RPC counts by message type, and their total."""
+    out = sh(["sdiag"]).stdout
+    counts = {}
+    section = False
+    for line in out.splitlines():
+        if "by message type" in line:
+            section = True
+        elif section and "by user" in line:
+            break
+        elif section:
+            match = re.match(r"\s+(\S+)\s+\(\s*\d+\)\s+count:(\d+)", line)
+            if match:
+                counts[match.group(1)] = int(match.group(2))
+    return counts
+
+
+def make_wrappers(directory, log):
+    """sinfo/scontrol wrappers that log each call, then run the real command."""
+    for name in ("sinfo", "scontrol"):
+        real = subprocess.run(["which", name], stdout=subprocess.PIPE, universal_newlines=True,
+                              check=True).stdout.strip()
+        path = os.path.join(directory, name)
+        with open(path, "w") as handle:
+            handle.write('#!/bin/sh\nprintf "%%s\\n" "%s $1" >> "%s"\nexec "%s" "$@"\n' % (name, log, real))
+        os.chmod(path, 0o755)
+
+
+def measure(label, cmd, log):
+    open(log, "w").close()
+    sh(["sdiag", "--reset"])
+    start = time.monotonic()
+    proc = sh(cmd, check=False)
+    wall = time.monotonic() - start
+    if proc.returncode != 0:
+        sys.exit("%s failed:\n%s" % (label, proc.stdout[-3000:]))
+    with open(log) as handle:
+        calls = [line.split()[0] for line in handle if line.strip()]
+    rpcs = sdiag()
+    return {"run": label, "wall_s": round(wall, 2), "slurm_commands": len(calls),
+            "sinfo": calls.count("sinfo"), "scontrol": calls.count("scontrol"),
+            "rpc_total": sum(rpcs.values()),
+            "rpc_node_info": rpcs.get("REQUEST_NODE_INFO", 0) + rpcs.get("REQUEST_NODE_INFO_SINGLE", 0),
+            "rpc_update_or_reboot": rpcs.get("REQUEST_UPDATE_NODE", 0) + rpcs.get("REQUEST_REBOOT_NODES", 0)}
+
+
+def naive_loop(names, remediable, wrapdir):
+    """What the usual script does: read each node, then act on each one."""
+    script = ("for n in %s; do %s/scontrol show node -o \"$n\" >/dev/null; done; "
+              "for n in %s; do %s/scontrol reboot ASAP nextstate=resume reason=naive \"$n\"; done"
+              % (" ".join(names), wrapdir, " ".join(remediable), wrapdir))
+    return ["bash", "-c", script]
+
+
+def bench(size, wrapdir, log):
+    sh(["make", "-s", "cluster-down"])
+    sh(["make", "-s", "cluster-up", "NODES=%d" % size, "SLURMD_NODES=%d" % min(size, RUNNING)])
+    names = ["n%d" % i for i in range(1, size + 1)]
+    off = names[RUNNING:]
+    if off:
+        sh(["scontrol", "update", "NodeName=%s" % compress_hostlist(off), "State=DRAIN",
+            "Reason=benchmark: powered off"])
+    share = max(1, size * 5 // 100)
+    # Every 20th node from the 2nd, then a disjoint set for the naive loop.
+    first = names[1::20][:share]
+    second = [n for n in names[11::20] if n not in first][:share]
+    sh(["scontrol", "update", "NodeName=%s" % compress_hostlist(first), "State=DRAIN",
+        "Reason=Kill task failed"])
+    limits = json.dumps({"remediate_nodes_max_nodes": size, "remediate_nodes_max_percent": 100,
+                         "slurm_bin_dir": wrapdir})
+    playbook = ["ansible-playbook", "-i", os.path.join(STATE, "inventory.yml"),
+                "playbooks/remediate.yml", "-e", limits]
+    rows = [measure("remediate.yml --check", playbook + ["--check"], log),
+            measure("remediate.yml", playbook, log)]
+    sh(["scontrol", "update", "NodeName=%s" % compress_hostlist(second), "State=DRAIN",
+        "Reason=Kill task failed"])
+    rows.append(measure("naive per-node loop", naive_loop(names, second, wrapdir), log))
+    for row in rows:
+        row.update(nodes=size, remediable=len(first))
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[8, 512, 4096])
+    parser.add_argument("--json", help="also write the figures to this file")
+    args = parser.parse_args()
+    results = []
+    with tempfile.TemporaryDirectory() as wrapdir:
+        log = os.path.join(wrapdir, "calls.log")
+        make_wrappers(wrapdir, log)
+        try:
+            for size in args.sizes:
+                results.extend(bench(size, wrapdir, log))
+        finally:
+            sh(["make", "-s", "cluster-down"], check=False)
+    header = ("nodes", "remediable", "run", "wall_s", "slurm_commands", "sinfo", "scontrol",
+              "rpc_total", "rpc_node_info", "rpc_update_or_reboot")
+    widths = [max(len(h), *(len(str(r[h])) for r in results)) for h in header]
+    print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
+    for row in results:
+        print("  ".join(str(row[h]).ljust(w) for h, w in zip(header, widths)))
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(results, handle, indent=2)
+
+
+if __name__ == "__main__":
+    main()
