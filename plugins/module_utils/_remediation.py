@@ -11,7 +11,9 @@
 Pure functions over the node dicts of ``slurm_node_info`` (see ``_nodes``); no Slurm call.
 The policy, in order, for every node in scope:
 
-1. A node that is neither drained (DRAIN flag), DOWN, nor FAIL needs nothing; it is not listed.
+1. A node that is neither drained (DRAIN flag), DOWN, FAIL nor rebooting needs nothing; it is not
+   listed. (sinfo's text word ``reboot^`` hides DRAIN and DOWN, so a rebooting node is always
+   listed, as skipped.)
 2. A node with a reboot already requested or issued, powered down or powering up/down by
    power saving, or in a maintenance reservation is skipped: something else owns it.
 3. A node whose reason matches no allowlist pattern is skipped: an admin or a health check
@@ -63,6 +65,9 @@ _OWNED_ELSEWHERE = (
     ("POWER_DOWN", "power down pending"),
     ("MAINTENANCE", "in a maintenance reservation"),
 )
+
+
+_REBOOTING = frozenset(("REBOOT_REQUESTED", "REBOOT_ISSUED"))
 
 
 class RemediationError(ValueError):
@@ -147,7 +152,8 @@ def plan_remediation(nodes, allow_reasons=DEFAULT_ALLOW_REASONS,
             continue
         considered += 1
         state = node_state(node)
-        if not (state.drained or state.down or "FAIL" in state.flags):
+        if not (state.drained or state.down or "FAIL" in state.flags
+                or state.flags & _REBOOTING):
             continue
         reason = node.get("reason") or ""
         view = {"name": node["name"], "state": state.compound(), "reason": reason}
