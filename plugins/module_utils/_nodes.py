@@ -28,8 +28,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import re
 import time
 
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import SlurmCommandError
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_state import (
     NodeState,
     SlurmStateError,
@@ -48,6 +50,10 @@ except ImportError:  # pragma: no cover
 TEXT_SEP = "\x1f"
 TEXT_FIELDS = ("%N", "%P", "%T", "%c", "%m", "%G", "%f", "%u", "%H", "%E")
 TEXT_FORMAT = TEXT_SEP.join(TEXT_FIELDS)
+
+# What getopt says when this sinfo has no --json (Slurm before 21.08, or built without it).
+_NO_JSON_OPTION = re.compile(r"(unrecognized|invalid|unknown) option|--json.*(not supported|plugin)",
+                             re.IGNORECASE)
 
 
 class NodeParseError(ValueError):
@@ -240,7 +246,8 @@ def read_nodes(cli, source="auto"):
     Args:
         cli: a :class:`SlurmCLI`.
         source: ``json`` (``sinfo --json``, Slurm 21.08+), ``text`` (``sinfo -N -h -o``), or
-            ``auto``: JSON, and text only when this sinfo has no ``--json`` (one extra call).
+            ``auto``: JSON, and text only when this sinfo says it has no ``--json`` option
+            (one extra call); any other sinfo failure is reported as it is.
 
     Raises:
         SlurmCommandError: sinfo failed.
@@ -251,5 +258,12 @@ def read_nodes(cli, source="auto"):
                                what="read node states")
         if rc == 0:
             return parse_sinfo_json(out), "json"
+        if not _NO_JSON_OPTION.search(err or ""):
+            # sinfo knows --json but failed (controller down, ...): a second call would
+            # fail the same way, so report this one.
+            raise SlurmCommandError(
+                "sinfo failed (rc=%s) while trying to read node states: %s"
+                % (rc, ((err or out).strip().splitlines() or ["no output"])[0]),
+                cli.calls[-1], rc, out, err)
     rc, out, err = cli.run("sinfo", ["-N", "-h", "-o", TEXT_FORMAT], what="read node states")
     return parse_sinfo_text(out), "text"

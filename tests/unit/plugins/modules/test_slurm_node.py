@@ -1,0 +1,122 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""slurm_node as data (community.general style): for each case, the module arguments and every
+run_command call expected, with the rc/stdout/stderr recorded from the real dev cluster."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+
+import pytest
+
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.clusterops.slurm.plugins.modules import slurm_node
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "devcluster")
+
+
+def recorded(name):
+    with open(os.path.join(FIXTURES, name)) as handle:
+        return handle.read()
+
+
+def recorded_text(name):
+    """A recorded ``sinfo -N -h -o '%N|%P|%T|%E'`` in the text source's format."""
+    sep = "\x1f"
+    return "\n".join(sep.join([n, p, t, "2", "1024", "(null)", "(null)", "Unknown", "Unknown", r])
+                     for n, p, t, r in (line.split("|", 3) for line in recorded(name).splitlines()))
+
+
+SINFO = ["/usr/bin/sinfo", "--json"]
+SINFO_TEXT = ["/usr/bin/sinfo", "-N", "-h", "-o", "%N\x1f%P\x1f%T\x1f%c\x1f%m\x1f%G\x1f%f\x1f%u\x1f%H\x1f%E"]
+SCONTROL = "/usr/bin/scontrol"
+INVALID_STATE = "slurm_update error: Invalid node state specified\n"
+
+CASES = [
+    dict(id="drain two idle nodes: one call",
+         args={"nodes": "n[1-2]", "state": "drain", "reason": "rack work: PDU=3 [x]"},
+         calls=[(SINFO, 0, recorded("sinfo_json_all_idle.json"), ""),
+                ([SCONTROL, "update", "NodeName=n[1-2]", "State=DRAIN", "Reason=rack work: PDU=3 [x]"], 0, "", "")],
+         changed=True, failed=False, changed_nodes=["n1", "n2"]),
+    dict(id="resume the node that rebooted unexpectedly",
+         args={"nodes": ["n1", "n2"], "state": "resume"},
+         calls=[(SINFO, 0, recorded("sinfo_json_powered_on_down_n2.json"), ""),
+                ([SCONTROL, "update", "NodeName=n2", "State=RESUME"], 0, "", "")],
+         changed=True, failed=False, changed_nodes=["n2"]),
+    dict(id="reboot already issued: nothing runs",
+         args={"nodes": "n2", "state": "reboot", "reason": "x"},
+         calls=[(SINFO, 0, recorded("sinfo_json_crashed_reboot_requested_n2.json"), "")],
+         changed=False, failed=False, changed_nodes=[]),
+    dict(id="reboot a crashed node, ASAP, nextstate resume",
+         args={"nodes": "n2", "state": "reboot", "reason": "clusterops: test"},
+         calls=[(SINFO, 0, recorded("sinfo_json_crashed_n2.json"), ""),
+                ([SCONTROL, "reboot", "ASAP", "nextstate=RESUME", "reason=clusterops: test", "n2"], 0, "", "")],
+         changed=True, failed=False, changed_nodes=["n2"]),
+    dict(id="Slurm refuses: a per-node message, not a traceback",
+         args={"nodes": "n2", "state": "resume"},
+         calls=[(SINFO, 0, recorded("sinfo_json_powered_on_down_n2.json"), ""),
+                ([SCONTROL, "update", "NodeName=n2", "State=RESUME"], 1, "", INVALID_STATE),
+                (SINFO, 0, recorded("sinfo_json_powered_on_down_n2.json"), "")],
+         changed=False, failed=True, changed_nodes=[],
+         failed_nodes={"n2": "slurm_update error: Invalid node state specified"}),
+    dict(id="unknown names fail before any change",
+         args={"nodes": "n1,n99", "state": "drain", "reason": "x"},
+         calls=[(SINFO, 0, recorded("sinfo_json_all_idle.json"), "")],
+         changed=False, failed=True, msg_contains="unknown nodes, nothing was changed: n99"),
+    dict(id="sinfo fails: cmd, rc, stdout, stderr and one line",
+         args={"nodes": "n1", "state": "resume"},
+         calls=[(SINFO, 1, "", "slurm_load_node error: Unable to contact slurm controller (connect failure)\n")],
+         changed=False, failed=True,
+         msg_contains="sinfo failed (rc=1) while trying to read node states: slurm_load_node error"),
+    dict(id="sinfo without --json: the text source, then one call",
+         args={"nodes": "n[1-4]", "state": "resume"},
+         calls=[(SINFO, 1, "", "sinfo: unrecognized option '--json'\nTry \"sinfo --help\" for more information\n"),
+                (SINFO_TEXT, 0, recorded_text("sinfo_N_powered_on_down_n2.txt"), ""),
+                ([SCONTROL, "update", "NodeName=n2", "State=RESUME"], 0, "", "")],
+         changed=True, failed=False, changed_nodes=["n2"]),
+    dict(id="command_timeout wraps the call in timeout(1)",
+         args={"nodes": "n1", "state": "resume", "command_timeout": 5},
+         calls=[(["/usr/bin/timeout", "--kill-after=10", "5"] + SINFO, 124, "", "")],
+         changed=False, failed=True, msg_contains="sinfo did not answer within 5 seconds"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_slurm_node(case, monkeypatch, capsys):
+    expected = list(case["calls"])
+    seen = []
+
+    def run_command(self, args, **kwargs):
+        assert kwargs.get("use_unsafe_shell") is False
+        assert isinstance(args, list), "commands run as argument lists"
+        assert expected, "unexpected extra call %s" % (args,)
+        cmd, rc, out, err = expected.pop(0)
+        assert args == cmd
+        seen.append(args)
+        return rc, out, err
+
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
+    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path",
+                        lambda self, name, required=False, opt_dirs=None: "/usr/bin/" + name)
+    args = dict({"command_timeout": 0}, **case["args"])
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            slurm_node.main()
+    result = json.loads(capsys.readouterr().out)
+    assert expected == [], "calls not made: %s" % (expected,)
+    assert bool(result.get("failed")) is case["failed"], result
+    assert result.get("changed", False) is case["changed"]
+    if "changed_nodes" in case:
+        assert result["changed_nodes"] == case["changed_nodes"]
+    if "failed_nodes" in case:
+        assert result["failed_nodes"] == case["failed_nodes"]
+    if "msg_contains" in case:
+        assert case["msg_contains"] in result["msg"]
+    assert result["commands"] == [c[0][3:] if c[0][0].endswith("timeout") else c[0] for c in case["calls"]]
