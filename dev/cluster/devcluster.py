@@ -49,6 +49,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 CLUSTER_NAME = "devcluster"
@@ -735,8 +736,16 @@ class Cluster:
             old = self.node_record(node) or {}
             # Move the namespace's boot clock back by the host's uptime, so inside it
             # uptime starts at ~0: slurmd then reports boot time = now, a NEW boot.
-            # (The kernel rejects offsets that make the clock negative; flooring keeps
-            # the result >= 0.)
+            # unshare takes whole seconds and the kernel rejects a clock below 0, so
+            # the offset is -floor(uptime); starting right after a second boundary of
+            # the host's boot clock makes the node's uptime start at ~0.0 rather than
+            # anywhere in [0, 1). This matters: slurmd reports uptime rounded UP
+            # (sysinfo), and slurmctld only completes a reboot whose boot time is not
+            # before the reboot request, so a boot time 2 s too early can make a
+            # quick reboot look like it never happened ("reboot timed out").
+            frac = host_uptime_seconds() % 1.0
+            if frac > 0.02:
+                time.sleep(1.0 - frac)
             offset = -int(host_uptime_seconds())
             argv = [
                 "unshare", "--pid", "--fork", "--kill-child", "--mount-proc",
@@ -833,9 +842,17 @@ class Cluster:
     def reboot(self, node):
         """Power-cycle a node (what RebootProgram asks powerd for)."""
         self.crash(node, quiet=True, reason="reboot")
-        time.sleep(1)  # off for a moment, so the new boot time is clearly later
+        # Stay off for 2 s: the boot time slurmd reports (whole seconds, uptime
+        # rounded up) must be clearly later than slurmctld's reboot request time.
+        time.sleep(2)
         self.poweron(node, quiet=True)
         log(f"{node} rebooted")
+
+    def _reboot_logged(self, node):
+        try:
+            self.reboot(node)
+        except (ClusterError, OSError) as exc:
+            log(f"reboot of {node} failed: {exc}")
 
     def powerd(self):
         """Loop: perform the reboots that reboot-program.sh requested."""
@@ -854,10 +871,10 @@ class Cluster:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(os.path.join(self.p.power_requests, name))
                 log(f"reboot requested for {node}")
-                try:
-                    self.reboot(node)
-                except ClusterError as exc:
-                    log(f"reboot of {node} failed: {exc}")
+                # One thread per reboot: `scontrol reboot n[1-64]` reboots the nodes
+                # in parallel, like real hardware. Nodes have their own locks.
+                threading.Thread(target=self._reboot_logged, args=(node,),
+                                 name=f"reboot-{node}", daemon=True).start()
             reap_children()  # nodes we booted that were crashed meanwhile
             time.sleep(0.2)
         log("powerd stopping")
@@ -1041,6 +1058,8 @@ def main(argv=None):
     ni = sub.add_parser("node-init", help=argparse.SUPPRESS)
     ni.add_argument("argv", nargs=argparse.REMAINDER)
     args = ap.parse_args(argv)
+    # Behave like other CLI tools when piped into `head`.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     if args.cmd == "node-init":
         cmd = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
         return node_init(cmd)
