@@ -940,17 +940,22 @@ class Cluster:
                 os.unlink(os.path.join(self.p.power_requests, name))
             write_json(self.p.cluster_json, cfg)
             self.write_configs(cfg)
-            self.start_munged()
-            self.start_mariadb()
-            self.start_slurmdbd()
-            self.start_slurmctld()
-            self.start_powerd()
-            started = self.slurmd_node_names(cfg)
-            log(f"starting {len(started)} slurmd(s) of {nodes} nodes")
-            for node in started:
-                self.poweron(node, quiet=True)
-            self.wait_nodes_idle(started)
-            self.wait_sacct()
+            try:
+                self.start_munged()
+                self.start_mariadb()
+                self.start_slurmdbd()
+                self.start_slurmctld()
+                self.start_powerd()
+                started = self.slurmd_node_names(cfg)
+                log(f"starting {len(started)} slurmd(s) of {nodes} nodes")
+                for node in started:
+                    self.poweron(node, quiet=True)
+                self.wait_nodes_idle(started)
+                self.wait_sacct()
+            except ClusterError as exc:
+                raise ClusterError(
+                    f"{exc}\nThe cluster is left as it is for inspection (logs in "
+                    f"{self.p.log}); run cluster-down to clean up.") from None
             log(f"cluster up in {time.monotonic() - t0:.1f}s; "
                 f"`eval \"$(make cluster-env)\"` or `. {self.p.env_sh}`")
 

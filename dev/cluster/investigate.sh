@@ -74,8 +74,8 @@ save sinfo_N_all_idle.txt sinfo -N -h -o '%N|%P|%T|%E'
 save scontrol_show_node_o_all_idle.txt scontrol show node -o
 
 echo "=== a. crash n2 with a 1-node batch job on it and a 2-node job on n2,n3"
-j1="$(sbatch --parsable -J one-node -w n2 -N1 -n1 --wrap 'sleep 600')"
-j2="$(sbatch --parsable -J two-node -w n2,n3 -N2 -n2 --wrap 'srun sleep 600')"
+j1="$(sbatch --parsable -o /dev/null -J one-node -w n2 -N1 -n1 --wrap 'sleep 600')"
+j2="$(sbatch --parsable -o /dev/null -J two-node -w n2,n3 -N2 -n2 --wrap 'srun sleep 600')"
 wait_running "${j1}"; wait_running "${j2}"
 jobs_table "${j1},${j2}"
 echo "  processes of job ${j2} on n3 before: $(pgrep -fc 'sleep 600' || true) sleep(s) on the host"
@@ -142,7 +142,7 @@ scontrol update nodename=n2 state=resume
 watch_node n2 '^n2\|idle\|' 30 || true
 
 echo "=== f. slurmd of n4 dies but the node stays up (job running), then slurmd restarts (same boot time)"
-j4="$(sbatch --parsable -J survivor -w n4 -N1 -n1 --wrap 'sleep 600')"
+j4="$(sbatch --parsable -o /dev/null -J survivor -w n4 -N1 -n1 --wrap 'sleep 600')"
 wait_running "${j4}"
 echo "  job processes alive on n4 before: $(pgrep -fc 'sleep 600' || true)"
 mark "make cluster-slurmd-kill NODE=n4"
@@ -177,7 +177,7 @@ watch_node n3 '^n3\|idle\|' 90 || true
 scontrol show node n3 | grep -E 'State=|Reason|BootTime' | sed 's/^/  /'
 
 echo "=== e. a mix: n1 busy + reboot ASAP, n2 crashed, n3 drained by an admin, n4 idle"
-j3="$(sbatch --parsable -J busy -w n1 -N1 -n1 --wrap 'sleep 600')"
+j3="$(sbatch --parsable -o /dev/null -J busy -w n1 -N1 -n1 --wrap 'sleep 600')"
 wait_running "${j3}"
 scontrol reboot ASAP nextstate=resume reason="clusterops: Not responding" n1
 mk cluster-crash NODE=n2
