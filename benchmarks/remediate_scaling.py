@@ -51,7 +51,7 @@ RUNNING = 4
 def env():
     e = dict(os.environ)
     e.update(SLURM_CONF=SLURM_CONF, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"),
-             ANSIBLE_PYTHON_INTERPRETER=sys.executable, LC_ALL="C",
+             ANSIBLE_PYTHON_INTERPRETER=sys.executable, LC_ALL="C.UTF-8",
              PATH=VENV_BIN + os.pathsep + e.get("PATH", ""))
     return e
 

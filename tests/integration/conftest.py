@@ -35,7 +35,7 @@ def slurm_env():
     env["ANSIBLE_FORCE_COLOR"] = "0"
     env["ANSIBLE_NOCOLOR"] = "1"
     env["PATH"] = VENV_BIN + os.pathsep + env.get("PATH", "")
-    env["LC_ALL"] = "C"
+    env["LC_ALL"] = "C.UTF-8"
     return env
 
 
@@ -99,7 +99,9 @@ def playbook(*args, **kwargs):
 
 def module(name, args, check_mode=False, diff=False):
     """Run one module ad hoc against localhost; return (rc, result dict)."""
-    cmd = ["ansible", "-i", INVENTORY, "localhost", "-m", name, "-a", json.dumps(args)]
+    cmd = ["ansible", "-i", INVENTORY, "localhost", "-m", name]
+    if args:
+        cmd += ["-a", json.dumps(args)]
     if check_mode:
         cmd.append("--check")
     if diff:
@@ -108,7 +110,9 @@ def module(name, args, check_mode=False, diff=False):
     match = re.search(r"=> (\{.*\})\s*$", proc.stdout, re.DOTALL)
     if not match:
         raise AssertionError("no module result in:\n%s" % proc.stdout)
-    return proc.returncode, json.loads(match.group(1))
+    result = json.loads(match.group(1))
+    result["_stdout"] = proc.stdout  # what the operator saw, diff included
+    return proc.returncode, result
 
 
 def sdiag_rpc_counts():

@@ -171,8 +171,10 @@ def test_slurm_node_reason_policy_and_diff(healthy):
                         {"nodes": "n[1-2]", "state": "drain", "reason": "ours",
                          "reason_policy": "replace"}, diff=True)
     assert rc == 0 and result["changed_nodes"] == ["n2"]
-    assert result["diff"]["before"]["n2"]["reason"] == ADMIN_REASON
-    assert result["diff"]["after"]["n2"]["reason"] == "ours"
+    # the diff shows the node's reason before and after
+    assert "--- before" in result["_stdout"] and "+++ after" in result["_stdout"]
+    assert '-        "reason": "%s"' % ADMIN_REASON in result["_stdout"]
+    assert '+        "reason": "ours"' in result["_stdout"]
     assert nodes()["n2"]["reason"] == "ours"
 
 
