@@ -44,7 +44,7 @@ unit: venv collection ## Unit tests (parsers, state model, policy), no cluster n
 
 integration: setup ## Integration tests against the real dev cluster
 	$(MAKE) cluster-up
-	$(VENV_PY) -m pytest tests/integration -q
+	CLUSTEROPS_REQUIRE_CLUSTER=1 $(VENV_PY) -m pytest tests/integration -q
 
 sanity: venv collection ## ansible-test sanity on a copy of the collection
 	bash tests/sanity/run.sh

@@ -53,6 +53,8 @@ ansible-playbook -i "$INVENTORY" playbooks/remediate.yml -e "$LIMITS"
 
 say "n3 reboots through Slurm's RebootProgram; n2 is still without power"
 show
+echo "Slurm issues the reboot to n2 (it cannot deliver it: n2 has no power) ..."
+wait_state n2 'reboot\^' 30
 echo "power comes back to n2 (its BMC powers it on): Slurm sees the new boot and completes the reboot"
 make -s cluster-poweron NODE=n2
 wait_state n3 'idle' 120
