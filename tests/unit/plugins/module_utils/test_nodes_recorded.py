@@ -46,10 +46,12 @@ SCENARIOS = {
     "powered_on_down_n2": {"n2": ("DOWN", [], "Node unexpectedly rebooted")},
     "reboot_timed_out_n2": {
         "n2": ("DOWN", ["NOT_RESPONDING"], "clusterops: test : reboot issued : reboot timed out")},
-    "drained_n3": {"n3": ("IDLE", ["DRAIN"], None)},
-    # n3 is DOWN+DRAIN, which sinfo's text prints as "drained", like IDLE+DRAIN
+    "drained_n3": {"n3": ("IDLE", ["DRAIN"], "Kill task failed")},
+    # only slurmd died: DOWN+NOT_RESPONDING; back with the same boot time: DOWN, responding
+    "slurmd_dead_n4": {"n4": ("DOWN", ["NOT_RESPONDING"], "Not responding")},
+    "slurmd_back_down_n4": {"n4": ("DOWN", [], "Not responding")},
     "mixed": {"n1": ("MIXED", ["DRAIN", "REBOOT_REQUESTED"], "clusterops: Not responding"),
-              "n3": ("DOWN", ["DRAIN"], "maintenance: swap DIMM"),
+              "n3": ("IDLE", ["DRAIN"], "maintenance: swap DIMM"),
               "n2": ("DOWN", ["NOT_RESPONDING"], "Not responding")},
 }
 
@@ -105,6 +107,10 @@ def test_recorded_policy_decisions():
     timed_out = plan("reboot_timed_out_n2")
     assert timed_out["reboot"] == [] and timed_out["resume"] == []
     assert "allowlist" in timed_out["skipped"][0]["why"]
+    assert plan("drained_n3")["reboot"] == ["n3"]
+    assert plan("slurmd_dead_n4")["reboot"] == ["n4"]
+    # slurmd restarted, node responds again: it only needs returning to service
+    assert plan("slurmd_back_down_n4")["resume"] == ["n4"]
     mixed = plan("mixed")
     assert mixed["reboot"] == ["n2"]
     assert [s["name"] for s in mixed["skipped"]] == ["n1", "n3"]
