@@ -211,3 +211,12 @@ def test_slurm_node_cancel_reboot(healthy):
     rc, result = module("clusterops.slurm.slurm_node", {"nodes": "n1", "state": "cancel_reboot"})
     assert rc == 0 and not result["changed"]
     run(["scancel", job.split(";")[0]])
+
+
+def test_scope_limits_the_nodes_considered(healthy):
+    drain("n[1-2]", "Epilog error")
+    proc, recap = playbook(REMEDIATE, "-e", json.dumps({"remediate_nodes_scope": "[?name == 'n2']",
+                                                        "remediate_nodes_max_percent": 100}))
+    assert "4 nodes in the cluster, 1 in scope" in proc.stdout
+    after = nodes()
+    assert "DRAIN" in after["n1"]["flags"] and "DRAIN" not in after["n2"]["flags"]
