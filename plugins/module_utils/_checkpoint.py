@@ -1,0 +1,1339 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note: this module is private to the clusterops.slurm collection. Its API may change
+# at any time without notice; do not use it from outside the collection.
+
+"""Training checkpoints on disk: find the newest valid one, verify, and write them safely.
+
+Standard library only, Python 3.8+, and self-contained: the same file is the module_utils of
+``clusterops.slurm.checkpoint_info`` and a command that runs on cluster hosts without Ansible or
+torch (``python3 _checkpoint.py latest DIR``; see :func:`main` and docs/checkpoint-contract.md).
+
+Layouts recognised in a run folder (names matched with anchored regexes, numbers compared as
+integers, never names or mtimes):
+
+=================  ==========================================  ====================================
+layout             entry                                       complete when
+=================  ==========================================  ====================================
+``clusterops``     folder ``step_<S>/``                        ``manifest.json`` (written last)
+``torch_dcp``      folder ``step_<S>/`` or ``step-<S>/``        ``.metadata`` (written last)
+``torch_file``     file ``checkpoint_epoch_<E>_step_<S>.pt[h]``  a whole zip (torch.save)
+``huggingface``    folder ``checkpoint-<S>/``                  ``trainer_state.json``
+``deepspeed``      folder ``global_step<S>/`` (+ ``latest``)   model states + a full ZeRO rank grid
+``megatron``       folder ``iter_<S>/`` (+ tracker file)       ``.metadata``, or a full mp_rank grid
+``lightning``      file ``epoch=<E>-step=<S>[-...].ckpt``      a whole zip (torch.save)
+=================  ==========================================  ====================================
+
+Candidates are ordered by ``(epoch, step)`` where the name carries an epoch, else by step (a
+missing epoch counts as -1). Temporary entries (``tmp-*``, ``*.tmp``) are never candidates; names
+that match no layout are reported as ignored.
+
+Validation levels (each includes the ones before):
+
+* ``structure``: the commit marker and the files the layout needs are there, regular, not empty;
+  the manifest (contract) parses and agrees with the folder name.
+* ``sizes``: every file's size equals the manifest's (contract); torch.save zips have their end of
+  central directory and consistent local headers; safetensors headers cover the file exactly;
+  a torch.distributed.checkpoint ``.metadata`` (read without torch) points inside its data files.
+* ``sha256``: every byte is read once: sha256 of each file against the manifest (contract), and the
+  CRC-32 of each zip entry (torch.save files of the other layouts).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import argparse
+import binascii
+import hashlib
+import json
+import os
+import pickle
+import posixpath
+import re
+import shutil
+import stat
+import struct
+import sys
+import time
+import zipfile
+
+try:
+    from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union  # noqa: F401
+except ImportError:  # pragma: no cover
+    pass
+
+
+#: The contract's manifest format and version (docs/checkpoint-contract.md).
+FORMAT = "clusterops.checkpoint"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+#: Run-level marker written when training completed.
+FINISHED = "FINISHED"
+TMP_PREFIX = "tmp-"
+TMP_SUFFIX = ".tmp"
+
+STRUCTURE = "structure"
+SIZES = "sizes"
+SHA256 = "sha256"
+LEVELS = (STRUCTURE, SIZES, SHA256)
+
+CONTRACT = "clusterops"
+TORCH_FILE = "torch_file"
+DCP = "torch_dcp"
+HUGGINGFACE = "huggingface"
+DEEPSPEED = "deepspeed"
+MEGATRON = "megatron"
+LIGHTNING = "lightning"
+LAYOUTS = (CONTRACT, DCP, TORCH_FILE, HUGGINGFACE, DEEPSPEED, MEGATRON, LIGHTNING)
+
+#: Exit codes of the command line.
+EXIT_OK = 0
+EXIT_NONE = 1
+EXIT_ERROR = 2
+EXIT_INVALID = 3
+
+#: Bytes read per system call when hashing (constant memory, whatever the file size).
+CHUNK_SIZE = 1 << 20
+#: A manifest larger than this is refused rather than read into memory.
+MAX_MANIFEST_BYTES = 256 << 20
+
+_NUM = "([0-9]+)"
+# (regex, layout, entry kind, the name carries the epoch)
+_PATTERNS = (
+    (re.compile(r"^step_%s$" % _NUM), CONTRACT, "dir", False),
+    (re.compile(r"^step-%s$" % _NUM), DCP, "dir", False),
+    (re.compile(r"^checkpoint-%s$" % _NUM), HUGGINGFACE, "dir", False),
+    (re.compile(r"^global_step%s$" % _NUM), DEEPSPEED, "dir", False),
+    (re.compile(r"^iter_%s$" % _NUM), MEGATRON, "dir", False),
+    (re.compile(r"^checkpoint_epoch_%s_step_%s\.pth?$" % (_NUM, _NUM)), TORCH_FILE, "file", True),
+    (re.compile(r"^epoch=%s-step=%s(?:-[^/]*)?\.ckpt$" % (_NUM, _NUM)), LIGHTNING, "any", True),
+)  # type: Tuple[Tuple[Any, str, str, bool], ...]
+_LAYOUT_RANK = dict((name, i) for i, name in enumerate(LAYOUTS))
+
+_DEEPSPEED_LATEST = "latest"
+_MEGATRON_TRACKER = "latest_checkpointed_iteration.txt"
+_LAST_CKPT = re.compile(r"^last(?:-v[0-9]+)?\.ckpt$")
+_SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+_ZERO_OPTIM = re.compile(r"^(?:[a-z0-9]+_)?zero_pp_rank_%s_mp_rank_%s_optim_states\.pt$" % (_NUM, _NUM))
+_MEGATRON_RANK_DIR = re.compile(r"^mp_rank_([0-9]+)(?:_([0-9]+))?(?:_([0-9]+))?$")
+_TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
+_HF_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+
+
+class CheckpointError(Exception):
+    """A run folder or checkpoint that cannot be read at all (missing, not a folder, I/O error)."""
+
+
+class Checkpoint(object):
+    """One checkpoint candidate of a run folder.
+
+    Attributes:
+        name: the entry's name in the run folder.
+        path: absolute path of the folder or file.
+        layout: one of :data:`LAYOUTS`.
+        step: step (or iteration) number from the name.
+        epoch: epoch from the name, the manifest or ``trainer_state.json`` (Hugging Face records
+            fractional epochs); None when unknown.
+        valid: True or False once checked; None when not checked (see :attr:`checked`).
+        why_invalid: one line saying why, when not valid.
+        checked: the level it was checked at (:data:`LEVELS`), None when not checked.
+        files: number of files (contract: listed in the manifest); None when not known.
+        size: total bytes of those files; None when not known.
+        time: the manifest's ``time`` (contract), else None.
+        pointed_by: names of the pointers (``latest``, ...) that resolve to it.
+    """
+
+    __slots__ = ("name", "path", "layout", "step", "epoch", "name_epoch", "is_dir", "valid",
+                 "why_invalid", "checked", "files", "size", "time", "pointed_by")
+
+    def __init__(self, name, path, layout, step, name_epoch=None, is_dir=True):
+        # type: (str, str, str, int, Optional[int], bool) -> None
+        self.name = name
+        self.path = path
+        self.layout = layout
+        self.step = step
+        self.name_epoch = name_epoch
+        self.epoch = name_epoch  # type: Optional[Union[int, float]]
+        self.is_dir = is_dir
+        self.valid = None  # type: Optional[bool]
+        self.why_invalid = None  # type: Optional[str]
+        self.checked = None  # type: Optional[str]
+        self.files = None  # type: Optional[int]
+        self.size = None  # type: Optional[int]
+        self.time = None  # type: Optional[str]
+        self.pointed_by = []  # type: List[str]
+
+    @property
+    def key(self):
+        # type: () -> Tuple[int, int]
+        """``(epoch, step)`` from the name; -1 for the epoch of layouts whose names carry none."""
+        return (self.name_epoch if self.name_epoch is not None else -1, self.step)
+
+    def sort_key(self):
+        # type: () -> Tuple[int, int, int, str]
+        # The layout and the name only break ties between equal numbers, to be deterministic.
+        return self.key + (-_LAYOUT_RANK.get(self.layout, 99), self.name)
+
+    def to_dict(self):
+        # type: () -> Dict[str, Any]
+        return dict(name=self.name, path=self.path, layout=self.layout, step=self.step, epoch=self.epoch,
+                    valid=self.valid, why_invalid=self.why_invalid, checked=self.checked, files=self.files,
+                    size=self.size, time=self.time, pointed_by=list(self.pointed_by))
+
+    def __repr__(self):
+        return "Checkpoint(%r, layout=%r, step=%r, epoch=%r, valid=%r)" % (
+            self.name, self.layout, self.step, self.epoch, self.valid)
+
+
+class Report(object):
+    """What :func:`inspect` found in a run folder.
+
+    Attributes:
+        path: the run folder (absolute).
+        validate: the level asked for.
+        checkpoints: every candidate, oldest first.
+        latest_valid: the newest valid one, or None.
+        ignored: ``{"name", "reason"}`` for every entry that is not a candidate nor a pointer.
+        pointers: ``{"name", "kind", "target", "resolves_to", "status", "message"}``; status is one of
+            ``current``, ``older``, ``invalid``, ``missing``, ``escapes``, ``unrecognised``,
+            ``unreadable``, ``copy``, ``release``.
+        warnings: one line each: pointers that disagree with the disk, newer checkpoints skipped
+            as invalid, equal numbers, mixed layouts, a finished marker that names another step.
+        finished: the ``FINISHED`` marker's content (a dict; ``{}`` when it is empty or not JSON),
+            or None when the run has no marker.
+    """
+
+    def __init__(self, path, validate):
+        # type: (str, str) -> None
+        self.path = path
+        self.validate = validate
+        self.checkpoints = []  # type: List[Checkpoint]
+        self.latest_valid = None  # type: Optional[Checkpoint]
+        self.ignored = []  # type: List[Dict[str, str]]
+        self.pointers = []  # type: List[Dict[str, Any]]
+        self.warnings = []  # type: List[str]
+        self.finished = None  # type: Optional[Dict[str, Any]]
+        self.had_candidates = False
+
+    def to_dict(self):
+        # type: () -> Dict[str, Any]
+        return dict(path=self.path, validate=self.validate,
+                    checkpoints=[c.to_dict() for c in self.checkpoints],
+                    latest_valid=self.latest_valid.to_dict() if self.latest_valid else None,
+                    ignored=list(self.ignored), pointers=list(self.pointers),
+                    warnings=list(self.warnings), finished=self.finished)
+
+
+# ---------------------------------------------------------------------------------------------
+# Names
+# ---------------------------------------------------------------------------------------------
+
+def checkpoint_name(step):
+    # type: (int) -> str
+    """The contract's folder name for a step: ``step_`` and the step zero-padded to 9 digits."""
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise ValueError("step must be a non-negative integer, not %r" % (step,))
+    return "step_%09d" % step
+
+
+def is_temporary(name):
+    # type: (str) -> bool
+    """True for names of entries still being written (``tmp-*``, ``*.tmp``): never candidates."""
+    return name.startswith(TMP_PREFIX) or name.endswith(TMP_SUFFIX)
+
+
+def parse_name(name):
+    # type: (str) -> Optional[Tuple[str, str, int, Optional[int]]]
+    """``(layout, kind, step, epoch)`` for a name that matches a layout, else None.
+
+    ``kind`` is ``dir``, ``file`` or ``any``. The ``step_<S>`` layout is reported as ``clusterops``;
+    a folder holding a ``.metadata`` and no manifest is a torch.distributed.checkpoint instead.
+    """
+    for regex, layout, kind, has_epoch in _PATTERNS:
+        match = regex.match(name)
+        if match:
+            if has_epoch:
+                return layout, kind, int(match.group(2)), int(match.group(1))
+            return layout, kind, int(match.group(1)), None
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading files
+# ---------------------------------------------------------------------------------------------
+
+class _Invalid(Exception):
+    """Raised inside the checks; the message becomes ``why_invalid``."""
+
+
+def _inside(path, base_real):
+    # type: (str, str) -> bool
+    real = os.path.realpath(path)
+    return real == base_real or real.startswith(base_real.rstrip(os.sep) + os.sep)
+
+
+def hash_file(path, chunk_size=CHUNK_SIZE, fsync=False):
+    # type: (str, int, bool) -> Tuple[int, str]
+    """``(bytes read, sha256 hex)`` of a file, read once in ``chunk_size`` blocks (constant memory).
+
+    With ``fsync`` the file is also flushed to stable storage through the same descriptor.
+    """
+    digest = hashlib.sha256()
+    buf = bytearray(chunk_size)
+    view = memoryview(buf)
+    total = 0
+    with open(path, "rb", buffering=0) as handle:
+        if hasattr(os, "posix_fadvise"):
+            try:
+                os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
+            except OSError:  # pragma: no cover - some file systems refuse hints
+                pass
+        while True:
+            count = handle.readinto(buf)
+            if not count:
+                break
+            digest.update(view[:count])
+            total += count
+        if fsync:
+            os.fsync(handle.fileno())
+    return total, digest.hexdigest()
+
+
+def _fsync_dir(path):
+    # type: (str) -> None
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_json(path, what, max_bytes=MAX_MANIFEST_BYTES):
+    # type: (str, str, int) -> Any
+    try:
+        st = os.stat(path)
+    except OSError:
+        raise _Invalid("no %s" % what)
+    if not stat.S_ISREG(st.st_mode):
+        raise _Invalid("%s is not a regular file" % what)
+    if st.st_size == 0:
+        raise _Invalid("%s is empty" % what)
+    if st.st_size > max_bytes:
+        raise _Invalid("%s is larger than %d bytes" % (what, max_bytes))
+    try:
+        with open(path, "rb") as handle:
+            return json.loads(handle.read().decode("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise _Invalid("%s is not valid JSON: %s" % (what, exc))
+
+
+def _walk_files(top, base_real):
+    # type: (str, str) -> List[Tuple[str, str, int]]
+    """``(relative posix path, path, size)`` of the files under ``top``, sorted.
+
+    Symlinks are followed only while they stay inside ``base_real`` (the run folder); one that
+    leaves it makes the checkpoint invalid. Symlinked folders are not descended into.
+    """
+    found = []  # type: List[Tuple[str, str, int]]
+    for dirpath, dirnames, filenames in os.walk(top):
+        dirnames.sort()
+        for name in sorted(filenames) + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
+            path = os.path.join(dirpath, name)
+            rel = os.path.relpath(path, top).replace(os.sep, "/")
+            if os.path.islink(path):
+                if not _inside(path, base_real):
+                    raise _Invalid("%s is a symlink out of the run folder (not followed)" % rel)
+                if os.path.isdir(path):
+                    continue
+            try:
+                st = os.stat(path)
+            except OSError:
+                raise _Invalid("%s is a dangling symlink" % rel)
+            if stat.S_ISREG(st.st_mode):
+                found.append((rel, path, st.st_size))
+    return found
+
+
+def _require_nonempty(files, names_what):
+    # type: (List[Tuple[str, str, int]], str) -> None
+    if not files:
+        raise _Invalid("no files")
+    if all(size == 0 for _rel, _path, size in files):
+        raise _Invalid("every file is empty (%s)" % names_what)
+
+
+# ---------------------------------------------------------------------------------------------
+# torch.save zips, safetensors, torch.distributed.checkpoint metadata
+# ---------------------------------------------------------------------------------------------
+
+def check_torch_zip(path, read_all=False):
+    # type: (str, bool) -> Optional[str]
+    """Why a torch.save file (a zip archive) is broken, or None when it looks whole.
+
+    Reads only the end of central directory, the central directory and each entry's local header
+    (and data descriptor), so a file truncated by a few bytes or with a torn entry is caught without
+    reading the data. With ``read_all`` every entry is also read once and its CRC-32 compared.
+    """
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4)
+            if head != b"PK\x03\x04":
+                if not head:
+                    return "empty file"
+                if head[:1] == b"\x80":
+                    return "legacy torch.save format (a pickle, not a zip): cannot be checked"
+                return "not a zip archive (torch.save writes zip archives)"
+            try:
+                archive = zipfile.ZipFile(handle)
+            except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, struct.error) as exc:
+                return "zip end of central directory missing or damaged (truncated?): %s" % exc
+            infos = archive.infolist()
+            if not any(i.filename == "data.pkl" or i.filename.endswith("/data.pkl") for i in infos):
+                return "zip without data.pkl: not a torch.save file"
+            problem = _check_local_headers(handle, infos, getattr(archive, "start_dir", None))
+            if problem:
+                return problem
+            if read_all:
+                for info in infos:
+                    try:
+                        with archive.open(info) as entry:
+                            while entry.read(CHUNK_SIZE):
+                                pass
+                    except (zipfile.BadZipFile, EOFError, OSError, ValueError, struct.error) as exc:
+                        return "zip entry %s: %s" % (info.filename, exc)
+    except OSError as exc:
+        return "cannot read: %s" % exc
+    return None
+
+
+def _check_local_headers(handle, infos, start_dir):
+    # type: (Any, List[Any], Optional[int]) -> Optional[str]
+    ordered = sorted(infos, key=lambda i: i.header_offset)
+    end_limit = start_dir
+    for index, info in enumerate(ordered):
+        if info.header_offset < 0:
+            # zipfile shifts every offset when the central directory is not where the end record
+            # says: bytes are missing (or were added) before it.
+            return "zip entry %s: bytes missing before the central directory" % info.filename
+        handle.seek(info.header_offset)
+        header = handle.read(30)
+        if len(header) < 30 or header[:4] != b"PK\x03\x04":
+            return "zip entry %s: no local header at offset %d" % (info.filename, info.header_offset)
+        flags = struct.unpack("<H", header[6:8])[0]
+        name_len, extra_len = struct.unpack("<HH", header[26:30])
+        raw_name = handle.read(name_len)
+        try:
+            name = raw_name.decode("utf-8" if flags & 0x800 else "cp437")
+        except UnicodeDecodeError:
+            name = None
+        if name != info.orig_filename:
+            return "zip entry %s: local header names %r" % (info.filename, raw_name)
+        data_end = info.header_offset + 30 + name_len + extra_len + info.compress_size
+        if flags & 0x08:
+            handle.seek(data_end)
+            desc = handle.read(24)
+            if desc[:4] == b"PK\x07\x08":
+                desc = desc[4:]
+                data_end += 4
+            zip64 = info.compress_size >= 0xFFFFFFFF or info.file_size >= 0xFFFFFFFF
+            size_fmt, desc_len = ("<IQQ", 20) if zip64 else ("<III", 12)
+            if len(desc) < desc_len:
+                return "zip entry %s: data descriptor cut off" % info.filename
+            crc, csize, _usize = struct.unpack(size_fmt, desc[:desc_len])
+            if crc != info.CRC or csize != info.compress_size:
+                return "zip entry %s: data descriptor disagrees with the central directory" % info.filename
+            data_end += desc_len
+        following = ordered[index + 1].header_offset if index + 1 < len(ordered) else end_limit
+        if following is not None and data_end > following:
+            return "zip entry %s: data runs past offset %d" % (info.filename, following)
+    return None
+
+
+def check_safetensors(path, size):
+    # type: (str, int) -> Optional[str]
+    """Why a safetensors file is broken (its header must describe exactly the bytes after it)."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(8)
+            if len(raw) < 8:
+                return "safetensors file shorter than its header length"
+            header_len = struct.unpack("<Q", raw)[0]
+            if header_len > size - 8 or header_len > MAX_MANIFEST_BYTES:
+                return "safetensors header length %d does not fit in %d bytes" % (header_len, size)
+            header = json.loads(handle.read(header_len).decode("utf-8"))
+    except (OSError, ValueError) as exc:
+        return "safetensors header unreadable: %s" % exc
+    end = 0
+    for key, value in header.items() if isinstance(header, dict) else ():
+        if key == "__metadata__":
+            continue
+        offsets = value.get("data_offsets") if isinstance(value, dict) else None
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets)):
+            return "safetensors tensor %s has no data_offsets" % key
+        end = max(end, offsets[1])
+    data = size - 8 - header_len
+    if end != data:
+        return "safetensors tensors need %d data bytes, the file holds %d (truncated?)" % (end, data)
+    return None
+
+
+class _Stub(object):
+    """Stands for any class named in a pickle; keeps its state, runs nothing."""
+
+    module = ""
+    qualname = ""
+
+    def __init__(self, *args, **kwargs):
+        self.__dict__["_args"] = args
+
+    def __setstate__(self, state):
+        parts = state if isinstance(state, tuple) else (state,)
+        for part in parts:
+            if isinstance(part, dict):
+                self.__dict__.update(part)
+
+    def __call__(self, *args, **kwargs):
+        return _Stub(*args)
+
+
+class _StubUnpickler(pickle.Unpickler):
+    """Reads a pickle without importing or calling anything it names (torch is not needed)."""
+
+    def find_class(self, module, name):
+        # Each global becomes a class of its own name; calling it makes a stub instance.
+        return type(str(name), (_Stub,), {"module": module, "qualname": name})
+
+    def persistent_load(self, pid):
+        return None
+
+
+def dcp_storage(metadata_path):
+    # type: (str) -> List[Tuple[str, int, int]]
+    """``(relative_path, offset, length)`` of every item a torch.distributed.checkpoint ``.metadata``
+    (``Metadata.storage_data``, ``_StorageInfo`` records) says is stored; [] when it names none."""
+    with open(metadata_path, "rb") as handle:
+        try:
+            root = _StubUnpickler(handle).load()
+        except Exception as exc:  # pylint: disable=broad-except  # any malformed pickle
+            raise _Invalid(".metadata cannot be read: %s: %s" % (type(exc).__name__, exc))
+    storage = getattr(root, "storage_data", None)
+    if not isinstance(storage, dict):
+        return []
+    found = []
+    for info in storage.values():
+        rel, offset, length = (getattr(info, "relative_path", None), getattr(info, "offset", None),
+                               getattr(info, "length", None))
+        if isinstance(rel, str) and isinstance(offset, int) and isinstance(length, int):
+            found.append((rel, offset, length))
+    return found
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks per layout
+# ---------------------------------------------------------------------------------------------
+
+def _level_at_least(level, wanted):
+    # type: (str, str) -> bool
+    return LEVELS.index(level) >= LEVELS.index(wanted)
+
+
+def _check_contract(ckpt, level, base_real):
+    # type: (Checkpoint, str, str) -> None
+    manifest_path = os.path.join(ckpt.path, MANIFEST)
+    if not os.path.lexists(manifest_path):
+        if os.path.lexists(os.path.join(ckpt.path, ".metadata")) or any(
+                n.endswith(".distcp") for n in os.listdir(ckpt.path)):
+            ckpt.layout = DCP
+            _check_dcp(ckpt, level, base_real)
+            return
+        raise _Invalid("no %s: not committed" % MANIFEST)
+    if os.path.islink(manifest_path):
+        raise _Invalid("%s is a symlink" % MANIFEST)
+    manifest = _read_json(manifest_path, MANIFEST)
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise _Invalid("%s is not a %s manifest" % (MANIFEST, FORMAT))
+    version = manifest.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise _Invalid("%s has no format_version" % MANIFEST)
+    if version > FORMAT_VERSION:
+        raise _Invalid("%s format_version %d is newer than this reader's %d" % (MANIFEST, version, FORMAT_VERSION))
+    step, epoch = manifest.get("step"), manifest.get("epoch")
+    if step != ckpt.step or isinstance(step, bool):
+        raise _Invalid("%s step %r does not match the folder name's %d" % (MANIFEST, step, ckpt.step))
+    if epoch is not None and (not isinstance(epoch, int) or isinstance(epoch, bool)):
+        raise _Invalid("%s epoch %r is not an integer" % (MANIFEST, epoch))
+    ckpt.epoch = epoch
+    ckpt.time = manifest.get("time") if isinstance(manifest.get("time"), str) else None
+    entries = manifest.get("files")
+    if not isinstance(entries, list) or not entries:
+        raise _Invalid("%s lists no files" % MANIFEST)
+    seen = set()
+    checked = []  # type: List[Tuple[str, str, int, str]]
+    for entry in entries:
+        rel = entry.get("path") if isinstance(entry, dict) else None
+        size = entry.get("size") if isinstance(entry, dict) else None
+        digest = entry.get("sha256") if isinstance(entry, dict) else None
+        if not isinstance(rel, str) or not rel or rel.startswith("/") or "\x00" in rel or \
+                posixpath.normpath(rel) != rel or rel == ".." or rel.startswith("../") or rel == MANIFEST:
+            raise _Invalid("%s lists a bad path: %r" % (MANIFEST, rel))
+        if rel in seen:
+            raise _Invalid("%s lists %s twice" % (MANIFEST, rel))
+        seen.add(rel)
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise _Invalid("%s: bad size for %s" % (MANIFEST, rel))
+        if not isinstance(digest, str) or not _SHA256_HEX.match(digest):
+            raise _Invalid("%s: bad sha256 for %s" % (MANIFEST, rel))
+        checked.append((rel, os.path.join(ckpt.path, *rel.split("/")), size, digest))
+    ckpt.files = len(checked)
+    ckpt.size = sum(size for _rel, _path, size, _digest in checked)
+    if ckpt.size == 0:
+        raise _Invalid("every file is empty")
+    for rel, path, size, _digest in checked:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            raise _Invalid("%s is missing" % rel)
+        if not stat.S_ISREG(st.st_mode):
+            raise _Invalid("%s is not a regular file (the contract stores regular files only)" % rel)
+        if _level_at_least(level, SIZES) and st.st_size != size:
+            raise _Invalid("%s: %d bytes on disk, the manifest says %d" % (rel, st.st_size, size))
+    if _level_at_least(level, SHA256):
+        for rel, path, size, digest in checked:
+            try:
+                count, actual = hash_file(path)
+            except OSError as exc:
+                raise _Invalid("%s cannot be read: %s" % (rel, exc))
+            if count != size:
+                raise _Invalid("%s: read %d bytes, the manifest says %d" % (rel, count, size))
+            if actual != digest:
+                raise _Invalid("%s: sha256 %s does not match the manifest's %s" % (rel, actual, digest))
+
+
+def _check_zip_members(files, level):
+    # type: (List[Tuple[str, str, int]], str) -> None
+    """torch.save files and safetensors inside a folder, at ``sizes`` and above."""
+    if not _level_at_least(level, SIZES):
+        return
+    for rel, path, size in files:
+        if rel.endswith(_TORCH_SUFFIXES) and size > 0:
+            problem = check_torch_zip(path, read_all=_level_at_least(level, SHA256))
+        elif rel.endswith(".safetensors") and size > 0:
+            problem = check_safetensors(path, size)
+        else:
+            continue
+        if problem:
+            raise _Invalid("%s: %s" % (rel, problem))
+
+
+def _check_dcp_files(ckpt, files, level, prefix=""):
+    # type: (Checkpoint, List[Tuple[str, str, int]], str, str) -> None
+    by_rel = dict((rel, (path, size)) for rel, path, size in files)
+    meta = by_rel.get(prefix + ".metadata")
+    if meta is None:
+        raise _Invalid("no %s.metadata: not committed (torch.distributed.checkpoint writes it last)" % prefix)
+    if meta[1] == 0:
+        raise _Invalid("%s.metadata is empty" % prefix)
+    data = [size for rel, (_path, size) in by_rel.items() if rel.endswith(".distcp")]
+    if not data:
+        raise _Invalid("no .distcp data files")
+    if not any(data):
+        raise _Invalid("every .distcp data file is empty")
+    if _level_at_least(level, SIZES):
+        for rel, offset, length in dcp_storage(meta[0]):
+            target = by_rel.get(prefix + rel)
+            if target is None:
+                raise _Invalid(".metadata names %s, which is missing" % rel)
+            if offset + length > target[1]:
+                raise _Invalid("%s: %d bytes, .metadata needs %d (truncated?)" % (rel, target[1], offset + length))
+
+
+def _check_dcp(ckpt, level, base_real):
+    # type: (Checkpoint, str, str) -> None
+    files = _walk_files(ckpt.path, base_real)
+    ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
+    _require_nonempty(files, "torch.distributed.checkpoint")
+    _check_dcp_files(ckpt, files, level)
+
+
+def _check_huggingface(ckpt, level, base_real):
+    # type: (Checkpoint, str, str) -> None
+    files = _walk_files(ckpt.path, base_real)
+    ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
+    _require_nonempty(files, "Hugging Face")
+    state = _read_json(os.path.join(ckpt.path, "trainer_state.json"),
+                       "trainer_state.json (the Trainer writes it last)")
+    if not isinstance(state, dict):
+        raise _Invalid("trainer_state.json is not an object")
+    global_step = state.get("global_step")
+    if isinstance(global_step, int) and global_step != ckpt.step:
+        raise _Invalid("trainer_state.json global_step %d does not match the folder name's %d" % (global_step, ckpt.step))
+    if isinstance(state.get("epoch"), (int, float)) and not isinstance(state.get("epoch"), bool):
+        ckpt.epoch = state["epoch"]
+    sizes = dict((rel, size) for rel, _path, size in files)
+    if not any(size > 0 for rel, size in sizes.items() if rel != "trainer_state.json"):
+        raise _Invalid("nothing but trainer_state.json holds data")
+    for index in _HF_INDEXES:
+        if index in sizes:
+            index_data = _read_json(os.path.join(ckpt.path, index), index)
+            weight_map = index_data.get("weight_map") if isinstance(index_data, dict) else None
+            if not isinstance(weight_map, dict):
+                raise _Invalid("%s has no weight_map" % index)
+            for shard in sorted(set(str(v) for v in weight_map.values())):
+                if not sizes.get(shard):
+                    raise _Invalid("%s names %s, which is missing or empty" % (index, shard))
+    for rel, size in sizes.items():
+        if size == 0 and rel.endswith(_TORCH_SUFFIXES + (".safetensors",)):
+            raise _Invalid("%s is empty" % rel)
+    _check_zip_members(files, level)
+
+
+def _check_deepspeed_files(files, what):
+    # type: (List[Tuple[str, str, int]], str) -> None
+    names = [rel.rsplit("/", 1)[-1] for rel, _path, _size in files]
+    if not any(n.endswith("model_states.pt") for n in names):
+        raise _Invalid("no *model_states.pt (%s)" % what)
+    for rel, _path, size in files:
+        if rel.endswith(".pt") and size == 0:
+            raise _Invalid("%s is empty" % rel)
+    grid = {}  # type: Dict[int, set]
+    for name in names:
+        match = _ZERO_OPTIM.match(name)
+        if match:
+            grid.setdefault(int(match.group(2)), set()).add(int(match.group(1)))
+    if grid:
+        counts = set(len(ranks) for ranks in grid.values())
+        for mp_rank, ranks in sorted(grid.items()):
+            if ranks != set(range(len(ranks))) or len(counts) != 1:
+                raise _Invalid("ZeRO optimizer states incomplete for mp_rank %d: data-parallel ranks %s"
+                               % (mp_rank, sorted(ranks)))
+
+
+def _check_deepspeed(ckpt, level, base_real):
+    # type: (Checkpoint, str, str) -> None
+    files = _walk_files(ckpt.path, base_real)
+    ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
+    _require_nonempty(files, "DeepSpeed")
+    _check_deepspeed_files(files, "DeepSpeed")
+    _check_zip_members(files, level)
+
+
+def _check_megatron(ckpt, level, base_real):
+    # type: (Checkpoint, str, str) -> None
+    files = _walk_files(ckpt.path, base_real)
+    ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
+    _require_nonempty(files, "Megatron")
+    rels = set(rel for rel, _path, _size in files)
+    if ".metadata" in rels or any(rel.endswith(".distcp") for rel in rels):
+        _check_dcp_files(ckpt, files, level)
+        return
+    grid = []  # type: List[Tuple[int, ...]]
+    for rel, _path, size in files:
+        parts = rel.split("/")
+        match = _MEGATRON_RANK_DIR.match(parts[0]) if len(parts) == 2 else None
+        if match and parts[1] == "model_optim_rng.pt":
+            if size == 0:
+                raise _Invalid("%s is empty" % rel)
+            grid.append(tuple(int(g) for g in match.groups() if g is not None))
+    if not grid:
+        raise _Invalid("no .metadata and no mp_rank_*/model_optim_rng.pt")
+    dims = set(len(g) for g in grid)
+    axes = [sorted(set(g[i] for g in grid)) for i in range(max(dims))]
+    expected = 1
+    for axis in axes:
+        expected *= len(axis)
+        if axis != list(range(len(axis))):
+            raise _Invalid("mp_rank_* folders incomplete: ranks %s" % axis)
+    if len(dims) != 1 or len(set(grid)) != expected:
+        raise _Invalid("mp_rank_* folders incomplete: %d of %d tensor/pipeline ranks" % (len(set(grid)), expected))
+    _check_zip_members(files, level)
+
+
+def _check_single_file(ckpt, level, base_real):
+    # type: (Checkpoint, str, str) -> None
+    try:
+        st = os.stat(ckpt.path)
+    except OSError as exc:
+        raise _Invalid("cannot stat: %s" % exc)
+    ckpt.files, ckpt.size = 1, st.st_size
+    if st.st_size == 0:
+        raise _Invalid("empty file")
+    if _level_at_least(level, SIZES):
+        problem = check_torch_zip(ckpt.path, read_all=_level_at_least(level, SHA256))
+        if problem:
+            raise _Invalid(problem)
+
+
+def _check_lightning(ckpt, level, base_real):
+    # type: (Checkpoint, str, str) -> None
+    if not ckpt.is_dir:
+        _check_single_file(ckpt, level, base_real)
+        return
+    # A sharded Lightning checkpoint: FSDP writes torch.distributed.checkpoint, DeepSpeed its own.
+    files = _walk_files(ckpt.path, base_real)
+    ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
+    _require_nonempty(files, "Lightning")
+    rels = set(rel for rel, _path, _size in files)
+    if ".metadata" in rels:
+        _check_dcp_files(ckpt, files, level)
+    elif any(rel.startswith("checkpoint/") for rel in rels):
+        _check_deepspeed_files(files, "Lightning DeepSpeed")
+        _check_zip_members(files, level)
+    else:
+        raise _Invalid("sharded .ckpt folder without .metadata or checkpoint/")
+
+
+_CHECKS = {
+    CONTRACT: _check_contract,
+    DCP: _check_dcp,
+    TORCH_FILE: _check_single_file,
+    HUGGINGFACE: _check_huggingface,
+    DEEPSPEED: _check_deepspeed,
+    MEGATRON: _check_megatron,
+    LIGHTNING: _check_lightning,
+}  # type: Dict[str, Callable[[Checkpoint, str, str], None]]
+
+
+def _check(ckpt, level, base_real):
+    # type: (Checkpoint, str, str) -> Checkpoint
+    ckpt.valid, ckpt.why_invalid = True, None
+    try:
+        if ckpt.is_dir != os.path.isdir(ckpt.path):
+            raise _Invalid("is a %s, the layout needs a %s" % (
+                "folder" if not ckpt.is_dir else "file", "file" if not ckpt.is_dir else "folder"))
+        _CHECKS[ckpt.layout](ckpt, level, base_real)
+    except _Invalid as exc:
+        ckpt.valid, ckpt.why_invalid = False, str(exc)
+    except OSError as exc:
+        ckpt.valid, ckpt.why_invalid = False, "cannot read: %s" % exc
+    ckpt.checked = level
+    return ckpt
+
+
+# ---------------------------------------------------------------------------------------------
+# Run folders
+# ---------------------------------------------------------------------------------------------
+
+def _check_level(validate):
+    # type: (str) -> None
+    if validate not in LEVELS:
+        raise ValueError("validate must be one of %s, not %r" % (", ".join(LEVELS), validate))
+
+
+def _read_text(path, limit=4096):
+    # type: (str, int) -> Optional[str]
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(limit).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+
+
+def _list_run(root, root_real, report):
+    # type: (str, str, Report) -> Tuple[List[Checkpoint], List[Dict[str, Any]]]
+    candidates = []  # type: List[Checkpoint]
+    pointers = []  # type: List[Dict[str, Any]]
+    try:
+        entries = sorted(os.scandir(root), key=lambda e: e.name)
+    except OSError as exc:
+        raise CheckpointError("cannot list %s: %s" % (root, exc))
+    for entry in entries:
+        name = entry.name
+        is_link = entry.is_symlink()
+        if name == FINISHED and not is_link:
+            report.finished = _read_finished(entry.path)
+            continue
+        if is_temporary(name):
+            report.ignored.append(dict(name=name, reason="temporary (still being written, or left by a crash)"))
+            continue
+        if name in (_DEEPSPEED_LATEST, _MEGATRON_TRACKER) or _LAST_CKPT.match(name):
+            if is_link or not entry.is_dir(follow_symlinks=False):
+                pointers.append(dict(name=name, is_link=is_link, path=entry.path))
+                continue
+        parsed = parse_name(name)
+        if is_link:
+            escapes = not _inside(entry.path, root_real)
+            reason = ("symlink out of the run folder (not followed)" if escapes
+                      else "symlink to %s (an alias, not a checkpoint of its own)" % os.readlink(entry.path))
+            report.ignored.append(dict(name=name, reason=reason))
+            continue
+        if parsed is None:
+            report.ignored.append(dict(name=name, reason="matches no checkpoint layout"))
+            continue
+        layout, kind, step, epoch = parsed
+        is_dir = entry.is_dir(follow_symlinks=False)
+        if (kind == "dir" and not is_dir) or (kind == "file" and is_dir):
+            report.ignored.append(dict(name=name, reason="a %s named like a %s checkpoint %s" % (
+                "folder" if is_dir else "file", layout, kind == "dir" and "folder" or "file")))
+            continue
+        candidates.append(Checkpoint(name, entry.path, layout, step, epoch, is_dir))
+    return candidates, pointers
+
+
+def _read_finished(path):
+    # type: (str) -> Dict[str, Any]
+    text = _read_text(path, 1 << 16)
+    try:
+        data = json.loads(text) if text else {}
+    except ValueError:
+        data = {}
+    return data if isinstance(data, dict) else {}
+
+
+def _resolve_pointers(raw_pointers, candidates, root, root_real, report):
+    # type: (List[Dict[str, Any]], List[Checkpoint], str, str, Report) -> None
+    by_name = dict((c.name, c) for c in candidates)
+    best = report.latest_valid
+    for raw in raw_pointers:
+        name, path = raw["name"], raw["path"]
+        pointer = dict(name=name, kind="", target=None, resolves_to=None, status="", message="")
+        target = None  # type: Optional[Checkpoint]
+        if raw["is_link"]:
+            pointer["kind"] = "symlink"
+            pointer["target"] = os.readlink(path)
+            if not _inside(path, root_real):
+                pointer.update(status="escapes", message="%s is a symlink out of the run folder; not followed" % name)
+            elif not os.path.exists(path):
+                pointer.update(status="missing", message="%s points to %s, which does not exist" % (name, pointer["target"]))
+            else:
+                real = os.path.realpath(path)
+                if os.path.dirname(real) == root_real and os.path.basename(real) in by_name:
+                    target = by_name[os.path.basename(real)]
+                else:
+                    pointer.update(status="unrecognised",
+                                   message="%s points to %s, which is not a checkpoint of this run folder" % (name, pointer["target"]))
+        elif name == _MEGATRON_TRACKER:
+            pointer["kind"] = "megatron_tracker"
+            text = _read_text(path)
+            pointer["target"] = text
+            if text is None or not (text.isdigit() or text == "release"):
+                pointer.update(status="unreadable", message="%s holds %r, not an iteration number" % (name, text))
+            elif text == "release":
+                pointer.update(status="release", message="%s says release: release checkpoints have no iteration to order by" % name)
+            else:
+                found = [c for c in candidates if c.layout == MEGATRON and c.step == int(text)]
+                if found:
+                    target = found[-1]
+                else:
+                    pointer.update(status="missing", message="%s says iteration %s, which is not on disk" % (name, text))
+        elif _LAST_CKPT.match(name):
+            pointer.update(kind="lightning_last", target=name, status="copy",
+                           message="%s is a copy, not a symlink: its step is inside it (needs torch); not ordered" % name)
+        else:
+            pointer["kind"] = "deepspeed_latest"
+            text = _read_text(path)
+            pointer["target"] = text
+            if not text or "/" in text or text in (".", ".."):
+                pointer.update(status="unreadable", message="%s holds %r, not a checkpoint tag" % (name, text))
+            elif text in by_name:
+                target = by_name[text]
+            elif os.path.lexists(os.path.join(root, text)):
+                pointer.update(status="unrecognised", message="%s names %s, which matches no checkpoint layout" % (name, text))
+            else:
+                pointer.update(status="missing", message="%s names %s, which is not on disk" % (name, text))
+        if target is not None:
+            pointer["resolves_to"] = target.name
+            target.pointed_by.append(name)
+            if best is not None and target is best:
+                pointer.update(status="current", message="")
+            elif target.valid is False:
+                pointer.update(status="invalid", message="%s points to %s, which is invalid (%s)%s" % (
+                    name, target.name, target.why_invalid, best and "; using %s" % best.name or ""))
+            elif best is not None and target.sort_key() < best.sort_key():
+                pointer.update(status="older", message="%s points to %s, older than the newest valid %s" % (
+                    name, target.name, best.name))
+            else:
+                pointer.update(status="current", message="")
+        if pointer["message"]:
+            report.warnings.append(pointer["message"])
+        report.pointers.append(pointer)
+
+
+def inspect(path, validate=SIZES, validate_all=False, list_all=True):
+    # type: (str, str, bool, bool) -> Report
+    """Everything about a run folder: candidates, the newest valid one, pointers, warnings.
+
+    Args:
+        path: the run folder.
+        validate: level (:data:`LEVELS`) a checkpoint must pass to be chosen.
+        validate_all: check every candidate at ``validate`` (a pruning job); else only the newest
+            ones, down to the first valid.
+        list_all: check every candidate at ``structure`` at least, so that each is listed with its
+            validity. False (what :func:`latest_valid` does) touches only what choosing needs: the
+            unchecked candidates are listed with ``valid`` None.
+
+    Raises:
+        CheckpointError: the folder is missing, not a folder, or cannot be listed.
+    """
+    _check_level(validate)
+    root = os.path.abspath(path)
+    if not os.path.isdir(root):
+        raise CheckpointError("%s is not a folder" % root if os.path.exists(root) else "%s does not exist" % root)
+    root_real = os.path.realpath(root)
+    report = Report(root, validate)
+    candidates, raw_pointers = _list_run(root, root_real, report)
+    candidates.sort(key=lambda c: c.sort_key())
+    report.checkpoints = candidates
+    report.had_candidates = bool(candidates)
+    if validate_all:
+        for ckpt in candidates:
+            _check(ckpt, validate, root_real)
+    elif list_all and validate != STRUCTURE:
+        for ckpt in candidates:
+            _check(ckpt, STRUCTURE, root_real)
+    for ckpt in reversed(candidates):
+        if ckpt.valid is False:
+            continue
+        if ckpt.checked != validate:
+            _check(ckpt, validate, root_real)
+        if ckpt.valid:
+            report.latest_valid = ckpt
+            break
+    best = report.latest_valid
+    for ckpt in reversed(candidates):
+        if best is not None and ckpt is best:
+            break
+        if ckpt.valid is False:
+            report.warnings.append("%s is invalid (%s); %s" % (
+                ckpt.name, ckpt.why_invalid, "using %s" % best.name if best else "no valid checkpoint"))
+    _resolve_pointers(raw_pointers, candidates, root, root_real, report)
+    _warn_ties_and_mixes(candidates, report)
+    if report.finished is not None and best is not None:
+        step = report.finished.get("step")
+        if isinstance(step, int) and step != best.step:
+            report.warnings.append("%s says step %d, the newest valid checkpoint is %s" % (FINISHED, step, best.name))
+    return report
+
+
+def _warn_ties_and_mixes(candidates, report):
+    # type: (List[Checkpoint], Report) -> None
+    by_key = {}  # type: Dict[Tuple[int, int], List[str]]
+    for ckpt in candidates:
+        by_key.setdefault(ckpt.key, []).append(ckpt.name)
+    for key, names in sorted(by_key.items()):
+        if len(names) > 1:
+            report.warnings.append("%s have the same (epoch, step) %s; ties are broken by layout, then name" % (
+                " and ".join(names), "(%s, %d)" % ("-" if key[0] < 0 else key[0], key[1])))
+    with_epoch = set(c.layout for c in candidates if c.name_epoch is not None)
+    without = set(c.layout for c in candidates if c.name_epoch is None)
+    if with_epoch and without:
+        report.warnings.append("layouts with and without an epoch in their names are mixed (%s): "
+                               "a missing epoch counts as -1" % ", ".join(sorted(with_epoch | without)))
+
+
+def scan(path, validate=STRUCTURE):
+    # type: (str, str) -> List[Checkpoint]
+    """Every checkpoint candidate of a run folder, oldest first, each checked at ``validate``."""
+    return inspect(path, validate, validate_all=True).checkpoints
+
+
+def latest_valid(path, validate=SIZES):
+    # type: (str, str) -> Optional[Checkpoint]
+    """The newest checkpoint that passes ``validate``, or None; checks only what choosing needs."""
+    return inspect(path, validate, list_all=False).latest_valid
+
+
+def verify(path, validate=SHA256):
+    # type: (Union[str, Checkpoint], str) -> Checkpoint
+    """Check one checkpoint (a folder or file named after a layout, or a :class:`Checkpoint`).
+
+    Raises:
+        CheckpointError: the path does not exist or its name matches no layout.
+    """
+    _check_level(validate)
+    if isinstance(path, Checkpoint):
+        ckpt = path
+    else:
+        full = os.path.abspath(path)
+        name = os.path.basename(full.rstrip(os.sep))
+        parsed = parse_name(name)
+        if not os.path.lexists(full):
+            raise CheckpointError("%s does not exist" % full)
+        if parsed is None:
+            raise CheckpointError("%s matches no checkpoint layout" % name)
+        ckpt = Checkpoint(name, full, parsed[0], parsed[2], parsed[3], os.path.isdir(full))
+    return _check(ckpt, validate, os.path.realpath(os.path.dirname(ckpt.path)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing (the contract)
+# ---------------------------------------------------------------------------------------------
+
+def _utc_now():
+    # type: () -> str
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def commit_checkpoint(staging, root, step, epoch=None, extra=None, fsync=True):
+    # type: (str, str, int, Optional[int], Optional[Dict[str, Any]], bool) -> str
+    """Commit a filled staging folder as ``root/step_<S>`` and return its path.
+
+    Every file is read once to hash it and fsynced through the same descriptor; then
+    ``manifest.json`` is written and fsynced, the staging folder fsynced, renamed into place, and
+    the run folder fsynced. ``staging`` must be a ``tmp-*`` folder directly inside ``root`` (so a
+    crash at any point leaves only a temporary entry, never a candidate). ``fsync`` False is for
+    tests and benchmarks only.
+
+    Raises:
+        ValueError: bad step or epoch, staging outside root, a symlink or special file inside, a
+            file named manifest.json.
+        FileExistsError: ``step_<S>`` already exists.
+    """
+    final = os.path.join(root, checkpoint_name(step))
+    if epoch is not None and (not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0):
+        raise ValueError("epoch must be a non-negative integer or None, not %r" % (epoch,))
+    if os.path.realpath(os.path.dirname(os.path.abspath(staging))) != os.path.realpath(root) or \
+            not is_temporary(os.path.basename(staging)):
+        raise ValueError("staging folder %s must be a tmp-* folder directly inside %s" % (staging, root))
+    if os.path.lexists(final):
+        raise FileExistsError("%s already exists" % final)
+    files = []  # type: List[Dict[str, Any]]
+    for dirpath, dirnames, filenames in os.walk(staging):
+        dirnames.sort()
+        for name in sorted(filenames) + sorted(dirnames):
+            path = os.path.join(dirpath, name)
+            rel = os.path.relpath(path, staging).replace(os.sep, "/")
+            st = os.lstat(path)
+            if stat.S_ISDIR(st.st_mode):
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                raise ValueError("%s is not a regular file (symlinks and special files are refused)" % rel)
+            if rel == MANIFEST:
+                raise ValueError("%s is reserved for the manifest" % MANIFEST)
+            size, digest = hash_file(path, fsync=fsync)
+            files.append(dict(path=rel, size=size, sha256=digest))
+        if fsync and dirpath != staging:
+            _fsync_dir(dirpath)
+    if not files:
+        raise ValueError("nothing to commit: %s is empty" % staging)
+    manifest = dict(format=FORMAT, format_version=FORMAT_VERSION, step=step, epoch=epoch, time=_utc_now(),
+                    files=files)
+    if extra:
+        manifest["extra"] = extra
+    with open(os.path.join(staging, MANIFEST), "x") as handle:
+        json.dump(manifest, handle, indent=1, sort_keys=True)
+        handle.write("\n")
+        handle.flush()
+        if fsync:
+            os.fsync(handle.fileno())
+    if fsync:
+        _fsync_dir(staging)
+    if os.path.lexists(final):
+        raise FileExistsError("%s already exists" % final)
+    os.rename(staging, final)
+    if fsync:
+        _fsync_dir(root)
+    return final
+
+
+class CheckpointWriter(object):
+    """Write one contract checkpoint; entering gives the staging folder, leaving commits it.
+
+    ::
+
+        writer = CheckpointWriter(run_dir, step=1000, epoch=3)
+        with writer as staging:
+            torch.save(state, os.path.join(staging, "model.pt"))
+        print(writer.path)   # run_dir/step_000001000
+
+    An exception inside the block removes the staging folder and commits nothing; a crash leaves
+    a ``tmp-*`` folder that no reader chooses (a pruning job may delete it).
+    """
+
+    def __init__(self, root, step, epoch=None, extra=None, fsync=True):
+        # type: (str, int, Optional[int], Optional[Dict[str, Any]], bool) -> None
+        self.root = os.path.abspath(root)
+        self.name = checkpoint_name(step)
+        self.step = step
+        self.epoch = epoch
+        self.extra = extra
+        self.fsync = fsync
+        self.staging = None  # type: Optional[str]
+        self.path = None  # type: Optional[str]
+
+    def __enter__(self):
+        # type: () -> str
+        if not os.path.isdir(self.root):
+            os.makedirs(self.root)
+            if self.fsync:
+                _fsync_dir(os.path.dirname(self.root))
+        if os.path.lexists(os.path.join(self.root, self.name)):
+            raise FileExistsError("%s already exists" % os.path.join(self.root, self.name))
+        self.staging = os.path.join(self.root, "%s%s.%d.%s" % (
+            TMP_PREFIX, self.name, os.getpid(), binascii.hexlify(os.urandom(4)).decode("ascii")))
+        os.mkdir(self.staging)
+        return self.staging
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            try:
+                self.path = commit_checkpoint(self.staging, self.root, self.step, self.epoch, self.extra, self.fsync)
+            except BaseException:
+                shutil.rmtree(self.staging, ignore_errors=True)
+                raise
+        else:
+            shutil.rmtree(self.staging, ignore_errors=True)
+        return False
+
+
+def write_checkpoint(root, step, epoch, files_or_callback, extra=None, fsync=True):
+    # type: (str, int, Optional[int], Union[Mapping[str, bytes], Callable[[str], Any]], Optional[Dict[str, Any]], bool) -> str
+    """Write a contract checkpoint and return its path.
+
+    ``files_or_callback`` is a mapping ``{relative posix path: bytes}``, or a callable given the
+    staging folder to write into (``lambda d: torch.save(state, os.path.join(d, "model.pt"))``).
+    """
+    writer = CheckpointWriter(root, step, epoch, extra, fsync)
+    with writer as staging:
+        if callable(files_or_callback):
+            files_or_callback(staging)
+        else:
+            for rel, data in sorted(files_or_callback.items()):
+                if rel.startswith("/") or posixpath.normpath(rel) != rel or rel.split("/")[0] == "..":
+                    raise ValueError("bad relative path %r" % rel)
+                path = os.path.join(staging, *rel.split("/"))
+                if not os.path.isdir(os.path.dirname(path)):
+                    os.makedirs(os.path.dirname(path))
+                with open(path, "wb") as handle:
+                    handle.write(data)
+    return writer.path or ""
+
+
+def mark_finished(root, step=None, epoch=None, checkpoint=None, extra=None, fsync=True):
+    # type: (str, Optional[int], Optional[int], Optional[str], Optional[Dict[str, Any]], bool) -> str
+    """Write the run-level ``FINISHED`` marker atomically (temporary file, fsync, rename, fsync)."""
+    data = dict(format=FORMAT, format_version=FORMAT_VERSION, step=step, epoch=epoch, checkpoint=checkpoint,
+                time=_utc_now())
+    if extra:
+        data["extra"] = extra
+    tmp = os.path.join(root, "%s%s.%d" % (TMP_PREFIX, FINISHED, os.getpid()))
+    with open(tmp, "w") as handle:
+        json.dump(data, handle, sort_keys=True)
+        handle.write("\n")
+        handle.flush()
+        if fsync:
+            os.fsync(handle.fileno())
+    final = os.path.join(root, FINISHED)
+    os.rename(tmp, final)
+    if fsync:
+        _fsync_dir(root)
+    return final
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line (runs without Ansible and without torch)
+# ---------------------------------------------------------------------------------------------
+
+_EPILOG = """exit codes:
+  0  latest: a valid checkpoint was found (its path is printed); list: listed;
+     verify: every checkpoint is valid; finished: the run has a FINISHED marker
+  1  latest: the folder holds no checkpoint at all (nothing printed): start from scratch;
+     finished: no FINISHED marker
+  2  usage error, or the folder is missing, not a folder or unreadable
+  3  latest: checkpoints exist but none is valid (do not start from scratch blindly);
+     verify: a checkpoint is invalid
+"""
+
+
+def _parser():
+    # type: () -> argparse.ArgumentParser
+    parser = argparse.ArgumentParser(
+        prog="_checkpoint.py", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_EPILOG,
+        description="Find, list and verify training checkpoints (clusterops.slurm; stdlib only).")
+    sub = parser.add_subparsers(dest="command")
+    sub.required = True
+    level_help = "validation level (default %(default)s)"
+    cmd = sub.add_parser("latest", help="print the path of the newest valid checkpoint")
+    cmd.add_argument("dir")
+    cmd.add_argument("--validate", choices=LEVELS, default=SIZES, help=level_help)
+    cmd.add_argument("--json", action="store_true", help="print the whole report as JSON")
+    cmd.add_argument("--quiet", "-q", action="store_true", help="no warnings on stderr")
+    cmd = sub.add_parser("list", help="list every checkpoint with its validity")
+    cmd.add_argument("dir")
+    cmd.add_argument("--validate", choices=LEVELS, default=SIZES, help=level_help)
+    cmd.add_argument("--validate-all", action="store_true", help="check every checkpoint at --validate")
+    cmd.add_argument("--json", action="store_true")
+    cmd = sub.add_parser("verify", help="check checkpoints (folders or files)")
+    cmd.add_argument("paths", nargs="+", metavar="path")
+    cmd.add_argument("--validate", choices=LEVELS, default=SHA256, help=level_help)
+    cmd.add_argument("--json", action="store_true")
+    cmd = sub.add_parser("finished", help="exit 0 when the run has a FINISHED marker")
+    cmd.add_argument("dir")
+    cmd.add_argument("--json", action="store_true")
+    return parser
+
+
+def _fmt(value):
+    # type: (Any) -> str
+    return "-" if value is None else str(value)
+
+
+def _print_json(data, out):
+    # type: (Any, Any) -> None
+    out.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def main(argv=None, out=None, err=None):
+    # type: (Optional[Sequence[str]], Any, Any) -> int
+    """The command line; returns the exit code (see ``_checkpoint.py --help``)."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "finished":
+            if not os.path.isdir(args.dir):
+                raise CheckpointError("%s is not a folder" % os.path.abspath(args.dir))
+            marker = os.path.join(args.dir, FINISHED)
+            finished = _read_finished(marker) if os.path.isfile(marker) else None
+            if args.json:
+                _print_json(finished, out)
+            return EXIT_OK if finished is not None else EXIT_NONE
+        if args.command == "verify":
+            results = [verify(p, args.validate) for p in args.paths]
+            if args.json:
+                _print_json([r.to_dict() for r in results], out)
+            else:
+                for r in results:
+                    out.write("%s\t%s\t%s\n" % ("valid" if r.valid else "INVALID", r.path, r.why_invalid or ""))
+            return EXIT_OK if all(r.valid for r in results) else EXIT_INVALID
+        report = inspect(args.dir, getattr(args, "validate", SIZES),
+                         validate_all=getattr(args, "validate_all", False),
+                         list_all=args.command == "list")
+    except CheckpointError as exc:
+        err.write("error: %s\n" % exc)
+        return EXIT_ERROR
+    if args.command == "list":
+        if args.json:
+            _print_json(report.to_dict(), out)
+            return EXIT_OK
+        out.write("%-12s %-8s %-12s %-9s %s\n" % ("STEP", "EPOCH", "LAYOUT", "VALID", "NAME"))
+        for c in report.checkpoints:
+            state = "-" if c.valid is None else ("yes" if c.valid else "NO")
+            mark = " <- latest valid" if c is report.latest_valid else ""
+            out.write("%-12d %-8s %-12s %-9s %s%s%s\n" % (c.step, _fmt(c.epoch), c.layout, state, c.name, mark,
+                                                         " (%s)" % c.why_invalid if c.why_invalid else ""))
+        for item in report.ignored:
+            out.write("ignored: %s (%s)\n" % (item["name"], item["reason"]))
+        for message in report.warnings:
+            out.write("warning: %s\n" % message)
+        if report.finished is not None:
+            out.write("finished: %s\n" % json.dumps(report.finished, sort_keys=True))
+        return EXIT_OK
+    # latest
+    if args.json:
+        _print_json(report.to_dict(), out)
+    elif report.latest_valid is not None:
+        out.write(report.latest_valid.path + "\n")
+    if not args.quiet and not args.json:
+        for message in report.warnings:
+            err.write("warning: %s\n" % message)
+    if report.latest_valid is not None:
+        return EXIT_OK
+    return EXIT_INVALID if report.had_candidates else EXIT_NONE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

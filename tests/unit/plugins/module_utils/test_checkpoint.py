@@ -1,0 +1,992 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""_checkpoint: run folders built for real in tmp_path, one table row per situation.
+
+Every torch.save-like file is a real zip archive built with zipfile the way torch.save lays it out
+(``<name>/data.pkl``, ``<name>/data/0``, ..., stored, with data descriptors); when torch is
+installed, real torch.save files and torch.distributed.checkpoint folders are checked too.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import io
+import json
+import os
+import pickle
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import zipfile
+
+import pytest
+
+from hypothesis import given, settings, HealthCheck, strategies as st
+
+from ansible_collections.clusterops.slurm.plugins.module_utils import _checkpoint as ck
+
+LIBRARY = ck.__file__.replace(".pyc", ".py")
+
+
+# ---------------------------------------------------------------------------------------------
+# Builders: real files in a run folder
+# ---------------------------------------------------------------------------------------------
+
+class _Unseekable(io.RawIOBase):
+    """A stream zipfile cannot seek in, so it writes data descriptors, as torch.save does."""
+
+    def __init__(self):
+        super(_Unseekable, self).__init__()
+        self.buf = io.BytesIO()
+
+    def writable(self):
+        return True
+
+    def write(self, data):
+        return self.buf.write(data)
+
+    def seekable(self):
+        return False
+
+    def seek(self, *args):
+        raise io.UnsupportedOperation("not seekable")
+
+    def tell(self):
+        raise io.UnsupportedOperation("no tell")
+
+
+def torch_zip(stem="archive", payload_size=4000, descriptors=True):
+    """Bytes of a zip laid out like torch.save's: stored entries under one top folder."""
+    target = _Unseekable() if descriptors else io.BytesIO()
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_STORED) as archive:
+        archive.writestr(stem + "/data.pkl", pickle.dumps({"w": "storage 0", "step": 1}, protocol=2))
+        archive.writestr(stem + "/.format_version", b"1")
+        archive.writestr(stem + "/byteorder", b"little")
+        archive.writestr(stem + "/data/0", bytes(bytearray(i % 251 for i in range(payload_size))))
+        archive.writestr(stem + "/version", b"3\n")
+    return target.buf.getvalue() if descriptors else target.getvalue()
+
+
+def safetensors(n_floats=64, truncate=0):
+    header = json.dumps({"w": {"dtype": "F32", "shape": [n_floats], "data_offsets": [0, 4 * n_floats]},
+                         "__metadata__": {"format": "pt"}}).encode("utf-8")
+    data = struct.pack("<Q", len(header)) + header + b"\x01" * (4 * n_floats)
+    return data[:len(data) - truncate] if truncate else data
+
+
+# Stand-ins for torch.distributed.checkpoint's metadata classes: the reader never imports the
+# classes a pickle names, it only keeps their state, so these pickle the same shape.
+class Metadata(object):
+    def __init__(self, storage_data):
+        self.state_dict_metadata = {}
+        self.storage_data = storage_data
+
+
+class _StorageInfo(object):
+    def __init__(self, relative_path, offset, length):
+        self.relative_path = relative_path
+        self.offset = offset
+        self.length = length
+
+
+class MetadataIndex(object):
+    def __init__(self, fqn):
+        self.fqn = fqn
+
+
+def write(path, data):
+    parent = os.path.dirname(path)
+    if not os.path.isdir(parent):
+        os.makedirs(parent)
+    with open(path, "wb") as handle:
+        handle.write(data)
+
+
+def contract(root, step, epoch=0, files=None):
+    return ck.write_checkpoint(str(root), step, epoch, files or {"model.pt": torch_zip(), "optim.pt": torch_zip()})
+
+
+def dcp_folder(root, name, sizes=(3000, 0), truncate=0, metadata=True):
+    folder = os.path.join(str(root), name)
+    storage = {}
+    for rank, size in enumerate(sizes):
+        rel = "__%d_0.distcp" % rank
+        write(os.path.join(folder, rel), b"\x07" * max(size - (truncate if rank == 0 else 0), 0))
+        if size:
+            storage[MetadataIndex("w%d" % rank)] = _StorageInfo(rel, 0, size)
+    if metadata:
+        write(os.path.join(folder, ".metadata"), pickle.dumps(Metadata(storage), protocol=4))
+    return folder
+
+
+def hf_folder(root, step, epoch=1.5, state=True, zero=False, shards=None):
+    folder = os.path.join(str(root), "checkpoint-%d" % step)
+    if zero:
+        for name in ("model.safetensors", "optimizer.pt", "trainer_state.json"):
+            write(os.path.join(folder, name), b"")
+        return folder
+    if shards is None:
+        write(os.path.join(folder, "model.safetensors"), safetensors())
+    else:
+        weight_map = dict(("w%d" % i, name) for i, name in enumerate(shards))
+        write(os.path.join(folder, "model.safetensors.index.json"), json.dumps({"weight_map": weight_map}).encode())
+        for name in shards[:-1]:
+            write(os.path.join(folder, name), safetensors())
+    write(os.path.join(folder, "optimizer.pt"), torch_zip("optimizer"))
+    if state:
+        write(os.path.join(folder, "trainer_state.json"), json.dumps({"global_step": step, "epoch": epoch}).encode())
+    return folder
+
+
+def deepspeed_folder(root, step, dp=2, drop_rank=None, zero=False):
+    folder = os.path.join(str(root), "global_step%d" % step)
+    write(os.path.join(folder, "mp_rank_00_model_states.pt"), b"" if zero else torch_zip("model"))
+    for rank in range(dp):
+        if rank != drop_rank:
+            write(os.path.join(folder, "zero_pp_rank_%d_mp_rank_00_optim_states.pt" % rank),
+                  b"" if zero else torch_zip("optim"))
+    return folder
+
+
+def megatron_folder(root, step, tp=2, pp=1, drop=None, zero=False):
+    folder = os.path.join(str(root), "iter_%07d" % step)
+    for t in range(tp):
+        for p in range(pp):
+            if (t, p) == drop:
+                continue
+            sub = "mp_rank_%02d" % t if pp == 1 else "mp_rank_%02d_%03d" % (t, p)
+            write(os.path.join(folder, sub, "model_optim_rng.pt"), b"" if zero else torch_zip("model"))
+    return folder
+
+
+def torch_file(root, epoch, step, data=None, ext="pth"):
+    path = os.path.join(str(root), "checkpoint_epoch_%d_step_%d.%s" % (epoch, step, ext))
+    write(path, torch_zip("checkpoint_epoch_%d_step_%d" % (epoch, step)) if data is None else data)
+    return path
+
+
+def truncate(path, count):
+    with open(path, "rb") as handle:
+        data = handle.read()
+    with open(path, "wb") as handle:
+        handle.write(data[:len(data) - count])
+
+
+def flip_byte(path, offset):
+    with open(path, "r+b") as handle:
+        handle.seek(offset)
+        byte = handle.read(1)
+        handle.seek(offset)
+        handle.write(bytes(bytearray([byte[0] ^ 0xFF])))
+
+
+def touch_newest(path):
+    """Give an entry the newest mtime of the folder: it must not matter."""
+    os.utime(path, (4000000000, 4000000000))
+
+
+# ---------------------------------------------------------------------------------------------
+# Names
+# ---------------------------------------------------------------------------------------------
+
+NAME_CASES = [
+    ("step_000001000", (ck.CONTRACT, "dir", 1000, None)),
+    ("step_0900000", (ck.CONTRACT, "dir", 900000, None)),
+    ("step-42", (ck.DCP, "dir", 42, None)),
+    ("checkpoint-500", (ck.HUGGINGFACE, "dir", 500, None)),
+    ("global_step7", (ck.DEEPSPEED, "dir", 7, None)),
+    ("iter_0001000", (ck.MEGATRON, "dir", 1000, None)),
+    ("checkpoint_epoch_10_step_5.pth", (ck.TORCH_FILE, "file", 5, 10)),
+    ("checkpoint_epoch_2_step_100.pt", (ck.TORCH_FILE, "file", 100, 2)),
+    ("epoch=3-step=1200.ckpt", (ck.LIGHTNING, "any", 1200, 3)),
+    ("epoch=3-step=1200-v1.ckpt", (ck.LIGHTNING, "any", 1200, 3)),
+    ("epoch=3-step=1200-val_loss=0.12.ckpt", (ck.LIGHTNING, "any", 1200, 3)),
+    ("step_", None),
+    ("step_12a", None),
+    ("xstep_12", None),
+    ("step_12.bak", None),
+    ("checkpoint_epoch_2_step_100.pth.tmp", None),
+    ("checkpoint-\u0661\u0662", None),  # Arabic-Indic digits are not step numbers
+    ("handpicked", None),
+    ("last.ckpt", None),
+    ("global_step7_universal", None),
+]
+
+
+@pytest.mark.parametrize("name, expected", NAME_CASES, ids=[c[0] for c in NAME_CASES])
+def test_parse_name(name, expected):
+    assert ck.parse_name(name) == expected
+
+
+@pytest.mark.parametrize("name, temporary", [
+    ("tmp-step_000000001.12.ab", True), ("ckpt.pt.tmp", True), ("tmp-checkpoint-10", True),
+    ("step_1", False), ("tmpstep_1", False), ("FINISHED", False)])
+def test_is_temporary(name, temporary):
+    assert ck.is_temporary(name) is temporary
+
+
+def test_checkpoint_name_pads_to_nine_digits():
+    assert ck.checkpoint_name(1000) == "step_000001000"
+    assert ck.checkpoint_name(12345678901) == "step_12345678901"
+    for bad in (-1, 1.0, True, "1"):
+        with pytest.raises(ValueError):
+            ck.checkpoint_name(bad)
+
+
+# ---------------------------------------------------------------------------------------------
+# Choosing the newest valid checkpoint: one row per situation
+# ---------------------------------------------------------------------------------------------
+
+def _steps_9000_10000(root):
+    # Unpadded names: "step_9000" > "step_10000" as strings.
+    for step in (9000, 10000):
+        os.rename(contract(root, step), os.path.join(str(root), "step_%d" % step))
+
+
+def _epoch_before_step(root):
+    torch_file(root, 2, 100)
+    torch_file(root, 10, 5)
+    touch_newest(os.path.join(str(root), "checkpoint_epoch_2_step_100.pth"))
+
+
+def _tmp_file_newest(root):
+    torch_file(root, 1, 10)
+    write(os.path.join(str(root), "ckpt.pt.tmp"), torch_zip())
+    write(os.path.join(str(root), "checkpoint_epoch_9_step_9.pth.tmp"), torch_zip())
+    touch_newest(os.path.join(str(root), "ckpt.pt.tmp"))
+
+
+def _crash_before_rename(root):
+    contract(root, 100)
+    staging = os.path.join(str(root), "tmp-step_000000200.999.abcd")
+    write(os.path.join(staging, "model.pt"), torch_zip())
+    write(os.path.join(staging, "manifest.json"), b"{}")
+
+
+def _zero_contract(root):
+    contract(root, 100)
+    write(os.path.join(str(root), "step_000000200", "model.pt"), b"")
+    write(os.path.join(str(root), "step_000000200", "manifest.json"), b"")
+
+
+def _zero_listed_contract(root):
+    contract(root, 100)
+    contract(root, 200, files={"model.pt": b"", "optim.pt": b""})
+
+
+def _zero_hf(root):
+    hf_folder(root, 100)
+    hf_folder(root, 200, zero=True)
+
+
+def _zero_dcp(root):
+    dcp_folder(root, "step-100")
+    dcp_folder(root, "step-200", sizes=(0, 0))
+
+
+def _zero_deepspeed(root):
+    deepspeed_folder(root, 100)
+    deepspeed_folder(root, 200, zero=True)
+
+
+def _zero_megatron(root):
+    megatron_folder(root, 100)
+    megatron_folder(root, 200, zero=True)
+
+
+def _zero_torch_file(root):
+    torch_file(root, 1, 100)
+    torch_file(root, 1, 200, data=b"")
+
+
+def _handpicked(root):
+    contract(root, 100)
+    os.mkdir(os.path.join(str(root), "handpicked"))
+    write(os.path.join(str(root), "handpicked", "model.pt"), torch_zip())
+    touch_newest(os.path.join(str(root), "handpicked"))
+
+
+def _padding(root):
+    contract(root, 100000)
+    os.rename(os.path.join(str(root), "step_000100000"), os.path.join(str(root), "step_100000"))
+    contract(root, 900000)
+    os.rename(os.path.join(str(root), "step_000900000"), os.path.join(str(root), "step_0900000"))
+
+
+def _sha_mismatch(root):
+    contract(root, 100)
+    path = contract(root, 200)
+    flip_byte(os.path.join(path, "model.pt"), 200)  # same size: only sha256 sees it
+
+
+def _size_mismatch(root):
+    contract(root, 100)
+    path = contract(root, 200)
+    truncate(os.path.join(path, "optim.pt"), 1)
+
+
+def _file_missing(root):
+    contract(root, 100)
+    path = contract(root, 200)
+    os.remove(os.path.join(path, "optim.pt"))
+
+
+def _manifest_step_mismatch(root):
+    contract(root, 100)
+    path = contract(root, 200)
+    os.rename(path, os.path.join(str(root), "step_000000300"))
+
+
+def _manifest_not_json(root):
+    contract(root, 100)
+    path = contract(root, 200)
+    write(os.path.join(path, "manifest.json"), b'{"format": "clusterops.checkpoint", "files": [')
+
+
+def _manifest_newer_version(root):
+    contract(root, 100)
+    path = contract(root, 200)
+    with open(os.path.join(path, "manifest.json")) as handle:
+        manifest = json.load(handle)
+    manifest["format_version"] = 2
+    write(os.path.join(path, "manifest.json"), json.dumps(manifest).encode())
+
+
+def _manifest_escaping_path(root):
+    contract(root, 100)
+    path = contract(root, 200)
+    with open(os.path.join(path, "manifest.json")) as handle:
+        manifest = json.load(handle)
+    manifest["files"][0]["path"] = "../step_000000100/model.pt"
+    write(os.path.join(path, "manifest.json"), json.dumps(manifest).encode())
+
+
+def _contract_symlinked_file(root):
+    contract(root, 100)
+    path = contract(root, 200)
+    os.remove(os.path.join(path, "model.pt"))
+    os.symlink(os.path.join(str(root), "step_000000100", "model.pt"), os.path.join(path, "model.pt"))
+
+
+def _torch_truncated(count):
+    def build(root):
+        torch_file(root, 1, 100)
+        truncate(torch_file(root, 1, 200), count)
+    return build
+
+
+def _torch_truncated_no_descriptors(root):
+    torch_file(root, 1, 100)
+    truncate(torch_file(root, 1, 200, data=torch_zip(descriptors=False)), 2)
+
+
+def _torch_torn_entry(root):
+    # The central directory is intact but an entry's data was cut out of the middle.
+    torch_file(root, 1, 100)
+    data = torch_zip("checkpoint_epoch_1_step_200")
+    archive = zipfile.ZipFile(io.BytesIO(data))
+    info = [i for i in archive.infolist() if i.filename.endswith("data/0")][0]
+    cut = info.header_offset + 100
+    torch_file(root, 1, 200, data=data[:cut] + data[cut + 64:])
+
+
+def _torch_legacy(root):
+    torch_file(root, 1, 100)
+    torch_file(root, 1, 200, data=b"\x80\x02\x8a\x0alZ\xf0\xfc\x9cF\xf9 j\xa8P\x19." + b"\x00" * 100)
+
+
+def _torch_not_torch(root):
+    torch_file(root, 1, 100)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as archive:
+        archive.writestr("notes.txt", b"hello")
+    torch_file(root, 1, 200, data=buf.getvalue())
+
+
+def _dcp_no_metadata(root):
+    dcp_folder(root, "step-100")
+    dcp_folder(root, "step-200", metadata=False)
+
+
+def _dcp_truncated(root):
+    dcp_folder(root, "step-100")
+    dcp_folder(root, "step-200", truncate=10)
+
+
+def _dcp_in_contract_name(root):
+    contract(root, 100)
+    dcp_folder(root, "step_000000200")
+
+
+def _hf_not_committed(root):
+    hf_folder(root, 100)
+    hf_folder(root, 200, state=False)
+
+
+def _hf_missing_shard(root):
+    hf_folder(root, 100)
+    hf_folder(root, 200, shards=["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"])
+
+
+def _hf_truncated_safetensors(root):
+    hf_folder(root, 100)
+    folder = hf_folder(root, 200)
+    write(os.path.join(folder, "model.safetensors"), safetensors(truncate=8))
+
+
+def _deepspeed_missing_rank(root):
+    deepspeed_folder(root, 100, dp=4)
+    deepspeed_folder(root, 200, dp=4, drop_rank=1)
+
+
+def _deepspeed_truncated(root):
+    deepspeed_folder(root, 100)
+    folder = deepspeed_folder(root, 200)
+    truncate(os.path.join(folder, "zero_pp_rank_1_mp_rank_00_optim_states.pt"), 5)
+
+
+def _megatron_missing_rank(root):
+    megatron_folder(root, 100, tp=2, pp=2)
+    megatron_folder(root, 200, tp=2, pp=2, drop=(1, 1))
+
+
+def _megatron_dist(root):
+    megatron_folder(root, 100)
+    dcp_folder(root, "iter_0000200")
+
+
+def _lightning(root):
+    write(os.path.join(str(root), "epoch=0-step=100.ckpt"), torch_zip())
+    write(os.path.join(str(root), "epoch=1-step=200-v1.ckpt"), torch_zip())
+    write(os.path.join(str(root), "epoch=1-step=150.ckpt"), torch_zip())
+    os.symlink("epoch=1-step=200-v1.ckpt", os.path.join(str(root), "last.ckpt"))
+
+
+def _symlink_out(root):
+    contract(root, 100)
+    outside = tempfile.mkdtemp(prefix="ckpt-outside-")
+    contract(outside, 999)
+    os.symlink(os.path.join(outside, "step_000000999"), os.path.join(str(root), "step_000000999"))
+
+
+def _symlink_out_inside_checkpoint(root):
+    deepspeed_folder(root, 100)
+    folder = deepspeed_folder(root, 200)
+    outside = tempfile.mkdtemp(prefix="ckpt-outside-")
+    write(os.path.join(outside, "model.pt"), torch_zip())
+    os.symlink(os.path.join(outside, "model.pt"), os.path.join(folder, "extra_model_states.pt"))
+
+
+# (id, builder, validate, expected latest_valid name or None, names expected invalid, ignored names)
+CHOICE_CASES = [
+    ("step_9000 and step_10000: numbers, not names", _steps_9000_10000, "sizes", "step_10000", [], []),
+    ("epoch 10 step 5 is newer than epoch 2 step 100", _epoch_before_step, "sizes",
+     "checkpoint_epoch_10_step_5.pth", [], []),
+    ("*.tmp newest by mtime: ignored", _tmp_file_newest, "sizes", "checkpoint_epoch_1_step_10.pth", [],
+     ["checkpoint_epoch_9_step_9.pth.tmp", "ckpt.pt.tmp"]),
+    ("crash before the rename: tmp-* folder ignored", _crash_before_rename, "sha256", "step_000000100", [],
+     ["tmp-step_000000200.999.abcd"]),
+    ("zero-byte contract folder", _zero_contract, "structure", "step_000000100", ["step_000000200"], []),
+    ("manifest listing only empty files", _zero_listed_contract, "structure", "step_000000100", ["step_000000200"], []),
+    ("zero-byte Hugging Face folder", _zero_hf, "structure", "checkpoint-100", ["checkpoint-200"], []),
+    ("zero-byte DCP folder", _zero_dcp, "structure", "step-100", ["step-200"], []),
+    ("zero-byte DeepSpeed folder", _zero_deepspeed, "structure", "global_step100", ["global_step200"], []),
+    ("zero-byte Megatron folder", _zero_megatron, "structure", "iter_0000100", ["iter_0000200"], []),
+    ("zero-byte torch file", _zero_torch_file, "structure", "checkpoint_epoch_1_step_100.pth",
+     ["checkpoint_epoch_1_step_200.pth"], []),
+    ("stray handpicked/ folder", _handpicked, "sizes", "step_000000100", [], ["handpicked"]),
+    ("zero padding changes: numbers compared", _padding, "sizes", "step_0900000", [], []),
+    ("sha256 mismatch, same size: sha256 level", _sha_mismatch, "sha256", "step_000000100", ["step_000000200"], []),
+    ("sha256 mismatch, same size: sizes level cannot see it", _sha_mismatch, "sizes", "step_000000200", [], []),
+    ("size differs from the manifest", _size_mismatch, "sizes", "step_000000100", ["step_000000200"], []),
+    ("listed file missing", _file_missing, "structure", "step_000000100", ["step_000000200"], []),
+    ("manifest step disagrees with the name", _manifest_step_mismatch, "structure", "step_000000100",
+     ["step_000000300"], []),
+    ("manifest cut short", _manifest_not_json, "structure", "step_000000100", ["step_000000200"], []),
+    ("manifest from a newer format", _manifest_newer_version, "structure", "step_000000100", ["step_000000200"], []),
+    ("manifest path escaping the folder", _manifest_escaping_path, "structure", "step_000000100",
+     ["step_000000200"], []),
+    ("contract file replaced by a symlink", _contract_symlinked_file, "structure", "step_000000100",
+     ["step_000000200"], []),
+    ("torch zip truncated by 1 byte", _torch_truncated(1), "sizes", "checkpoint_epoch_1_step_100.pth",
+     ["checkpoint_epoch_1_step_200.pth"], []),
+    ("torch zip truncated by 3 bytes", _torch_truncated(3), "sizes", "checkpoint_epoch_1_step_100.pth",
+     ["checkpoint_epoch_1_step_200.pth"], []),
+    ("torch zip truncated by 30 bytes", _torch_truncated(30), "sizes", "checkpoint_epoch_1_step_100.pth",
+     ["checkpoint_epoch_1_step_200.pth"], []),
+    ("torch zip truncated by 3 bytes: structure level cannot see it", _torch_truncated(3), "structure",
+     "checkpoint_epoch_1_step_200.pth", [], []),
+    ("zip without data descriptors truncated", _torch_truncated_no_descriptors, "sizes",
+     "checkpoint_epoch_1_step_100.pth", ["checkpoint_epoch_1_step_200.pth"], []),
+    ("torn entry, central directory intact", _torch_torn_entry, "sizes", "checkpoint_epoch_1_step_100.pth",
+     ["checkpoint_epoch_1_step_200.pth"], []),
+    ("legacy (pickle) torch.save file", _torch_legacy, "sizes", "checkpoint_epoch_1_step_100.pth",
+     ["checkpoint_epoch_1_step_200.pth"], []),
+    ("zip that is not a torch.save file", _torch_not_torch, "sizes", "checkpoint_epoch_1_step_100.pth",
+     ["checkpoint_epoch_1_step_200.pth"], []),
+    ("DCP folder without .metadata", _dcp_no_metadata, "structure", "step-100", ["step-200"], []),
+    ("DCP data file shorter than .metadata says", _dcp_truncated, "sizes", "step-100", ["step-200"], []),
+    ("DCP folder under the contract's name", _dcp_in_contract_name, "sizes", "step_000000200", [], []),
+    ("Hugging Face without trainer_state.json", _hf_not_committed, "structure", "checkpoint-100",
+     ["checkpoint-200"], []),
+    ("Hugging Face index names a missing shard", _hf_missing_shard, "structure", "checkpoint-100",
+     ["checkpoint-200"], []),
+    ("Hugging Face safetensors truncated", _hf_truncated_safetensors, "sizes", "checkpoint-100",
+     ["checkpoint-200"], []),
+    ("DeepSpeed ZeRO rank missing", _deepspeed_missing_rank, "structure", "global_step100", ["global_step200"], []),
+    ("DeepSpeed shard truncated", _deepspeed_truncated, "sizes", "global_step100", ["global_step200"], []),
+    ("Megatron tensor/pipeline rank missing", _megatron_missing_rank, "structure", "iter_0000100",
+     ["iter_0000200"], []),
+    ("Megatron torch_dist format", _megatron_dist, "sizes", "iter_0000200", [], []),
+    ("Lightning: epoch then step, -v1 suffix", _lightning, "sizes", "epoch=1-step=200-v1.ckpt", [], []),
+    ("symlinked checkpoint out of the folder", _symlink_out, "sizes", "step_000000100", [], ["step_000000999"]),
+    ("symlink out of the folder inside a checkpoint", _symlink_out_inside_checkpoint, "structure",
+     "global_step100", ["global_step200"], []),
+]
+
+
+@pytest.mark.parametrize("build, validate, expected, invalid, ignored", [c[1:] for c in CHOICE_CASES],
+                         ids=[c[0] for c in CHOICE_CASES])
+def test_choice(tmp_path, build, validate, expected, invalid, ignored):
+    build(tmp_path)
+    report = ck.inspect(str(tmp_path), validate)
+    chosen = report.latest_valid.name if report.latest_valid else None
+    assert chosen == expected, [(c.name, c.valid, c.why_invalid) for c in report.checkpoints]
+    assert sorted(c.name for c in report.checkpoints if c.valid is False) == sorted(invalid)
+    for c in report.checkpoints:
+        assert (c.why_invalid is None) == (c.valid is not False)
+    assert sorted(i["name"] for i in report.ignored) == sorted(ignored)
+    # The lazy path (what the launcher uses) chooses the same, and so does a full check.
+    lazy = ck.latest_valid(str(tmp_path), validate)
+    assert (lazy.name if lazy else None) == expected
+    assert [c.name for c in ck.scan(str(tmp_path), validate) if c.valid][-1:] == ([expected] if expected else [])
+
+
+INVALID_WHY = [
+    (_zero_contract, "structure", "step_000000200", "manifest.json is empty"),
+    (_sha_mismatch, "sha256", "step_000000200", "model.pt: sha256"),
+    (_size_mismatch, "sizes", "step_000000200", "optim.pt: 4"),
+    (_file_missing, "structure", "step_000000200", "optim.pt is missing"),
+    (_manifest_step_mismatch, "structure", "step_000000300", "does not match the folder name's 300"),
+    (_manifest_newer_version, "structure", "step_000000200", "format_version 2 is newer"),
+    (_torch_truncated(3), "sizes", "checkpoint_epoch_1_step_200.pth", "end of central directory"),
+    (_torch_torn_entry, "sizes", "checkpoint_epoch_1_step_200.pth", "zip entry"),
+    (_torch_legacy, "sizes", "checkpoint_epoch_1_step_200.pth", "legacy torch.save format"),
+    (_dcp_no_metadata, "structure", "step-200", "no .metadata: not committed"),
+    (_dcp_truncated, "sizes", "step-200", "__0_0.distcp: 2990 bytes, .metadata needs 3000"),
+    (_hf_not_committed, "structure", "checkpoint-200", "no trainer_state.json"),
+    (_deepspeed_missing_rank, "structure", "global_step200", "data-parallel ranks [0, 2, 3]"),
+    (_megatron_missing_rank, "structure", "iter_0000200", "3 of 4"),
+    (_symlink_out_inside_checkpoint, "structure", "global_step200", "symlink out of the run folder"),
+]
+
+
+@pytest.mark.parametrize("build, validate, name, why", INVALID_WHY, ids=[c[2] + ": " + c[3] for c in INVALID_WHY])
+def test_why_invalid_says_why(tmp_path, build, validate, name, why):
+    build(tmp_path)
+    report = ck.inspect(str(tmp_path), validate)
+    ckpt = [c for c in report.checkpoints if c.name == name][0]
+    assert ckpt.valid is False
+    assert why in ckpt.why_invalid
+    assert any(w.startswith(name + " is invalid") for w in report.warnings)
+
+
+def test_empty_and_only_temporary_folders(tmp_path):
+    report = ck.inspect(str(tmp_path))
+    assert report.latest_valid is None and report.checkpoints == [] and not report.had_candidates
+    write(os.path.join(str(tmp_path), "tmp-step_000000001.1.ab", "model.pt"), b"x")
+    report = ck.inspect(str(tmp_path))
+    assert report.latest_valid is None and not report.had_candidates
+
+
+@pytest.mark.parametrize("make", ["missing", "file"])
+def test_bad_run_folder_raises(tmp_path, make):
+    path = os.path.join(str(tmp_path), "run")
+    if make == "file":
+        write(path, b"x")
+    with pytest.raises(ck.CheckpointError):
+        ck.inspect(path)
+
+
+def test_lazy_latest_checks_only_what_it_needs(tmp_path):
+    for step in (100, 200, 300):
+        contract(tmp_path, step)
+    truncate(os.path.join(str(tmp_path), "step_000000300", "model.pt"), 1)
+    report = ck.inspect(str(tmp_path), "sha256", list_all=False)
+    assert report.latest_valid.name == "step_000000200"
+    assert [(c.name, c.valid, c.checked) for c in report.checkpoints] == [
+        ("step_000000100", None, None), ("step_000000200", True, "sha256"), ("step_000000300", False, "sha256")]
+    # The listing checks everything at structure, only the newest at the level asked for.
+    report = ck.inspect(str(tmp_path), "sha256")
+    assert [c.checked for c in report.checkpoints] == ["structure", "sha256", "sha256"]
+
+
+def test_contract_records_epoch_time_and_sizes(tmp_path):
+    path = ck.write_checkpoint(str(tmp_path), 1000, 3, {"model.pt": b"abc", "sub/opt.pt": b"defg"}, extra={"loss": 1.5})
+    assert path == os.path.join(str(tmp_path), "step_000001000")
+    ckpt = ck.verify(path)
+    assert (ckpt.valid, ckpt.layout, ckpt.step, ckpt.epoch, ckpt.files, ckpt.size) == (True, "clusterops", 1000, 3, 2, 7)
+    with open(os.path.join(path, "manifest.json")) as handle:
+        manifest = json.load(handle)
+    assert manifest["format"] == "clusterops.checkpoint" and manifest["format_version"] == 1
+    assert manifest["extra"] == {"loss": 1.5} and manifest["time"].endswith("Z")
+    assert [f["path"] for f in manifest["files"]] == ["model.pt", "sub/opt.pt"]
+    assert manifest["files"][0] == {"path": "model.pt", "size": 3,
+                                    "sha256": "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Pointers
+# ---------------------------------------------------------------------------------------------
+
+def _pointer(report, name):
+    return [p for p in report.pointers if p["name"] == name][0]
+
+
+POINTER_CASES = [
+    # (id, builder, pointer name, status, resolves_to, expected latest_valid)
+    ("deepspeed latest current", lambda r: (deepspeed_folder(r, 100), deepspeed_folder(r, 200),
+                                            write(os.path.join(str(r), "latest"), b"global_step200")),
+     "latest", "current", "global_step200", "global_step200"),
+    ("deepspeed latest older", lambda r: (deepspeed_folder(r, 100), deepspeed_folder(r, 200),
+                                          write(os.path.join(str(r), "latest"), b"global_step100\n")),
+     "latest", "older", "global_step100", "global_step200"),
+    ("deepspeed latest missing", lambda r: (deepspeed_folder(r, 100),
+                                            write(os.path.join(str(r), "latest"), b"global_step300")),
+     "latest", "missing", None, "global_step100"),
+    ("deepspeed latest to a broken one", lambda r: (deepspeed_folder(r, 100), deepspeed_folder(r, 200, drop_rank=0),
+                                                    write(os.path.join(str(r), "latest"), b"global_step200")),
+     "latest", "invalid", "global_step200", "global_step100"),
+    ("deepspeed latest with a path", lambda r: (deepspeed_folder(r, 100),
+                                                write(os.path.join(str(r), "latest"), b"../elsewhere/global_step100")),
+     "latest", "unreadable", None, "global_step100"),
+    ("megatron tracker older", lambda r: (megatron_folder(r, 100), megatron_folder(r, 200),
+                                          write(os.path.join(str(r), "latest_checkpointed_iteration.txt"), b"100\n")),
+     "latest_checkpointed_iteration.txt", "older", "iter_0000100", "iter_0000200"),
+    ("megatron tracker missing", lambda r: (megatron_folder(r, 100),
+                                            write(os.path.join(str(r), "latest_checkpointed_iteration.txt"), b"500")),
+     "latest_checkpointed_iteration.txt", "missing", None, "iter_0000100"),
+    ("megatron tracker release", lambda r: (megatron_folder(r, 100),
+                                            write(os.path.join(str(r), "latest_checkpointed_iteration.txt"), b"release")),
+     "latest_checkpointed_iteration.txt", "release", None, "iter_0000100"),
+    ("last.ckpt symlink older", lambda r: (write(os.path.join(str(r), "epoch=0-step=10.ckpt"), torch_zip()),
+                                           write(os.path.join(str(r), "epoch=1-step=20.ckpt"), torch_zip()),
+                                           os.symlink("epoch=0-step=10.ckpt", os.path.join(str(r), "last.ckpt"))),
+     "last.ckpt", "older", "epoch=0-step=10.ckpt", "epoch=1-step=20.ckpt"),
+    ("last.ckpt dangling", lambda r: (write(os.path.join(str(r), "epoch=0-step=10.ckpt"), torch_zip()),
+                                      os.symlink("epoch=5-step=99.ckpt", os.path.join(str(r), "last.ckpt"))),
+     "last.ckpt", "missing", None, "epoch=0-step=10.ckpt"),
+    ("last.ckpt out of the folder", lambda r: (write(os.path.join(str(r), "epoch=0-step=10.ckpt"), torch_zip()),
+                                               os.symlink("/etc/hostname", os.path.join(str(r), "last.ckpt"))),
+     "last.ckpt", "escapes", None, "epoch=0-step=10.ckpt"),
+    ("last.ckpt a copy", lambda r: (write(os.path.join(str(r), "epoch=0-step=10.ckpt"), torch_zip()),
+                                    write(os.path.join(str(r), "last.ckpt"), torch_zip())),
+     "last.ckpt", "copy", None, "epoch=0-step=10.ckpt"),
+    ("latest symlink to a contract checkpoint", lambda r: (contract(r, 100), contract(r, 200),
+                                                           os.symlink("step_000000100", os.path.join(str(r), "latest"))),
+     "latest", "older", "step_000000100", "step_000000200"),
+    ("latest symlink inside a checkpoint", lambda r: (contract(r, 100),
+                                                      os.symlink("step_000000100/model.pt", os.path.join(str(r), "latest"))),
+     "latest", "unrecognised", None, "step_000000100"),
+]
+
+
+@pytest.mark.parametrize("build, name, status, resolves_to, expected", [c[1:] for c in POINTER_CASES],
+                         ids=[c[0] for c in POINTER_CASES])
+def test_pointers(tmp_path, build, name, status, resolves_to, expected):
+    build(tmp_path)
+    report = ck.inspect(str(tmp_path))
+    pointer = _pointer(report, name)
+    assert (pointer["status"], pointer["resolves_to"]) == (status, resolves_to), pointer
+    assert report.latest_valid.name == expected
+    if status == "current":
+        assert pointer["message"] == "" and name in report.latest_valid.pointed_by
+    else:
+        assert pointer["message"] and pointer["message"] in report.warnings
+    assert name not in [i["name"] for i in report.ignored]
+
+
+def test_ties_and_mixed_layouts_warn(tmp_path):
+    contract(tmp_path, 500)
+    dcp_folder(tmp_path, "step-500")
+    torch_file(tmp_path, 0, 10)
+    report = ck.inspect(str(tmp_path))
+    assert report.latest_valid.name == "checkpoint_epoch_0_step_10.pth"  # (0, 10) > (-1, 500)
+    assert any("same (epoch, step)" in w for w in report.warnings)
+    assert any("mixed" in w for w in report.warnings)
+
+
+def test_finished_marker(tmp_path):
+    contract(tmp_path, 100)
+    assert ck.inspect(str(tmp_path)).finished is None
+    ck.mark_finished(str(tmp_path), step=100, epoch=0, checkpoint="step_000000100")
+    report = ck.inspect(str(tmp_path))
+    assert report.finished["step"] == 100 and report.finished["checkpoint"] == "step_000000100"
+    assert report.warnings == [] and report.ignored == []
+    ck.mark_finished(str(tmp_path), step=900)
+    assert any("FINISHED says step 900" in w for w in ck.inspect(str(tmp_path)).warnings)
+    write(os.path.join(str(tmp_path), "FINISHED"), b"")  # touched by a shell: finished all the same
+    assert ck.inspect(str(tmp_path)).finished == {}
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+# ---------------------------------------------------------------------------------------------
+
+def test_writer_context_manager_commits(tmp_path):
+    writer = ck.CheckpointWriter(str(tmp_path / "run"), 7, epoch=1)
+    with writer as staging:
+        assert os.path.basename(staging).startswith("tmp-step_000000007.")
+        assert ck.latest_valid(str(tmp_path / "run")) is None  # nothing visible while writing
+        write(os.path.join(staging, "model.pt"), torch_zip())
+    assert writer.path == os.path.join(str(tmp_path / "run"), "step_000000007")
+    assert os.listdir(str(tmp_path / "run")) == ["step_000000007"]
+    assert ck.latest_valid(str(tmp_path / "run"), "sha256").path == writer.path
+
+
+def test_writer_exception_leaves_nothing(tmp_path):
+    with pytest.raises(RuntimeError):
+        with ck.CheckpointWriter(str(tmp_path), 7) as staging:
+            write(os.path.join(staging, "model.pt"), b"half")
+            raise RuntimeError("out of memory while saving")
+    assert os.listdir(str(tmp_path)) == []
+
+
+@pytest.mark.parametrize("files, error", [
+    ({"manifest.json": b"{}"}, ValueError),
+    ({}, ValueError),
+    ({"../x": b"1"}, ValueError),
+])
+def test_writer_refuses(tmp_path, files, error):
+    with pytest.raises(error):
+        ck.write_checkpoint(str(tmp_path), 1, 0, files)
+    assert os.listdir(str(tmp_path)) == []
+
+
+def test_writer_refuses_symlinks_and_existing_steps(tmp_path):
+    contract(tmp_path, 1)
+    with pytest.raises(FileExistsError):
+        contract(tmp_path, 1)
+    with pytest.raises(ValueError):
+        ck.write_checkpoint(str(tmp_path), 2, 0, lambda d: os.symlink("/etc/hostname", os.path.join(d, "x")))
+    assert sorted(os.listdir(str(tmp_path))) == ["step_000000001"]
+    with pytest.raises(ValueError):
+        ck.commit_checkpoint(str(tmp_path / "elsewhere"), str(tmp_path), 3)
+
+
+_CRASHER = r"""
+import os, signal, sys
+sys.path.insert(0, sys.argv[1])
+import _checkpoint as ck
+where = sys.argv[3]
+real_rename = os.rename
+def crash(*args):
+    os.kill(os.getpid(), signal.SIGKILL)
+if where == "rename":
+    os.rename = crash  # killed after the manifest is written and fsynced, before the rename
+def fill(d):
+    with open(os.path.join(d, "model.pt"), "wb") as f:
+        f.write(b"x" * 100000)
+    if where == "writing":
+        crash()
+ck.write_checkpoint(sys.argv[2], 200, 1, fill)
+"""
+
+
+@pytest.mark.parametrize("where", ["rename", "writing"])
+def test_crash_before_rename_is_never_chosen(tmp_path, where):
+    run = str(tmp_path / "run")
+    contract(run, 100)
+    proc = subprocess.run([sys.executable, "-c", _CRASHER, os.path.dirname(LIBRARY), run, where])
+    assert proc.returncode == -9
+    leftovers = [n for n in os.listdir(run) if n.startswith("tmp-")]
+    assert len(leftovers) == 1
+    if where == "rename":
+        assert os.path.isfile(os.path.join(run, leftovers[0], "manifest.json"))
+    for level in ck.LEVELS:
+        assert ck.latest_valid(run, level).name == "step_000000100"
+    assert ck.main(["latest", run], out=io.StringIO(), err=io.StringIO()) == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Real torch files (when torch is installed)
+# ---------------------------------------------------------------------------------------------
+
+def test_real_torch_save_truncated(tmp_path):
+    torch = pytest.importorskip("torch")
+    for epoch, step in ((1, 100), (1, 200)):
+        torch.save({"w": torch.arange(4096, dtype=torch.float32), "step": step},
+                   os.path.join(str(tmp_path), "checkpoint_epoch_%d_step_%d.pth" % (epoch, step)))
+    assert ck.latest_valid(str(tmp_path), "sha256").step == 200
+    newest = os.path.join(str(tmp_path), "checkpoint_epoch_1_step_200.pth")
+    truncate(newest, 3)
+    with pytest.raises(Exception):
+        torch.load(newest)  # torch agrees that it is broken
+    assert ck.verify(newest, "structure").valid is True
+    assert ck.verify(newest, "sizes").valid is False
+    assert ck.latest_valid(str(tmp_path), "sizes").step == 100
+
+
+def test_real_torch_save_corrupt_data_sha256_level(tmp_path):
+    torch = pytest.importorskip("torch")
+    path = os.path.join(str(tmp_path), "checkpoint_epoch_0_step_1.pth")
+    torch.save({"w": torch.ones(4096)}, path)
+    flip_byte(path, 2000)
+    assert ck.verify(path, "sizes").valid is True
+    assert "CRC" in ck.verify(path, "sha256").why_invalid
+
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
+def test_real_dcp_folder(tmp_path):
+    torch = pytest.importorskip("torch")
+    dcp = pytest.importorskip("torch.distributed.checkpoint")
+    for step in (10, 20):
+        dcp.save({"w": torch.arange(2048, dtype=torch.float32), "step": step},
+                 checkpoint_id=os.path.join(str(tmp_path), "step-%d" % step))
+    assert ck.latest_valid(str(tmp_path), "sizes").name == "step-20"
+    data = [n for n in os.listdir(os.path.join(str(tmp_path), "step-20")) if n.endswith(".distcp")][0]
+    truncate(os.path.join(str(tmp_path), "step-20", data), 16)
+    report = ck.inspect(str(tmp_path), "sizes")
+    assert report.latest_valid.name == "step-10"
+    assert "truncated" in [c for c in report.checkpoints if c.name == "step-20"][0].why_invalid
+
+
+def test_real_torch_save_in_contract(tmp_path):
+    torch = pytest.importorskip("torch")
+    writer = ck.CheckpointWriter(str(tmp_path), 1000, epoch=2)
+    with writer as staging:
+        torch.save({"w": torch.ones(16)}, os.path.join(staging, "model.pt"))
+    loaded = torch.load(os.path.join(ck.latest_valid(str(tmp_path), "sha256").path, "model.pt"))
+    assert float(loaded["w"].sum()) == 16.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Property: whatever the mix, the choice is the largest valid (epoch, step)
+# ---------------------------------------------------------------------------------------------
+
+KINDS = ("valid", "partial", "tmp", "zero", "truncated")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(entries=st.dictionaries(
+    keys=st.tuples(st.integers(0, 12), st.integers(0, 3000)),
+    values=st.tuples(st.sampled_from(KINDS), st.sampled_from(("torch_file", "contract"))),
+    max_size=8))
+def test_latest_valid_is_the_max_valid_epoch_step(entries):
+    root = tempfile.mkdtemp(prefix="ckpt-prop-")
+    try:
+        expected = None
+        used_steps = set()
+        for (epoch, step), (kind, layout) in sorted(entries.items()):
+            if layout == "contract":
+                if step in used_steps:
+                    continue  # contract names carry no epoch: one per step
+                used_steps.add(step)
+                name = ck.checkpoint_name(step)
+                if kind == "valid":
+                    ck.write_checkpoint(root, step, epoch, {"m.pt": torch_zip()}, fsync=False)
+                elif kind == "partial":
+                    write(os.path.join(root, name, "m.pt"), torch_zip())
+                elif kind == "tmp":
+                    write(os.path.join(root, "tmp-" + name, "m.pt"), torch_zip())
+                elif kind == "zero":
+                    write(os.path.join(root, name, "m.pt"), b"")
+                else:
+                    truncate(ck.write_checkpoint(root, step, epoch, {"m.pt": torch_zip()}, fsync=False) + "/m.pt", 2)
+                key = (-1, step)
+            else:
+                name = "checkpoint_epoch_%d_step_%d.pth" % (epoch, step)
+                data = {"valid": torch_zip(), "partial": torch_zip()[:-40], "tmp": torch_zip(), "zero": b"",
+                        "truncated": torch_zip()[:-2]}[kind]
+                write(os.path.join(root, name + (".tmp" if kind == "tmp" else "")), data)
+                key = (epoch, step)
+            if kind == "valid" and (expected is None or key > expected[0]):
+                expected = (key, name)
+        chosen = ck.latest_valid(root, "sizes")
+        assert (chosen.name if chosen else None) == (expected[1] if expected else None)
+        full = ck.inspect(root, "sha256", validate_all=True)
+        assert (full.latest_valid.name if full.latest_valid else None) == (expected[1] if expected else None)
+    finally:
+        shutil.rmtree(root)
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+# ---------------------------------------------------------------------------------------------
+
+def _cli(args):
+    out, err = io.StringIO(), io.StringIO()
+    code = ck.main(args, out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_cli_exit_codes(tmp_path):
+    run = str(tmp_path / "run")
+    os.mkdir(run)
+    assert _cli(["latest", run]) == (ck.EXIT_NONE, "", "")
+    assert _cli(["latest", str(tmp_path / "nope")])[0] == ck.EXIT_ERROR
+    write(os.path.join(run, "checkpoint_epoch_1_step_1.pth"), b"")
+    code, out, err = _cli(["latest", run])
+    assert (code, out) == (ck.EXIT_INVALID, "") and "empty file" in err
+    path = contract(run, 5)
+    code, out, err = _cli(["latest", run])
+    assert (code, out) == (ck.EXIT_OK, path + "\n")
+    assert "checkpoint_epoch_1_step_1.pth is invalid" in err  # (1, 1) ranks above (-1, 5)
+    assert _cli(["latest", run, "--quiet"])[2] == ""
+    code, out, _err = _cli(["latest", run, "--json"])
+    assert code == 0 and json.loads(out)["latest_valid"]["path"] == path
+    assert _cli(["verify", path]) == (0, "valid\t%s\t\n" % path, "")
+    code, out, _err = _cli(["verify", path, os.path.join(run, "checkpoint_epoch_1_step_1.pth")])
+    assert code == ck.EXIT_INVALID and "INVALID" in out
+    assert _cli(["verify", str(tmp_path / "handpicked")])[0] == ck.EXIT_ERROR
+    code, out, _err = _cli(["list", run])
+    assert code == 0 and "<- latest valid" in out
+    assert [c["name"] for c in json.loads(_cli(["list", run, "--json"])[1])["checkpoints"]] == [
+        "step_000000005", "checkpoint_epoch_1_step_1.pth"]
+    assert _cli(["finished", run])[0] == ck.EXIT_NONE
+    ck.mark_finished(run, step=5)
+    assert _cli(["finished", run])[0] == ck.EXIT_OK
+    with pytest.raises(SystemExit) as exc:
+        _cli(["latest", run, "--validate", "md5"])
+    assert exc.value.code == ck.EXIT_ERROR
+
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+@pytest.mark.skipif(not os.path.exists(SYSTEM_PYTHON), reason="no system python3")
+def test_cli_runs_on_system_python_without_ansible(tmp_path):
+    # A copy of the file alone, run by the system python without site-packages: no ansible, no torch.
+    tool = str(tmp_path / "bin" / "_checkpoint.py")
+    os.makedirs(os.path.dirname(tool))
+    shutil.copy(LIBRARY, tool)
+    python = [SYSTEM_PYTHON, "-I", "-S"]
+    probe = subprocess.run(python + ["-c", "import ansible"], stderr=subprocess.PIPE)
+    assert probe.returncode != 0
+    run = str(tmp_path / "run")
+    contract(run, 9000)
+    newest = contract(run, 10000)
+    contract(run, 11000)
+    truncate(os.path.join(run, "step_000011000", "model.pt"), 3)
+    write(os.path.join(run, "latest"), b"step_000009000")
+    proc = subprocess.run(python + [tool, "latest", run], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True)
+    assert (proc.returncode, proc.stdout) == (0, newest + "\n"), proc.stderr
+    assert "step_000011000 is invalid" in proc.stderr and "latest points to step_000009000" in proc.stderr
+    proc = subprocess.run(python + [tool, "list", run, "--json", "--validate", "sha256", "--validate-all"],
+                          stdout=subprocess.PIPE, universal_newlines=True)
+    listed = json.loads(proc.stdout)
+    assert proc.returncode == 0
+    assert [(c["step"], c["valid"]) for c in listed["checkpoints"]] == [(9000, True), (10000, True), (11000, False)]
+    proc = subprocess.run(python + [tool, "verify", os.path.join(run, "step_000011000")], stdout=subprocess.PIPE,
+                          universal_newlines=True)
+    assert proc.returncode == 3
+    empty = str(tmp_path / "empty")
+    os.mkdir(empty)
+    assert subprocess.run(python + [tool, "latest", empty], stdout=subprocess.PIPE).returncode == 1
+    assert subprocess.run(python + [tool, "latest", str(tmp_path / "nope")], stderr=subprocess.PIPE).returncode == 2
