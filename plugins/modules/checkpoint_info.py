@@ -1,0 +1,279 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+module: checkpoint_info
+short_description: Find the newest valid training checkpoint in a run folder
+version_added: 0.1.0
+description:
+  - Lists the training checkpoints of one run folder on the target, checks them, and returns the
+    newest valid one. It only reads; nothing is changed.
+  - "Layouts recognised: this collection's own contract (V(step_<S>/) with a C(manifest.json) written
+    last, see C(docs/checkpoint-contract.md)), torch.save files V(checkpoint_epoch_<E>_step_<S>.pth),
+    torch.distributed.checkpoint folders (V(step_<S>/) or V(step-<S>/) with C(.metadata)), Hugging Face
+    V(checkpoint-<S>/) (C(trainer_state.json)), DeepSpeed V(global_step<S>/) with its C(latest) file,
+    Megatron V(iter_<S>/) with C(latest_checkpointed_iteration.txt), and Lightning
+    V(epoch=<E>-step=<S>.ckpt) with a C(last.ckpt) symlink."
+  - Checkpoints are ordered by the numbers in their names, (epoch, step) where the name has an epoch,
+    else step; never by name or modification time. Temporary entries (V(tmp-*), V(*.tmp)) are never
+    chosen, and names that match no layout are returned in RV(ignored).
+  - When the newest checkpoint is broken, the one before it is chosen, and so on.
+  - Pointers (C(latest), C(latest_checkpointed_iteration.txt), C(last.ckpt) symlinks) are checked
+    against what is on disk; one naming a missing, broken or older checkpoint gives a warning, and the
+    newest valid checkpoint is returned all the same. Symlinks out of the run folder are never followed.
+  - The same code runs on cluster hosts without Ansible or torch as
+    C(python3 _checkpoint.py latest DIR) (from C(plugins/module_utils/)), for job launchers.
+author:
+  - clusterops.slurm maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - clusterops.slurm.slurm_cli.INFO_MODULE
+attributes:
+  platform:
+    platforms: posix
+options:
+  path:
+    description:
+      - The run folder, the folder holding the checkpoints (not one checkpoint).
+    type: path
+    required: true
+  validate:
+    description:
+      - What a checkpoint must pass to be chosen. Each level includes the ones before it.
+      - V(structure) checks that the commit marker (C(manifest.json), C(.metadata),
+        C(trainer_state.json), ...) and the files the layout needs are there and not empty, and that
+        the manifest agrees with the folder name.
+      - V(sizes) also compares each file's size with the manifest, reads the zip central directory
+        and local headers of torch.save files (a file truncated by a few bytes fails), checks
+        safetensors headers against the file size, and the data files named by a
+        torch.distributed.checkpoint C(.metadata). It reads only headers.
+      - V(sha256) also reads every byte once, in chunks, to compare the sha256 of each file with the
+        manifest, and the CRC-32 of each entry of torch.save files. This reads the whole checkpoint.
+    type: str
+    choices: [structure, sizes, sha256]
+    default: sizes
+  validate_all:
+    description:
+      - Check every checkpoint at the O(validate) level.
+      - When V(false), every checkpoint is checked at V(structure) and only the newest ones at
+        O(validate), down to the first that passes; RV(checkpoints[].checked) says which level each
+        one was checked at.
+    type: bool
+    default: false
+notes:
+  - C(docs/checkpoint-contract.md) in the collection describes how checkpoints are written, each
+    layout's commit marker, and the exit codes of the command line.
+  - The folder is read as it is at the time of the task. A checkpoint being written under a
+    temporary name is not listed until it is renamed into place.
+seealso:
+  - name: torch.distributed.checkpoint
+    description: PyTorch distributed checkpointing, whose C(.metadata) file commits a checkpoint.
+    link: https://pytorch.org/docs/stable/distributed.checkpoint.html
+'''
+
+EXAMPLES = r'''
+- name: Newest valid checkpoint of a run, reading only headers
+  clusterops.slurm.checkpoint_info:
+    path: /lustre/runs/llama-8b
+  register: ckpt
+
+- name: Resume from it, or start from scratch when there is none
+  ansible.builtin.debug:
+    msg: "{{ ckpt.latest_valid.path if ckpt.latest_valid else 'no checkpoint: start from scratch' }}"
+
+- name: Verify every byte of every checkpoint (a pruning job)
+  clusterops.slurm.checkpoint_info:
+    path: /lustre/runs/llama-8b
+    validate: sha256
+    validate_all: true
+  register: full
+
+- name: List the broken ones
+  ansible.builtin.debug:
+    msg: "{{ item.name }}: {{ item.why_invalid }}"
+  loop: "{{ full.checkpoints | rejectattr('valid') }}"
+  loop_control:
+    label: "{{ item.name }}"
+'''
+
+RETURN = r'''
+run_folder:
+  description: The run folder (O(path)), absolute.
+  returned: success
+  type: str
+  sample: /lustre/runs/llama-8b
+validate:
+  description: The level asked for in O(validate).
+  returned: success
+  type: str
+  sample: sizes
+latest_valid:
+  description: The newest valid checkpoint (an element of RV(checkpoints)), or V(null) when there is none.
+  returned: success
+  type: dict
+  sample:
+    name: step_000002000
+    path: /lustre/runs/llama-8b/step_000002000
+    layout: clusterops
+    step: 2000
+    epoch: 1
+    valid: true
+    why_invalid: null
+    checked: sizes
+    files: 3
+    size: 16106127360
+    time: "2026-03-01T12:00:00Z"
+    pointed_by: []
+checkpoints:
+  description: Every checkpoint of the folder, oldest first.
+  returned: success
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: The entry's name in the run folder.
+      type: str
+      sample: step_000002000
+    path:
+      description: Absolute path of the checkpoint folder or file.
+      type: str
+    layout:
+      description: >-
+        V(clusterops), V(torch_dcp), V(torch_file), V(huggingface), V(deepspeed), V(megatron) or
+        V(lightning).
+      type: str
+      sample: clusterops
+    step:
+      description: Step (iteration) number from the name.
+      type: int
+      sample: 2000
+    epoch:
+      description: >-
+        Epoch from the name, the manifest or C(trainer_state.json) (where it is fractional), V(null)
+        when unknown.
+      type: raw
+      sample: 1
+    valid:
+      description: Whether it passed the level in RV(checkpoints[].checked); V(null) when not checked.
+      type: bool
+    why_invalid:
+      description: Why it is not valid, one line; V(null) when valid.
+      type: str
+      sample: "model.pt: 1048576 bytes on disk, the manifest says 2097152"
+    checked:
+      description: The level it was checked at.
+      type: str
+      sample: sizes
+    files:
+      description: Number of files (for the contract, those listed in the manifest).
+      type: int
+    size:
+      description: Total bytes of those files.
+      type: int
+    time:
+      description: When it was written, from the manifest (contract only), UTC.
+      type: str
+    pointed_by:
+      description: Names of the pointers that resolve to it.
+      type: list
+      elements: str
+      sample: [latest]
+ignored:
+  description: Entries of the folder that are neither checkpoints nor pointers, with why.
+  returned: success
+  type: list
+  elements: dict
+  sample:
+    - name: tmp-step_000003000.4711.9f2c1a0b
+      reason: temporary (still being written, or left by a crash)
+    - name: handpicked
+      reason: matches no checkpoint layout
+pointers:
+  description: Pointer files and symlinks of the folder, each resolved and checked.
+  returned: success
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: The pointer's name.
+      type: str
+      sample: latest
+    kind:
+      description: V(deepspeed_latest), V(megatron_tracker), V(lightning_last) or V(symlink).
+      type: str
+    target:
+      description: What it says (file content or symlink target).
+      type: str
+      sample: global_step1000
+    resolves_to:
+      description: The checkpoint it names, V(null) when none.
+      type: str
+    status:
+      description: >-
+        V(current) (the newest valid), V(older), V(invalid), V(missing), V(escapes) (a symlink out of
+        the folder, not followed), V(unrecognised), V(unreadable), V(copy) (a C(last.ckpt) that is not
+        a symlink), V(release) (Megatron).
+      type: str
+      sample: older
+    message:
+      description: The warning, empty when V(current).
+      type: str
+checkpoint_warnings:
+  description: >-
+    Everything an operator should know: pointers that disagree with the disk, newer checkpoints
+    skipped as invalid, equal numbers, mixed layouts. Each is also shown as a task warning.
+  returned: success
+  type: list
+  elements: str
+  sample: ["latest points to global_step1000, older than the newest valid global_step2000"]
+finished:
+  description: >-
+    Content of the run's C(FINISHED) marker (C({}) when empty or not JSON), or V(null) when the run
+    has none.
+  returned: success
+  type: dict
+  sample: {step: 5000, epoch: 3, checkpoint: step_000005000, time: "2026-03-01T12:00:00Z"}
+'''
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import (
+    LEVELS,
+    SIZES,
+    CheckpointError,
+    inspect,
+)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", required=True),
+            validate=dict(type="str", choices=list(LEVELS), default=SIZES),
+            validate_all=dict(type="bool", default=False),
+        ),
+        supports_check_mode=True,
+    )
+    try:
+        report = inspect(module.params["path"], module.params["validate"],
+                         validate_all=module.params["validate_all"])
+    except CheckpointError as exc:
+        module.fail_json(msg=str(exc))
+    for message in report.warnings:
+        module.warn(message)
+    result = report.to_dict()
+    result["checkpoint_warnings"] = result.pop("warnings")
+    # Not "path": AnsibleModule would add the folder's owner, mode, ... to the result.
+    result["run_folder"] = result.pop("path")
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()
