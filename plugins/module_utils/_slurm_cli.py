@@ -106,8 +106,8 @@ class SlurmCLI(object):
         """The argument list that would run ``name args...`` (for check mode and reports)."""
         return [self.path(name)] + [str(a) for a in args]
 
-    def run(self, name, args, check=True, what=None):
-        # type: (str, Sequence[str], bool, Optional[str]) -> Tuple[int, str, str]
+    def run(self, name, args, check=True, what=None, data=None, environ=None):
+        # type: (str, Sequence[str], bool, Optional[str], Optional[str], Optional[Dict[str, str]]) -> Tuple[int, str, str]
         """Run Slurm command ``name`` with ``args``; return ``(rc, stdout, stderr)``.
 
         Args:
@@ -115,6 +115,8 @@ class SlurmCLI(object):
             args: its arguments, one list item each; never joined into a shell line.
             check: raise :class:`SlurmCommandError` when rc is not 0.
             what: a few words for the error message ("read node states").
+            data: text written to the command's standard input (e.g. a batch script for sbatch).
+            environ: variables for this call only, on top of :attr:`environ` (which they override).
 
         Raises:
             SlurmCommandError: rc != 0 with ``check``, or the command ran past
@@ -127,8 +129,13 @@ class SlurmCLI(object):
             timeout_bin = self.module.get_bin_path("timeout", required=False)
             if timeout_bin:
                 run_cmd = [timeout_bin, "--kill-after=10", str(self.timeout)] + cmd
+        env = dict(self.environ)
+        env.update(environ or {})
+        extra = {}  # type: Dict[str, Any]
+        if data is not None:
+            extra["data"] = data
         rc, out, err = self.module.run_command(
-            run_cmd, environ_update=self.environ, check_rc=False, use_unsafe_shell=False)
+            run_cmd, environ_update=env, check_rc=False, use_unsafe_shell=False, **extra)
         if rc == TIMEOUT_RC and run_cmd is not cmd:
             raise SlurmCommandError(
                 "%s did not answer within %s seconds (command_timeout) while trying to %s"
