@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright (c) clusterops.slurm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
@@ -147,7 +146,7 @@ def bench(size, wrapdir, log):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[8, 512, 4096])
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()

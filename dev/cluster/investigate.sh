@@ -52,8 +52,8 @@ jobs_table() {
 }
 
 wait_running() { # wait_running JOBID: until the job runs and its processes exist
-  local i
-  for i in $(seq 1 60); do
+  local _
+  for _ in $(seq 1 60); do
     if [[ "$(squeue -h -j "$1" -o '%T')" == "RUNNING" ]] && pgrep -f 'sleep 600' >/dev/null; then
       sleep 1; return 0
     fi
