@@ -62,7 +62,7 @@ import time
 import zipfile
 
 try:
-    from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union  # noqa: F401
+    from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union  # noqa: F401
 except ImportError:  # pragma: no cover
     pass
 
@@ -1313,8 +1313,8 @@ def main(argv=None, out=None, err=None):
         for c in report.checkpoints:
             state = "-" if c.valid is None else ("yes" if c.valid else "NO")
             mark = " <- latest valid" if c is report.latest_valid else ""
-            out.write("%-12d %-8s %-12s %-9s %s%s%s\n" % (c.step, _fmt(c.epoch), c.layout, state, c.name, mark,
-                                                         " (%s)" % c.why_invalid if c.why_invalid else ""))
+            why = " (%s)" % c.why_invalid if c.why_invalid else ""
+            out.write("%-12d %-8s %-12s %-9s %s%s%s\n" % (c.step, _fmt(c.epoch), c.layout, state, c.name, mark, why))
         for item in report.ignored:
             out.write("ignored: %s (%s)\n" % (item["name"], item["reason"]))
         for message in report.warnings:
@@ -1336,4 +1336,5 @@ def main(argv=None, out=None, err=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as a command on a cluster host, without Ansible (modules never get here).
+    sys.exit(main())  # pylint: disable=ansible-bad-function

@@ -802,7 +802,7 @@ ck.write_checkpoint(sys.argv[2], 200, 1, fill)
 def test_crash_before_rename_is_never_chosen(tmp_path, where):
     run = str(tmp_path / "run")
     contract(run, 100)
-    proc = subprocess.run([sys.executable, "-c", _CRASHER, os.path.dirname(LIBRARY), run, where])
+    proc = subprocess.run([sys.executable, "-c", _CRASHER, os.path.dirname(LIBRARY), run, where], check=False)
     assert proc.returncode == -9
     leftovers = [n for n in os.listdir(run) if n.startswith("tmp-")]
     assert len(leftovers) == 1
@@ -966,7 +966,7 @@ def test_cli_runs_on_system_python_without_ansible(tmp_path):
     os.makedirs(os.path.dirname(tool))
     shutil.copy(LIBRARY, tool)
     python = [SYSTEM_PYTHON, "-I", "-S"]
-    probe = subprocess.run(python + ["-c", "import ansible"], stderr=subprocess.PIPE)
+    probe = subprocess.run(python + ["-c", "import ansible"], stderr=subprocess.PIPE, check=False)
     assert probe.returncode != 0
     run = str(tmp_path / "run")
     contract(run, 9000)
@@ -975,18 +975,18 @@ def test_cli_runs_on_system_python_without_ansible(tmp_path):
     truncate(os.path.join(run, "step_000011000", "model.pt"), 3)
     write(os.path.join(run, "latest"), b"step_000009000")
     proc = subprocess.run(python + [tool, "latest", run], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True)
+                          universal_newlines=True, check=False)
     assert (proc.returncode, proc.stdout) == (0, newest + "\n"), proc.stderr
     assert "step_000011000 is invalid" in proc.stderr and "latest points to step_000009000" in proc.stderr
     proc = subprocess.run(python + [tool, "list", run, "--json", "--validate", "sha256", "--validate-all"],
-                          stdout=subprocess.PIPE, universal_newlines=True)
+                          stdout=subprocess.PIPE, universal_newlines=True, check=False)
     listed = json.loads(proc.stdout)
     assert proc.returncode == 0
     assert [(c["step"], c["valid"]) for c in listed["checkpoints"]] == [(9000, True), (10000, True), (11000, False)]
     proc = subprocess.run(python + [tool, "verify", os.path.join(run, "step_000011000")], stdout=subprocess.PIPE,
-                          universal_newlines=True)
+                          universal_newlines=True, check=False)
     assert proc.returncode == 3
     empty = str(tmp_path / "empty")
     os.mkdir(empty)
-    assert subprocess.run(python + [tool, "latest", empty], stdout=subprocess.PIPE).returncode == 1
-    assert subprocess.run(python + [tool, "latest", str(tmp_path / "nope")], stderr=subprocess.PIPE).returncode == 2
+    assert subprocess.run(python + [tool, "latest", empty], stdout=subprocess.PIPE, check=False).returncode == 1
+    assert subprocess.run(python + [tool, "latest", str(tmp_path / "nope")], stderr=subprocess.PIPE, check=False).returncode == 2
