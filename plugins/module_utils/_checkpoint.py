@@ -758,6 +758,8 @@ def _check_single_file(ckpt, level, base_real):
         st = os.stat(ckpt.path)
     except OSError as exc:
         raise _Invalid("cannot stat: %s" % exc)
+    if not stat.S_ISREG(st.st_mode):
+        raise _Invalid("not a regular file")
     ckpt.files, ckpt.size = 1, st.st_size
     if st.st_size == 0:
         raise _Invalid("empty file")
@@ -843,14 +845,15 @@ def _list_run(root, root_real, report):
     for entry in entries:
         name = entry.name
         is_link = entry.is_symlink()
-        if name == FINISHED and not is_link:
+        if name == FINISHED and entry.is_file(follow_symlinks=False):
             report.finished = _read_finished(entry.path)
             continue
         if is_temporary(name):
             report.ignored.append(dict(name=name, reason="temporary (still being written, or left by a crash)"))
             continue
         if name in (_DEEPSPEED_LATEST, _MEGATRON_TRACKER) or _LAST_CKPT.match(name):
-            if is_link or not entry.is_dir(follow_symlinks=False):
+            # Regular files and symlinks only: opening a FIFO would block.
+            if is_link or entry.is_file(follow_symlinks=False):
                 pointers.append(dict(name=name, is_link=is_link, path=entry.path))
                 continue
         parsed = parse_name(name)
@@ -909,7 +912,7 @@ def _resolve_pointers(raw_pointers, candidates, root, root_real, report):
             pointer["kind"] = "megatron_tracker"
             text = _read_text(path)
             pointer["target"] = text
-            if text is None or not (text.isdigit() or text == "release"):
+            if text is None or not (re.match(r"^[0-9]+$", text) or text == "release"):
                 pointer.update(status="unreadable", message="%s holds %r, not an iteration number" % (name, text))
             elif text == "release":
                 pointer.update(status="release", message="%s says release: release checkpoints have no iteration to order by" % name)
@@ -981,7 +984,7 @@ def inspect(path, validate=SIZES, validate_all=False, list_all=True):
     if validate_all:
         for ckpt in candidates:
             _check(ckpt, validate, root_real)
-    elif list_all and validate != STRUCTURE:
+    elif list_all:
         for ckpt in candidates:
             _check(ckpt, STRUCTURE, root_real)
     for ckpt in reversed(candidates):
@@ -1055,7 +1058,11 @@ def verify(path, validate=SHA256):
         if parsed is None:
             raise CheckpointError("%s matches no checkpoint layout" % name)
         ckpt = Checkpoint(name, full, parsed[0], parsed[2], parsed[3], os.path.isdir(full))
-    return _check(ckpt, validate, os.path.realpath(os.path.dirname(ckpt.path)))
+    parent_real = os.path.realpath(os.path.dirname(ckpt.path))
+    if os.path.islink(ckpt.path) and not _inside(ckpt.path, parent_real):
+        ckpt.valid, ckpt.why_invalid, ckpt.checked = False, "a symlink out of its folder (not followed)", validate
+        return ckpt
+    return _check(ckpt, validate, parent_real)
 
 
 # ---------------------------------------------------------------------------------------------

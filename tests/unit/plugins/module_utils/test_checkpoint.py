@@ -626,6 +626,46 @@ def test_lazy_latest_checks_only_what_it_needs(tmp_path):
     assert [c.checked for c in report.checkpoints] == ["structure", "sha256", "sha256"]
 
 
+def test_structure_listing_checks_every_checkpoint(tmp_path):
+    for step in (100, 200, 300):
+        contract(tmp_path, step)
+    os.remove(os.path.join(str(tmp_path), "step_000000100", "optim.pt"))
+    report = ck.inspect(str(tmp_path), "structure")
+    assert [(c.valid, c.checked) for c in report.checkpoints] == [
+        (False, "structure"), (True, "structure"), (True, "structure")]
+    assert report.warnings == []  # an old broken checkpoint is listed, not warned about
+
+
+_FIFO_RUN = r"""
+import os, sys
+sys.path.insert(0, sys.argv[1])
+import _checkpoint as ck
+run = sys.argv[2]
+for name in ("latest", "FINISHED", "latest_checkpointed_iteration.txt", "checkpoint_epoch_9_step_9.pth"):
+    os.mkfifo(os.path.join(run, name))
+report = ck.inspect(run)
+print(report.latest_valid.name, report.finished, sorted(i["name"] for i in report.ignored))
+"""
+
+
+def test_fifos_never_block(tmp_path):
+    contract(tmp_path, 100)
+    proc = subprocess.run([sys.executable, "-c", _FIFO_RUN, os.path.dirname(LIBRARY), str(tmp_path)],
+                          stdout=subprocess.PIPE, universal_newlines=True, timeout=60, check=True)
+    assert proc.stdout.split(" ", 2)[:2] == ["step_000000100", "None"]
+    assert "latest" in proc.stdout and "FINISHED" in proc.stdout
+
+
+def test_verify_does_not_follow_a_symlink_out(tmp_path):
+    outside = tmp_path / "outside"
+    real = contract(outside, 5)
+    os.mkdir(str(tmp_path / "run"))
+    link = os.path.join(str(tmp_path / "run"), "step_000000005")
+    os.symlink(real, link)
+    assert ck.verify(link).valid is False and "symlink" in ck.verify(link).why_invalid
+    assert ck.verify(real).valid is True
+
+
 def test_contract_records_epoch_time_and_sizes(tmp_path):
     path = ck.write_checkpoint(str(tmp_path), 1000, 3, {"model.pt": b"abc", "sub/opt.pt": b"defg"}, extra={"loss": 1.5})
     assert path == os.path.join(str(tmp_path), "step_000001000")
@@ -671,6 +711,9 @@ POINTER_CASES = [
     ("megatron tracker missing", lambda r: (megatron_folder(r, 100),
                                             write(os.path.join(str(r), "latest_checkpointed_iteration.txt"), b"500")),
      "latest_checkpointed_iteration.txt", "missing", None, "iter_0000100"),
+    ("megatron tracker in other digits", lambda r: (megatron_folder(r, 100), write(
+        os.path.join(str(r), "latest_checkpointed_iteration.txt"), u"\u0661\u0660\u0660".encode("utf-8"))),
+     "latest_checkpointed_iteration.txt", "unreadable", None, "iter_0000100"),
     ("megatron tracker release", lambda r: (megatron_folder(r, 100),
                                             write(os.path.join(str(r), "latest_checkpointed_iteration.txt"), b"release")),
      "latest_checkpointed_iteration.txt", "release", None, "iter_0000100"),
