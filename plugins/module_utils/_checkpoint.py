@@ -499,6 +499,16 @@ class _Stub(object):
     def __call__(self, *args, **kwargs):
         return _Stub(*args)
 
+    # Containers pickled as subclasses of dict or list fill themselves with these.
+    def __setitem__(self, key, value):
+        self.__dict__.setdefault("_items", {})[key] = value
+
+    def append(self, value):
+        self.__dict__.setdefault("_list", []).append(value)
+
+    def extend(self, values):
+        self.__dict__.setdefault("_list", []).extend(values)
+
 
 class _StubUnpickler(pickle.Unpickler):
     """Reads a pickle without importing or calling anything it names (torch is not needed)."""
@@ -514,13 +524,21 @@ class _StubUnpickler(pickle.Unpickler):
 def dcp_storage(metadata_path):
     # type: (str) -> List[Tuple[str, int, int]]
     """``(relative_path, offset, length)`` of every item a torch.distributed.checkpoint ``.metadata``
-    (``Metadata.storage_data``, ``_StorageInfo`` records) says is stored; [] when it names none."""
+    (``Metadata.storage_data``, ``_StorageInfo`` records) says is stored; [] when it names none.
+
+    Raises _Invalid when the pickle is cut short or corrupt. A pickle that is whole but shaped in a
+    way this reader does not know gives [] (the sizes are then not checked), never invalid.
+    """
     with open(metadata_path, "rb") as handle:
         try:
             root = _StubUnpickler(handle).load()
-        except Exception as exc:  # pylint: disable=broad-except  # any malformed pickle
-            raise _Invalid(".metadata cannot be read: %s: %s" % (type(exc).__name__, exc))
+        except (EOFError, pickle.UnpicklingError, struct.error, UnicodeDecodeError) as exc:
+            raise _Invalid(".metadata is cut short or corrupt: %s: %s" % (type(exc).__name__, exc))
+        except Exception:  # pylint: disable=broad-except  # a shape the stand-ins cannot take
+            return []
     storage = getattr(root, "storage_data", None)
+    if isinstance(storage, _Stub):  # a dict subclass
+        storage = storage.__dict__.get("_items")
     if not isinstance(storage, dict):
         return []
     found = []

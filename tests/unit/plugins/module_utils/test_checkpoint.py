@@ -596,6 +596,27 @@ def test_why_invalid_says_why(tmp_path, build, validate, name, why):
     assert any(w.startswith(name + " is invalid") for w in report.warnings)
 
 
+class _StorageDict(dict):
+    """A dict subclass: pickled as a class plus SETITEMS, as a future torch might."""
+
+
+def test_dcp_metadata_shapes(tmp_path):
+    # A dict subclass for storage_data is still read, and its sizes checked.
+    folder = dcp_folder(tmp_path, "step-100", truncate=5)
+    storage = _StorageDict()
+    storage[MetadataIndex("w0")] = _StorageInfo("__0_0.distcp", 0, 3000)
+    write(os.path.join(folder, ".metadata"), pickle.dumps(Metadata(storage), protocol=4))
+    assert "truncated" in ck.verify(folder, "sizes").why_invalid
+    # A .metadata cut short is invalid.
+    dcp_folder(tmp_path, "step-200")
+    truncate(os.path.join(str(tmp_path), "step-200", ".metadata"), 10)
+    assert "cut short or corrupt" in ck.verify(os.path.join(str(tmp_path), "step-200"), "sizes").why_invalid
+    # A whole pickle of a shape the reader does not know: sizes not checked, not invalid.
+    folder = dcp_folder(tmp_path, "step-300")
+    write(os.path.join(folder, ".metadata"), pickle.dumps(frozenset([1, 2]), protocol=4))
+    assert ck.verify(folder, "sizes").valid is True
+
+
 def test_empty_and_only_temporary_folders(tmp_path):
     report = ck.inspect(str(tmp_path))
     assert report.latest_valid is None and report.checkpoints == [] and not report.had_candidates
