@@ -128,7 +128,7 @@ def bench(size, wrapdir, log):
     share = max(1, size * 5 // 100)
     # Every 20th node from the 2nd, then a disjoint set for the naive loop.
     first = names[1::20][:share]
-    second = [n for n in names[11::20] if n not in first][:share]
+    second = [n for n in names[11::20] + names if n not in first][:share]
     sh(["scontrol", "update", "NodeName=%s" % compress_hostlist(first), "State=DRAIN",
         "Reason=Kill task failed"])
     limits = json.dumps({"remediate_nodes_max_nodes": size, "remediate_nodes_max_percent": 100,
