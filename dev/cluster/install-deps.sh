@@ -21,6 +21,11 @@ packages=(
   procps
   coreutils
   python3
+  # The project's own tooling: the Python virtual environment (make venv), git
+  # (ansible-test works on a git copy of the collection), CA certificates for pip.
+  python3-venv
+  git
+  ca-certificates
 )
 
 if [[ "$(id -u)" -ne 0 ]]; then
