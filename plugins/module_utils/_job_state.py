@@ -30,7 +30,7 @@ __metaclass__ = type
 import re
 
 try:
-    from typing import Any, Dict, FrozenSet, Iterable, Optional  # noqa: F401
+    from typing import Any, Iterable, Optional  # noqa: F401
 except ImportError:  # pragma: no cover
     pass
 
@@ -206,8 +206,9 @@ def state_matches(state, names):
 
 def is_held(state, reason):
     # type: (JobState, str) -> bool
-    """True for a pending job that will not start until released: reason ``JobHeldUser`` /
-    ``JobHeldAdmin`` (``scontrol hold``), or a REQUEUE_HOLD / SPECIAL_EXIT / RESV_DEL_HOLD job."""
+    """True for a job that will not start (again) until released: reason ``JobHeldUser`` /
+    ``JobHeldAdmin`` (``scontrol hold``; on a RUNNING job it keeps running, and the hold keeps it
+    from starting again if it is requeued), or a REQUEUE_HOLD / SPECIAL_EXIT / RESV_DEL_HOLD job."""
     if state.word in HOLD_STATES or state.flags & HOLD_STATES:
         return True
-    return state.base == "PENDING" and (reason or "").strip() in HOLD_REASONS
+    return state.active and (reason or "").strip() in HOLD_REASONS

@@ -100,7 +100,10 @@ def test_state_matches_rejects_unknown_names():
     ("PENDING", "BeginTime", False),
     ("REQUEUE_HOLD", "JobHeldAdmin", True),
     ("SPECIAL_EXIT", "", True),
-    ("RUNNING", "JobHeldAdmin", False),
+    # scontrol hold on a RUNNING job: it keeps running, reason JobHeldAdmin (recorded on 22.05)
+    ("RUNNING", "JobHeldAdmin", True),
+    ("RUNNING", "None", False),
+    ("COMPLETED", "JobHeldAdmin", False),
 ])
 def test_is_held(text, reason, held):
     assert is_held(parse_job_state(text), reason) is held
