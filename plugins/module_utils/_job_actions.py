@@ -1,0 +1,417 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note: this module is private to the clusterops.slurm collection. Its API may change
+# at any time without notice; do not use it from outside the collection.
+
+"""Submitting and changing Slurm jobs: sbatch arguments and output, identity, actions.
+
+A job's identity is its name, its user and, optionally, a key kept in its comment
+(``clusterops-key=<key>``). :func:`submit` submits a batch script at most once per identity,
+also when sbatch times out after slurmctld may have accepted the job. :func:`plan_action` picks
+the jobs that ``scancel`` / ``scontrol requeue|hold|release`` must act on, so that a second run
+acts on none.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import re
+import time
+
+from ansible_collections.clusterops.slurm.plugins.module_utils._job_state import (
+    is_held,
+    parse_job_state,
+)
+from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import read_queue
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
+    TIMEOUT_RC,
+    SlurmCommandError,
+)
+
+try:
+    from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple  # noqa: F401
+except ImportError:  # pragma: no cover
+    pass
+
+
+#: Prefix of the identity key in a job's comment.
+KEY_PREFIX = "clusterops-key="
+KEY_RE = re.compile(r"^[A-Za-z0-9._:@/+=-]+$")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+#: Desired states of the slurm_job module besides ``present``.
+JOB_ACTIONS = ("absent", "requeued", "held", "released")
+
+#: sbatch options that take a value, as (module option, sbatch long option).
+SBATCH_VALUE_OPTIONS = (
+    ("partition", "--partition"),
+    ("nodes", "--nodes"),
+    ("ntasks_per_node", "--ntasks-per-node"),
+    ("cpus_per_task", "--cpus-per-task"),
+    ("gres", "--gres"),
+    ("gpus", "--gpus"),
+    ("gpus_per_node", "--gpus-per-node"),
+    ("time", "--time"),
+    ("output", "--output"),
+    ("error", "--error"),
+    ("dependency", "--dependency"),
+    ("array", "--array"),
+    ("signal", "--signal"),
+    ("open_mode", "--open-mode"),
+    ("chdir", "--chdir"),
+)
+
+# Failures after which slurmctld may or may not have created the job: the request may have
+# reached it and only the answer got lost. "Unable to contact slurm controller" is included
+# because sbatch prints it for a lost answer too.
+_UNCERTAIN = re.compile(
+    r"Socket timed out on send/recv operation|Unable to contact slurm controller"
+    r"|Zero Bytes were transmitted or received|Communication connection failure"
+    r"|Transport endpoint is not connected|Connection reset by peer",
+    re.IGNORECASE)
+
+_SUBMITTED = re.compile(r"(?:^|\s)Submitted batch job (\d+)(?: on cluster ([^\s;]+))?\s*$")
+_PARSABLE = re.compile(r"^\s*(\d+)(?:;([^\s;]+))?\s*$")
+
+
+class SbatchOutputError(ValueError):
+    """sbatch's output names no job id, or more than one."""
+
+
+def parse_sbatch_output(stdout, stderr=""):
+    # type: (str, str) -> Tuple[int, Optional[str]]
+    """``(job_id, cluster or None)`` from what sbatch printed.
+
+    Reads every form sbatch prints: ``Submitted batch job 60060368``, ``Submitted batch job
+    60060368 on cluster clusterA`` (``-M``), ``--parsable``'s ``75168975;clusterA`` or a bare
+    ``15786755``, with any other lines around them (site wrappers, warnings). A line is taken
+    whole, never its last word. "Submitted batch job" lines win over bare numbers; stderr is
+    read only when stdout has no id.
+
+    Raises:
+        SbatchOutputError: no id, or different ids (never guessed).
+    """
+    tiers = (
+        (_SUBMITTED, stdout or ""),
+        (_PARSABLE, stdout or ""),
+        (_SUBMITTED, stderr or ""),
+    )
+    for pattern, text in tiers:
+        found = []  # type: List[Tuple[int, Optional[str]]]
+        for line in text.splitlines():
+            match = pattern.search(line)
+            if match:
+                item = (int(match.group(1)), match.group(2) or None)
+                if item not in found:
+                    found.append(item)
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            raise SbatchOutputError(
+                "sbatch printed more than one job id (%s); not guessing which one is the job"
+                % ", ".join(str(i) for i, dummy in found))
+    raise SbatchOutputError("sbatch printed no job id: %r" % ((stdout or "") + (stderr or "")))
+
+
+def uncertain_failure(exc):
+    # type: (SlurmCommandError) -> bool
+    """True when a failed sbatch may nevertheless have created the job (timeouts, lost answers,
+    the command_timeout rc 124)."""
+    if exc.rc == TIMEOUT_RC:
+        return True
+    return bool(_UNCERTAIN.search("%s\n%s" % (exc.stderr or "", exc.stdout or "")))
+
+
+def key_comment(key, comment=None):
+    # type: (Optional[str], Optional[str]) -> Optional[str]
+    """The job comment: ``clusterops-key=<key>``, then the user's comment after a space."""
+    if not key:
+        return comment
+    return KEY_PREFIX + key + ((" " + comment) if comment else "")
+
+
+def has_key(job, key):
+    # type: (Dict[str, Any], Optional[str]) -> bool
+    """True when no key is asked for, or the job's comment holds ``clusterops-key=<key>`` as a
+    whole word."""
+    if not key:
+        return True
+    return (KEY_PREFIX + key) in (job.get("comment") or "").split()
+
+
+def matches_identity(job, name, user, key=None):
+    # type: (Dict[str, Any], Optional[str], Optional[str], Optional[str]) -> bool
+    if name is not None and job["name"] != name:
+        return False
+    if user is not None and job["user"] != user:
+        return False
+    return has_key(job, key)
+
+
+def export_value(export, environment):
+    # type: (Optional[str], Optional[Dict[str, Any]]) -> Optional[str]
+    """sbatch ``--export=`` for the module's ``export`` and ``environment``.
+
+    The environment's values travel in sbatch's own environment (commas, spaces and ``=`` stay
+    data); ``--export`` names them: ``ALL`` (default) propagates them with everything else;
+    ``NONE`` becomes just their names (with NONE sbatch allows no variables); any other value
+    gets them appended."""
+    names = sorted(environment or {})
+    if not names:
+        return export
+    if export is None or export.strip().upper() == "ALL":
+        return "ALL"
+    if export.strip().upper() == "NONE":
+        return ",".join(names)
+    return export + "," + ",".join(names)
+
+
+def sbatch_args(params, comment):
+    # type: (Dict[str, Any], Optional[str]) -> List[str]
+    """The sbatch argument list from the module's options (``--option=value`` form, so a value
+    starting with ``-`` stays a value). The script path comes last; with ``script_content`` no
+    path is given and sbatch reads the script from standard input."""
+    args = ["--parsable", "--job-name=" + params["name"]]
+    for option, flag in SBATCH_VALUE_OPTIONS:
+        value = params.get(option)
+        if value is not None and value != "":
+            args.append("%s=%s" % (flag, value))
+    if params.get("requeue") is True:
+        args.append("--requeue")
+    elif params.get("requeue") is False:
+        args.append("--no-requeue")
+    if comment:
+        args.append("--comment=" + comment)
+    export = export_value(params.get("export"), params.get("environment"))
+    if export:
+        args.append("--export=" + export)
+    args.extend(params.get("extra_args") or [])
+    if params.get("script"):
+        args.append(params["script"])
+    return args
+
+
+def sbatch_environ(environment):
+    # type: (Optional[Dict[str, Any]]) -> Dict[str, str]
+    """Environment for the sbatch call. ``LC_ALL`` is set back to the task's own value (empty
+    when it had none): the command layer sets ``LC_ALL=C`` for reading Slurm's words, and the
+    job would inherit it through ``--export=ALL``."""
+    env = {"LC_ALL": os.environ.get("LC_ALL", "")}
+    for name, value in (environment or {}).items():
+        env[name] = "" if value is None else str(value)
+    return env
+
+
+class SubmitError(Exception):
+    """Submission failed; ``accepted`` says whether Slurm may have the job anyway."""
+
+    def __init__(self, msg, exc=None, maybe_accepted=False, errors=None):
+        # type: (str, Optional[SlurmCommandError], bool, Optional[List[str]]) -> None
+        super(SubmitError, self).__init__(msg)
+        self.msg = msg
+        self.exc = exc
+        self.maybe_accepted = maybe_accepted
+        self.errors = errors or []
+
+
+def submission_id(job):
+    # type: (Dict[str, Any]) -> int
+    """The id sbatch prints for a job: the array job id, the het job leader, else its id."""
+    return job["array_job_id"] or job["het_job_id"] or job["job_id_raw"]
+
+
+def _first_line(exc):
+    # type: (SlurmCommandError) -> str
+    lines = (exc.stderr or exc.stdout or "").strip().splitlines()
+    return lines[0].strip() if lines else "rc=%s, no output" % exc.rc
+
+
+def submit(cli, args, identity, known_ids, data=None, environ=None, retries=2, delay=10.0,
+           sleep=time.sleep):
+    # type: (Any, List[str], Dict[str, Any], Sequence[int], Optional[str], Optional[Dict[str, str]], int, float, Callable[[float], Any]) -> Dict[str, Any]
+    """Run sbatch once, and again only when Slurm certainly did not take the job.
+
+    After a failure that leaves it open whether slurmctld created the job (timeout, lost
+    answer), wait ``delay`` seconds and look the identity up with squeue (every state, so a job
+    that already ended is seen too): a job of that identity whose id is not in ``known_ids``
+    (the ids squeue listed for it before sbatch ran) is the one sbatch submitted, and it is
+    returned instead of submitting a copy. Only when squeue answers and shows no such job is
+    sbatch run again, at most ``retries`` more times. When squeue cannot answer either, nothing
+    is resubmitted.
+
+    Args:
+        identity: ``{"name", "user", "key"}``.
+
+    Returns:
+        ``{"job_id": int, "cluster": str|None, "recovered": bool, "attempts": int,
+        "errors": [str, ...], "job": dict|None}``; ``job`` is the squeue entry when recovered.
+
+    Raises:
+        SubmitError: sbatch failed for good (``maybe_accepted`` false), or it is unknown
+        whether the job was created (``maybe_accepted`` true: do not resubmit blindly), or sbatch
+        succeeded but printed no readable id and squeue shows no single new job either.
+        SlurmCommandError: squeue failed where sbatch had succeeded.
+    """
+    known = set(known_ids)
+    errors = []  # type: List[str]
+    attempts = 0
+    last = None  # type: Any
+    while True:
+        attempts += 1
+        try:
+            rc, out, err = cli.run("sbatch", args, data=data, environ=environ,
+                                   what="submit the job")
+        except SlurmCommandError as exc:
+            if not uncertain_failure(exc):
+                raise SubmitError(exc.msg, exc=exc, errors=errors)
+            errors.append("sbatch attempt %d: %s" % (attempts, _first_line(exc)))
+            last = exc
+        else:
+            try:
+                job_id, cluster = parse_sbatch_output(out, err)
+            except SbatchOutputError as exc:
+                # rc 0: the job exists. Find it by identity rather than guess from the text.
+                found = read_queue(cli, names=[identity["name"]], users=[identity["user"]])
+                new = [j for j in found if j["job_id_raw"] not in known and matches_identity(
+                    j, identity["name"], identity["user"], identity.get("key"))]
+                if len(new) != 1:
+                    raise SubmitError("sbatch succeeded but %s, and squeue shows %d new job(s) of "
+                                      "this identity" % (exc, len(new)), maybe_accepted=True,
+                                      errors=errors)
+                errors.append(str(exc))
+                return {"job_id": submission_id(new[0]), "cluster": new[0]["cluster"],
+                        "recovered": True, "attempts": attempts, "errors": errors, "job": new[0]}
+            return {"job_id": job_id, "cluster": cluster, "recovered": False,
+                    "attempts": attempts, "errors": errors, "job": None}
+        # Did slurmctld take it? Ask before any retry; never resubmit without an answer.
+        found = None  # type: Optional[List[Dict[str, Any]]]
+        lookups = 0
+        while found is None:
+            lookups += 1
+            sleep(delay)
+            try:
+                found = read_queue(cli, names=[identity["name"]], users=[identity["user"]])
+            except SlurmCommandError as exc:
+                errors.append("squeue after sbatch attempt %d: %s" % (attempts, _first_line(exc)))
+                if lookups > retries:
+                    raise SubmitError(
+                        "sbatch failed (%s) and squeue could not tell whether Slurm accepted "
+                        "the job; it was NOT submitted again. Check with squeue -n %s -u %s "
+                        "before running this task again" % (
+                            _first_line(last), identity["name"], identity["user"]),
+                        exc=last, maybe_accepted=True, errors=errors)
+        new = [j for j in found if j["job_id_raw"] not in known and matches_identity(
+            j, identity["name"], identity["user"], identity.get("key"))]
+        if new:
+            job = sorted(new, key=lambda j: j["job_id_raw"])[0]
+            return {"job_id": submission_id(job), "cluster": job["cluster"], "recovered": True,
+                    "attempts": attempts, "errors": errors, "job": job}
+        known.update(j["job_id_raw"] for j in found)
+        if attempts > retries:
+            raise SubmitError(
+                "sbatch failed %d times (%s); squeue shows that Slurm did not accept the job"
+                % (attempts, _first_line(last)), exc=last, errors=errors)
+
+
+def job_target(job, job_id=None):
+    # type: (Dict[str, Any], Optional[str]) -> str
+    """The id to pass to scancel/scontrol for a job: the id the user gave, else the array job
+    id for any part of an array (all its tasks), the het job leader for a component, else the
+    job id."""
+    if job_id:
+        return job_id
+    for key in ("array_job_id", "het_job_id"):
+        if job.get(key):
+            return str(job[key])
+    return str(job["job_id_raw"])
+
+
+def _dedup(items):
+    # type: (List[str]) -> List[str]
+    seen = set()
+    out = []
+    for item in items:
+        if item not in seen:
+            seen.add(item)
+            out.append(item)
+    return out
+
+
+def _state(job):
+    return parse_job_state(job["state_raw"])
+
+
+#: The command (as Slurm spells it) of each action.
+ACTION_COMMANDS = {
+    "absent": ("scancel", []),
+    "requeued": ("scontrol", ["requeue"]),
+    "held": ("scontrol", ["hold"]),
+    "released": ("scontrol", ["release"]),
+}
+
+_RUNNING_LIKE = frozenset(("RUNNING", "SUSPENDED", "CONFIGURING", "RESIZING", "STOPPED", "SIGNALING"))
+
+
+def plan_action(jobs, action, job_id=None):
+    # type: (List[Dict[str, Any]], str, Optional[str]) -> Dict[str, Any]
+    """Which of ``jobs`` (squeue entries of one identity, or of one job id) ``action`` must
+    change. Pure: no Slurm call.
+
+    - ``absent``: every active job except those already COMPLETING (they are ending).
+    - ``requeued``: running jobs (RUNNING, SUSPENDED, CONFIGURING...) are requeued; a job that is
+      PENDING already is left alone. With no active job, the newest finished one the controller
+      still lists (MinJobAge) is requeued: Slurm requeues finished batch jobs too.
+    - ``held``: active jobs not held yet (reason ``JobHeldUser``/``JobHeldAdmin``). Slurm holds
+      a RUNNING job too: it keeps running, and does not start again if it is requeued.
+    - ``released``: held jobs (``JobHeldUser``/``JobHeldAdmin``, REQUEUE_HOLD, SPECIAL_EXIT).
+
+    Returns:
+        ``{"targets": [id, ...] (deduplicated, to pass to the command), "changed": [job, ...],
+        "unchanged": [job, ...], "refused": {job_id: why}}``.
+    """
+    changed = []  # type: List[Dict[str, Any]]
+    unchanged = []  # type: List[Dict[str, Any]]
+    refused = {}  # type: Dict[str, str]
+    active = [j for j in jobs if j["active"]]
+    for job in jobs:
+        state = _state(job)
+        if action == "absent":
+            (changed if job["active"] and state.word not in ("COMPLETING", "STAGE_OUT") else unchanged).append(job)
+        elif action == "requeued":
+            if state.word in _RUNNING_LIKE:
+                changed.append(job)
+            elif state.word in ("COMPLETING", "STAGE_OUT"):
+                refused[job["job_id"]] = ("is %s: Slurm requeues it only once it has completed; "
+                                          "run again in a few seconds" % state.word)
+            else:
+                unchanged.append(job)
+        elif action == "held":
+            holdable = job["active"] and state.word not in ("COMPLETING", "STAGE_OUT")
+            (changed if holdable and not is_held(state, job["reason"]) else unchanged).append(job)
+        elif action == "released":
+            (changed if job["active"] and is_held(state, job["reason"]) else unchanged).append(job)
+        else:
+            raise ValueError("unknown action %r" % action)
+    if action == "requeued" and not active and not changed and not refused:
+        finished = [j for j in jobs if not j["active"]]
+        if finished:
+            newest = sorted(finished, key=lambda j: (j["submit_time"] or 0, j["job_id_raw"]))[-1]
+            changed.append(newest)
+            unchanged = [j for j in unchanged if j is not newest]
+    targets = _dedup([job_target(j, job_id) for j in changed])
+    return {"targets": targets, "changed": changed, "unchanged": unchanged, "refused": refused}
+
+
+def action_args(action, targets):
+    # type: (str, List[str]) -> Tuple[str, List[str]]
+    """``(command, args)`` acting on all ``targets`` in one call: ``scancel ID ID...``,
+    ``scontrol requeue|hold|release ID,ID...``."""
+    name, args = ACTION_COMMANDS[action]
+    if name == "scancel":
+        return name, list(targets)
+    return name, args + [",".join(targets)]

@@ -1,0 +1,683 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note: this module is private to the clusterops.slurm collection. Its API may change
+# at any time without notice; do not use it from outside the collection.
+
+"""Reading Slurm jobs: parsers for ``squeue -O`` and ``sacct --parsable2`` text, and one reader.
+
+Both commands are asked for delimited fields (:data:`SEP`, the ASCII unit separator, which Slurm
+never prints in an id, state, node list or time), never fixed-width columns, and times as Unix
+seconds (``SLURM_TIME_FORMAT=%s``). A job is returned as a plain dict (the ``jobs`` element of
+``slurm_job_info``'s RETURN):
+
+``job_id`` (str, as Slurm writes it: ``123``, ``123_4``, ``123_[5-100%2]``, ``1234+1``),
+``job_id_raw`` (int, the unique id: squeue ``JobID``, sacct ``JobIDRaw``), ``array_job_id``,
+``array_task_id`` (int or None; None for the one line that stands for an array's pending tasks),
+``array_tasks`` (str, those pending tasks, e.g. ``5-100``, or None), ``array_max_running`` (int
+or None, the ``%N`` throttle), ``het_job_id``, ``het_job_offset`` (int or None), ``name``,
+``user``, ``partition``, ``cluster``, ``comment`` (squeue only, else None), ``state`` (base state
+or None), ``flags`` (sorted list), ``state_raw`` (Slurm's words), ``active`` (bool),
+``cancelled_by`` (int uid or None), ``reason`` (str, ``""`` when none), ``exit_code`` and
+``signal`` (int or None, from sacct's ``0:9`` or squeue's raw wait status), ``node_list`` (hostlist str, ``""`` when none),
+``nodes`` (expanded list), ``submit_time``, ``start_time``, ``end_time`` (Unix seconds or None;
+None while the job has not started / ended), ``restart_count`` (int from squeue ``RestartCnt``,
+None when only accounting knows the job), ``requeued`` (bool), ``history`` (earlier runs of the
+same job that Slurm requeued, oldest first), ``steps`` (``.batch``, ``.extern``, ``.0`` ...)
+and ``source`` (``squeue`` when the controller knows the job, else ``sacct``).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+import time
+
+from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import (
+    HostlistError,
+    expand_hostlist,
+)
+from ansible_collections.clusterops.slurm.plugins.module_utils._job_state import (
+    JobState,
+    JobStateError,
+    parse_job_state,
+    state_matches,
+)
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import SlurmCommandError
+
+try:
+    from typing import Any, Dict, List, Optional, Sequence, Tuple  # noqa: F401
+
+    Names = Sequence[str]
+except ImportError:  # pragma: no cover
+    pass
+
+
+#: Field separator in both commands' output: ASCII unit separator.
+SEP = "\x1f"
+#: squeue record end (suffix of its last field): ASCII record separator, so that a comment
+#: holding a newline cannot split a record.
+REC_END = "\x1e"
+
+#: ``SLURM_TIME_FORMAT`` for every read: strftime ``%s``, Unix seconds, whatever the time zone.
+TIME_ENVIRON = {"SLURM_TIME_FORMAT": "%s"}
+
+#: squeue(1) ``-O`` fields, in this order. ``JobID`` is the unique numeric id,
+#: ``JobArrayID`` the id as Slurm writes it (``%i``: ``123_4``, ``123_[5-100]``, ``1234+1``),
+#: which also gives the array and heterogeneous job parts. The free-text comment comes last.
+SQUEUE_FIELDS = (
+    "JobID", "JobArrayID", "Name", "UserName", "State", "Reason", "exit_code", "NodeList",
+    "SubmitTime", "StartTime", "EndTime", "RestartCnt", "Partition", "Cluster", "Comment",
+)
+#: ``Field:`` with no width prints the whole value; the suffix separates the fields.
+SQUEUE_FORMAT = ",".join("%s:%s" % (f, SEP) for f in SQUEUE_FIELDS[:-1]) + ",%s:%s" % (
+    SQUEUE_FIELDS[-1], REC_END)
+
+#: sacct(1) ``--format`` fields, in this order; the job name (free text) last.
+SACCT_FIELDS = (
+    "JobID", "JobIDRaw", "Cluster", "User", "Partition", "State", "ExitCode", "Reason",
+    "NodeList", "Submit", "Start", "End", "JobName",
+)
+
+#: How far apart (seconds) the end of a run and the submit time of the next record of the same
+#: job id may be for the next record to count as Slurm's requeue of that run. Slurm resets the
+#: submit time when the requeued job is PENDING again: on the dev cluster 0 s after the
+#: NODE_FAIL for a 1-node job, 3 s for a 2-node job whose step on the healthy node had to be
+#: killed first (COMPLETING); KillWait and UnkillableStepTimeout (60 s) bound that wait.
+REQUEUE_GAP = 120
+
+# Words Slurm prints for "no value".
+_NONE_WORDS = frozenset(("", "unknown", "none", "n/a", "(null)", "none assigned", "invalid"))
+_JOB_ID = re.compile(r"^(?P<id>\d+)(?:_(?:(?P<task>\d+)|\[(?P<tasks>[^\]]*)\])|\+(?P<offset>\d+))?$")
+_STEP_ID = re.compile(r"^(?P<job>\d+)\.(?P<step>[A-Za-z0-9_+-]+)$")
+_THROTTLE = re.compile(r"^(?P<tasks>.*?)(?:%(?P<max>\d+))?$")
+# What squeue says when a single job id given with --jobs is not known (any more).
+_INVALID_JOB_ID = re.compile(r"Invalid job id specified", re.IGNORECASE)
+# What sacct says when the cluster keeps no accounting.
+_NO_ACCOUNTING = re.compile(r"accounting storage is disabled|not running a supported accounting_storage",
+                            re.IGNORECASE)
+
+
+class JobParseError(ValueError):
+    """Slurm output that cannot be read as jobs."""
+
+
+def _none(value):
+    # type: (Optional[str]) -> bool
+    return value is None or value.strip().lower() in _NONE_WORDS
+
+
+def _int(value):
+    # type: (Optional[str]) -> Optional[int]
+    """An int, or None for Slurm's no-value words (``N/A``, ``(null)``, ``Unknown``...)."""
+    if _none(value):
+        return None
+    try:
+        return int(value.strip())  # type: ignore[union-attr]
+    except ValueError:
+        return None
+
+
+def parse_time(value):
+    # type: (Optional[str]) -> Optional[int]
+    """Unix seconds from a Slurm time field: digits (``SLURM_TIME_FORMAT=%s``) or
+    ``YYYY-MM-DDTHH:MM:SS`` (Slurm's standard format, local time); None for ``Unknown``,
+    ``None``, ``N/A`` and 0."""
+    if _none(value):
+        return None
+    text = value.strip()  # type: ignore[union-attr]
+    if text.isdigit():
+        return int(text) or None
+    try:
+        return int(time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S")))
+    except ValueError:
+        return None
+
+
+def parse_exit_code(value):
+    # type: (Optional[str]) -> Tuple[Optional[int], Optional[int]]
+    """``(exit_code, signal)`` from Slurm's ``exit:signal`` (``0:9`` -> ``(0, 9)``); a lone
+    number is the exit code; ``(None, None)`` when empty."""
+    if _none(value):
+        return None, None
+    text = value.strip()  # type: ignore[union-attr]
+    code, dummy, sig = text.partition(":")
+    return _int(code), (_int(sig) if sig else None)
+
+
+def parse_wait_status(value):
+    # type: (Optional[str]) -> Tuple[Optional[int], Optional[int]]
+    """``(exit_code, signal)`` from squeue's ``exit_code`` field, which in 22.05 is the raw
+    wait(2) status (``768`` for ``exit 3``, ``9`` for SIGKILL), not sacct's ``3:0``; an
+    ``exit:signal`` pair is read as :func:`parse_exit_code` does."""
+    if _none(value):
+        return None, None
+    text = value.strip()  # type: ignore[union-attr]
+    if ":" in text:
+        return parse_exit_code(text)
+    status = _int(text)
+    if status is None:
+        return None, None
+    return (status >> 8) & 0xff, status & 0x7f
+
+
+def parse_job_id(text):
+    # type: (str) -> Dict[str, Any]
+    """The parts of a job id as Slurm writes it (squeue ``%i``/``JobArrayID``, sacct ``JobID``).
+
+    ``123`` plain; ``123_4`` array task 4 of array job 123; ``123_[5-100]`` or ``123_[1-5%2]``
+    the pending tasks of array 123 (``%2``: at most 2 run at once); ``1234+1`` component 1 of
+    heterogeneous job 1234.
+
+    Returns:
+        ``{"id": int, "array_task_id", "array_tasks", "array_max_running", "het_job_offset"}``.
+
+    Raises:
+        JobParseError: anything else (a step id like ``123.batch`` included).
+    """
+    match = _JOB_ID.match(text.strip())
+    if not match:
+        raise JobParseError("not a Slurm job id: %r" % text)
+    parts = {"id": int(match.group("id")), "array_task_id": None, "array_tasks": None,
+             "array_max_running": None, "het_job_offset": None}  # type: Dict[str, Any]
+    if match.group("task") is not None:
+        parts["array_task_id"] = int(match.group("task"))
+    elif match.group("tasks") is not None:
+        throttle = _THROTTLE.match(match.group("tasks"))
+        parts["array_tasks"] = throttle.group("tasks")  # type: ignore[union-attr]
+        if throttle.group("max"):  # type: ignore[union-attr]
+            parts["array_max_running"] = int(throttle.group("max"))  # type: ignore[union-attr]
+    elif match.group("offset") is not None:
+        parts["het_job_offset"] = int(match.group("offset"))
+    return parts
+
+
+def _nodes(node_list):
+    # type: (str) -> Tuple[str, List[str]]
+    if _none(node_list):
+        return "", []
+    text = node_list.strip()
+    try:
+        return text, expand_hostlist(text)
+    except HostlistError:
+        return text, []
+
+
+def _state(text, where):
+    # type: (str, str) -> JobState
+    try:
+        return parse_job_state(text)
+    except JobStateError as exc:
+        raise JobParseError("%s: %s" % (where, exc))
+
+
+def _job(job_id, raw_id, job_state, **fields):
+    # type: (str, int, JobState, **Any) -> Dict[str, Any]
+    state = job_state
+    job = {
+        "job_id": job_id,
+        "job_id_raw": raw_id,
+        "array_job_id": None,
+        "array_task_id": None,
+        "array_tasks": None,
+        "array_max_running": None,
+        "het_job_id": None,
+        "het_job_offset": None,
+        "name": "",
+        "user": None,
+        "partition": None,
+        "cluster": None,
+        "comment": None,
+        "state": state.base,
+        "flags": sorted(state.flags),
+        "state_raw": state.raw,
+        "active": state.active,
+        "cancelled_by": state.cancelled_by,
+        "reason": "",
+        "exit_code": None,
+        "signal": None,
+        "node_list": "",
+        "nodes": [],
+        "submit_time": None,
+        "start_time": None,
+        "end_time": None,
+        "restart_count": None,
+        "requeued": False,
+        "history": [],
+        "steps": [],
+        "source": None,
+    }  # type: Dict[str, Any]
+    job.update(fields)
+    return job
+
+
+def _split_records(text):
+    # type: (str) -> List[str]
+    records = []
+    for chunk in text.split(REC_END):
+        chunk = chunk.lstrip("\r\n")
+        if chunk.strip():
+            records.append(chunk)
+    return records
+
+
+def _str(value):
+    # type: (str) -> Optional[str]
+    return None if _none(value) else value.strip()
+
+
+def parse_squeue(text):
+    # type: (str) -> List[Dict[str, Any]]
+    """Jobs from ``squeue --noheader --states=all -O SQUEUE_FORMAT``, in squeue's order.
+
+    One dict per line: a running array task (``123_4``) is one job; the pending tasks of an
+    array that squeue folds into one line (``123_[5-100]``) are one job with ``array_tasks``.
+    squeue knows no steps here. Times of a pending job (expected start) and of a job still
+    active (expected end) are not reported: ``start_time``/``end_time`` are None then.
+
+    Raises:
+        JobParseError: a record with a wrong field count, or an unreadable id or state.
+    """
+    jobs = []
+    for number, record in enumerate(_split_records(text), 1):
+        fields = record.split(SEP, len(SQUEUE_FIELDS) - 1)
+        if len(fields) != len(SQUEUE_FIELDS):
+            raise JobParseError("squeue record %d has %d fields, expected %d: %r"
+                                % (number, len(fields), len(SQUEUE_FIELDS), record))
+        row = dict(zip(SQUEUE_FIELDS, fields))
+        ids = parse_job_id(row["JobArrayID"])
+        raw_id = _int(row["JobID"])
+        if raw_id is None:
+            raw_id = ids["id"]
+        state = _state(row["State"], "job %s" % row["JobArrayID"].strip())
+        exit_code, signal = parse_wait_status(row["exit_code"])
+        node_list, nodes = _nodes(row["NodeList"])
+        is_array = ids["array_task_id"] is not None or ids["array_tasks"] is not None
+        is_het = ids["het_job_offset"] is not None
+        reason = row["Reason"].strip()
+        restart = _int(row["RestartCnt"])
+        jobs.append(_job(
+            row["JobArrayID"].strip(), raw_id, state,
+            array_job_id=ids["id"] if is_array else None,
+            array_task_id=ids["array_task_id"],
+            array_tasks=ids["array_tasks"],
+            array_max_running=ids["array_max_running"],
+            het_job_id=ids["id"] if is_het else None,
+            het_job_offset=ids["het_job_offset"],
+            name=row["Name"].strip(),
+            user=_str(row["UserName"]),
+            partition=_str(row["Partition"]),
+            cluster=_str(row["Cluster"]),
+            comment=row["Comment"].rstrip("\r\n") if not _none(row["Comment"]) else "",
+            reason="" if reason.lower() == "none" else reason,
+            exit_code=exit_code,
+            signal=signal,
+            node_list=node_list,
+            nodes=nodes,
+            submit_time=parse_time(row["SubmitTime"]),
+            start_time=None if state.base == "PENDING" else parse_time(row["StartTime"]),
+            end_time=None if state.active else parse_time(row["EndTime"]),
+            restart_count=restart,
+            requeued=bool(restart) or bool(state.flags & {"REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"}),
+            source="squeue",
+        ))
+    return jobs
+
+
+def _record(row, state):
+    # type: (Dict[str, str], JobState) -> Dict[str, Any]
+    """The fields one sacct line gives a job, a history entry or a step."""
+    exit_code, signal = parse_exit_code(row["ExitCode"])
+    node_list, nodes = _nodes(row["NodeList"])
+    reason = row["Reason"].strip()
+    return {
+        "state": state.base,
+        "flags": sorted(state.flags),
+        "state_raw": state.raw,
+        "cancelled_by": state.cancelled_by,
+        "reason": "" if reason.lower() == "none" else reason,
+        "exit_code": exit_code,
+        "signal": signal,
+        "node_list": node_list,
+        "nodes": nodes,
+        "submit_time": parse_time(row["Submit"]),
+        "start_time": parse_time(row["Start"]),
+        "end_time": parse_time(row["End"]),
+    }
+
+
+def parse_sacct(text):
+    # type: (str) -> List[Dict[str, Any]]
+    """Job records from ``sacct --noheader --parsable2 --delimiter=SEP --format=SACCT_FIELDS``.
+
+    Each job line is one record; step lines (``778010.batch``, ``778010.extern``,
+    ``778010.interactive``, ``1043074_91.0``, ``1234+0.batch``) are attached to the record
+    above them with the same raw id, under ``steps``, and are never records themselves. With
+    ``--duplicates`` the same job id may have several records (a requeued job has one per run;
+    a job id the controller reused has one per job): they are all returned here, in sacct's
+    order; :func:`merge_jobs` sorts them out.
+
+    Raises:
+        JobParseError: a line with too few fields, or an unreadable id or state.
+    """
+    records = []  # type: List[Dict[str, Any]]
+    last_by_raw = {}  # type: Dict[int, Dict[str, Any]]
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        fields = line.split(SEP, len(SACCT_FIELDS) - 1)
+        if len(fields) != len(SACCT_FIELDS):
+            raise JobParseError("sacct line %d has %d fields, expected %d: %r"
+                                % (number, len(fields), len(SACCT_FIELDS), line))
+        row = dict(zip(SACCT_FIELDS, fields))
+        job_id = row["JobID"].strip()
+        raw_text = row["JobIDRaw"].strip()
+        step = _STEP_ID.match(raw_text) or _STEP_ID.match(job_id)
+        if step:
+            parent = last_by_raw.get(int(step.group("job")))
+            state = _state(row["State"], "step %s" % job_id)
+            entry = _record(row, state)
+            del entry["submit_time"]
+            entry.update(step_id=job_id.rsplit(".", 1)[1], job_step=job_id,
+                         name=row["JobName"].rstrip("\r\n"))
+            if parent is not None:
+                parent["steps"].append(entry)
+            # a step whose job line is not in the output (only asked for by step id) is
+            # never listed as a job
+            continue
+        ids = parse_job_id(job_id)
+        raw_id = _int(raw_text)
+        if raw_id is None:
+            raw_id = ids["id"]
+        state = _state(row["State"], "job %s" % job_id)
+        fields_ = _record(row, state)
+        if state.word == "REQUEUED":
+            # The record of a run that `scontrol requeue` ended (its next run is another record
+            # with the same id): Slurm stores the REQUEUE flag on a PENDING base; this run is
+            # over, so its state is reported as how it ended.
+            fields_["state"] = "REQUEUED"
+        is_array = ids["array_task_id"] is not None or ids["array_tasks"] is not None
+        het_job_id = ids["id"] if ids["het_job_offset"] is not None else None
+        fields_.update(
+            array_job_id=ids["id"] if is_array else None,
+            array_task_id=ids["array_task_id"],
+            array_tasks=ids["array_tasks"],
+            array_max_running=ids["array_max_running"],
+            het_job_id=het_job_id,
+            het_job_offset=ids["het_job_offset"],
+            name=row["JobName"].rstrip("\r\n"),
+            user=_str(row["User"]),
+            partition=_str(row["Partition"]),
+            cluster=_str(row["Cluster"]),
+            source="sacct",
+        )
+        job = _job(job_id, raw_id, state, **fields_)
+        # accounting alone never makes a job active: see merge_jobs
+        job["active"] = False
+        records.append(job)
+        last_by_raw[raw_id] = job
+    return records
+
+
+_HISTORY_KEYS = ("state", "flags", "state_raw", "cancelled_by", "reason", "exit_code", "signal",
+                 "node_list", "nodes", "submit_time", "start_time", "end_time")
+
+
+def _history_entry(record):
+    # type: (Dict[str, Any]) -> Dict[str, Any]
+    entry = dict((k, record[k]) for k in _HISTORY_KEYS)
+    entry["steps"] = record["steps"]
+    return entry
+
+
+def _same_run(queued, record):
+    # type: (Dict[str, Any], Dict[str, Any]) -> bool
+    a, b = queued["submit_time"], record["submit_time"]
+    return a is not None and b is not None and abs(a - b) <= 1
+
+
+def _requeue_chain(current, older, limit):
+    # type: (Dict[str, Any], List[Dict[str, Any]], Optional[int]) -> List[Dict[str, Any]]
+    """Earlier records of ``current``'s job id that are runs Slurm requeued into it, oldest
+    first: each ended (end time known) at most :data:`REQUEUE_GAP` seconds before the next
+    record was submitted (Slurm resets the submit time when it requeues), with the same user and
+    name. ``limit``: the restart count when squeue knows it (0: no history at all)."""
+    chain = []  # type: List[Dict[str, Any]]
+    following = current
+    for record in sorted(older, key=lambda r: r["submit_time"] or 0, reverse=True):
+        if limit is not None and len(chain) >= limit:
+            break
+        submit, ended = following["submit_time"], record["end_time"]
+        if submit is None or ended is None or not (0 <= submit - ended <= REQUEUE_GAP):
+            break
+        if (record["user"], record["name"]) != (current["user"], current["name"]):
+            break
+        chain.append(record)
+        following = record
+    chain.reverse()
+    return chain
+
+
+def merge_jobs(queued, accounted):
+    # type: (List[Dict[str, Any]], List[Dict[str, Any]]) -> List[Dict[str, Any]]
+    """One entry per job from squeue's jobs and sacct's records, oldest submit first (the parts of
+    an array or heterogeneous job next to each other).
+
+    - A job squeue lists is reported as squeue says (the controller's view is current; sacct
+      lags 1-2.5 s); the sacct record of the same run (same id and submit time) adds what
+      squeue lacks: the base state when squeue printed only COMPLETING, who cancelled it
+      (squeue says CANCELLED, sacct ``CANCELLED by <uid>``), exit code, steps.
+    - Earlier sacct records of the same id that Slurm requeued into this job (NODE_FAIL,
+      PREEMPTED, REQUEUED... ended right when the next record was submitted) become its
+      ``history``, and ``requeued`` is true. Other earlier records of a reused id are dropped,
+      as sacct without ``--duplicates`` would.
+    - A job only sacct knows is reported from its newest record, never as active: the
+      controller, asked after sacct, would have listed an active job.
+    """
+    by_raw = {}  # type: Dict[int, List[Dict[str, Any]]]
+    for record in accounted:
+        by_raw.setdefault(record["job_id_raw"], []).append(record)
+    result = []
+    seen = set()
+    for job in queued:
+        raw = job["job_id_raw"]
+        seen.add(raw)
+        records = by_raw.get(raw, [])
+        same = [r for r in records if _same_run(job, r)]
+        if same:
+            run = same[-1]
+            if job["state"] is None and run["state"] is not None:
+                job["state"] = run["state"]
+            for key in ("cancelled_by", "exit_code", "signal", "cluster", "partition", "user"):
+                if job[key] is None:
+                    job[key] = run[key]
+            if not job["nodes"] and run["nodes"]:
+                job["node_list"], job["nodes"] = run["node_list"], run["nodes"]
+            job["steps"] = run["steps"]
+        older = [r for r in records if r not in same and (
+            r["submit_time"] or 0) < (job["submit_time"] or 0)]
+        history = _requeue_chain(job, older, job["restart_count"])
+        job["history"] = [_history_entry(r) for r in history]
+        job["requeued"] = job["requeued"] or bool(history)
+        result.append(job)
+    for raw, records in by_raw.items():
+        if raw in seen:
+            continue
+        ordered = sorted(records, key=lambda r: r["submit_time"] or 0)
+        current = ordered[-1]
+        history = _requeue_chain(current, ordered[:-1], None)
+        current["history"] = [_history_entry(r) for r in history]
+        current["requeued"] = bool(history) or "REQUEUED" in current["flags"]
+        result.append(current)
+    # by submit time; an array's or het job's parts together, in id order
+    result.sort(key=lambda j: (j["submit_time"] or 0, j["array_job_id"] or j["het_job_id"] or j["job_id_raw"],
+                               j["job_id_raw"]))
+    return result
+
+
+def job_matches_states(job, names):
+    # type: (Dict[str, Any], Sequence[str]) -> bool
+    """True when the job's base state (also one sacct supplied for a job squeue shows only as
+    COMPLETING), a flag or the word Slurm printed is one of ``names`` (long or compact, whole).
+
+    Raises:
+        JobStateError: a name that is no job state.
+    """
+    state = parse_job_state(job["state_raw"])
+    merged = JobState(job["state"] or state.base, set(job["flags"]) | state.flags, state.word,
+                      state.raw, state.cancelled_by)
+    return state_matches(merged, names)
+
+
+def squeue_args(job_ids=None, names=None, users=None):
+    # type: (Optional[Sequence[str]], Optional[Sequence[str]], Optional[Sequence[str]]) -> List[str]
+    """squeue arguments: every state (finished jobs stay listed for MinJobAge), our format."""
+    args = ["--noheader", "--states=all", "--Format=" + SQUEUE_FORMAT]
+    if job_ids:
+        args.append("--jobs=" + ",".join(job_ids))
+    if names:
+        args.append("--name=" + ",".join(names))
+    if users:
+        args.append("--user=" + ",".join(users))
+    return args
+
+
+def read_queue(cli, job_ids=None, names=None, users=None):
+    # type: (Any, Optional[Sequence[str]], Optional[Sequence[str]], Optional[Sequence[str]]) -> List[Dict[str, Any]]
+    """The jobs the controller knows (squeue), one call. An unknown single ``--jobs`` id (a job
+    finished more than MinJobAge ago) gives an empty list, not an error.
+
+    Raises:
+        SlurmCommandError: squeue failed.
+        JobParseError: its output could not be read.
+    """
+    rc, out, err = cli.run("squeue", squeue_args(job_ids, names, users), check=False,
+                           what="read jobs", environ=TIME_ENVIRON)
+    if rc != 0:
+        if job_ids and _INVALID_JOB_ID.search(err or out or ""):
+            return []
+        raise SlurmCommandError(
+            "squeue failed (rc=%s) while trying to read jobs: %s"
+            % (rc, ((err or out or "").strip().splitlines() or ["no output"])[0]),
+            cli.calls[-1], rc, out, err)
+    return parse_squeue(out)
+
+
+def sacct_args(job_ids=None, names=None, users=None, start=None, end=None):
+    # type: (Optional[Sequence[str]], Optional[Sequence[str]], Optional[Sequence[str]], Optional[int], Optional[int]) -> List[str]
+    """sacct arguments: all records of each id (``--duplicates``), steps included."""
+    args = ["--noheader", "--parsable2", "--delimiter=" + SEP, "--duplicates",
+            "--format=" + ",".join(SACCT_FIELDS)]
+    if job_ids:
+        args.append("--jobs=" + ",".join(job_ids))
+    if names:
+        args.append("--name=" + ",".join(names))
+    if users:
+        args.append("--user=" + ",".join(users))
+    else:
+        args.append("--allusers")
+    if start is not None:
+        args.append("--starttime=" + slurm_time(start))
+    if end is not None:
+        args.append("--endtime=" + slurm_time(end))
+    return args
+
+
+def read_accounting(cli, job_ids=None, names=None, users=None, start=None, end=None):
+    # type: (Any, Optional[Names], Optional[Names], Optional[Names], Optional[int], Optional[int]) -> Optional[List[Dict[str, Any]]]
+    """Job records from slurmdbd (sacct), one call; None when the cluster keeps no accounting.
+
+    Raises:
+        SlurmCommandError: sacct failed for another reason.
+        JobParseError: its output could not be read.
+    """
+    rc, out, err = cli.run("sacct", sacct_args(job_ids, names, users, start, end), check=False,
+                           what="read job accounting", environ=TIME_ENVIRON)
+    if rc != 0:
+        if _NO_ACCOUNTING.search(err or out or ""):
+            return None
+        raise SlurmCommandError(
+            "sacct failed (rc=%s) while trying to read job accounting: %s"
+            % (rc, ((err or out or "").strip().splitlines() or ["no output"])[0]),
+            cli.calls[-1], rc, out, err)
+    return parse_sacct(out)
+
+
+def slurm_time(epoch):
+    # type: (int) -> str
+    """Unix seconds as sacct's ``YYYY-MM-DDTHH:MM:SS`` (local time, as sacct reads it)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(epoch))
+
+
+_RELATIVE = re.compile(r"^now(?:\s*(?P<sign>[+-])\s*(?P<count>\d+)\s*(?P<unit>[a-z]*))?$", re.IGNORECASE)
+_UNITS = {"": 1, "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
+          "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
+          "h": 3600, "hour": 3600, "hours": 3600, "d": 86400, "day": 86400, "days": 86400,
+          "w": 604800, "week": 604800, "weeks": 604800}
+_ISO_FORMATS = ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M",
+                "%Y-%m-%d")
+
+
+def parse_time_option(value, now=None):
+    # type: (Any, Optional[float]) -> Optional[int]
+    """Unix seconds from a module's time option: an integer (Unix seconds), ``YYYY-MM-DD``,
+    ``YYYY-MM-DDTHH:MM[:SS]`` (local time), ``now`` or ``now-<n><unit>`` / ``now+<n><unit>``
+    (units as sacct takes them: seconds, minutes, hours, days, weeks). None for empty.
+
+    Raises:
+        ValueError: anything else.
+    """
+    if value is None or str(value).strip() == "":
+        return None
+    text = str(value).strip()
+    if re.match(r"^\d+$", text):
+        return int(text)
+    relative = _RELATIVE.match(text)
+    if relative:
+        base = int(now if now is not None else time.time())
+        if not relative.group("sign"):
+            return base
+        unit = relative.group("unit").lower()
+        if unit not in _UNITS:
+            raise ValueError("unknown time unit %r in %r" % (unit, text))
+        delta = int(relative.group("count")) * _UNITS[unit]
+        return base - delta if relative.group("sign") == "-" else base + delta
+    for fmt in _ISO_FORMATS:
+        try:
+            return int(time.mktime(time.strptime(text, fmt)))
+        except ValueError:
+            continue
+    raise ValueError("not a time: %r (use Unix seconds, YYYY-MM-DD[THH:MM[:SS]] or now-<n>days)" % text)
+
+
+def in_window(job, start=None, end=None):
+    # type: (Dict[str, Any], Optional[int], Optional[int]) -> bool
+    """True when the job existed in ``[start, end]`` (Unix seconds, either open): submitted
+    before ``end`` and not ended before ``start``."""
+    if end is not None and job["submit_time"] is not None and job["submit_time"] > end:
+        return False
+    if start is not None and job["end_time"] is not None and job["end_time"] < start:
+        return False
+    return True
+
+
+def read_jobs(cli, job_ids=None, names=None, users=None, start=None, end=None, accounting=True):
+    # type: (Any, Optional[Names], Optional[Names], Optional[Names], Optional[int], Optional[int], bool) -> Tuple[List[Dict[str, Any]], bool]
+    """Every matching job, active or finished; ``(jobs, accounting_used)``.
+
+    sacct runs FIRST and squeue second, so a job still active cannot be missed by squeue and
+    then be mistaken for a finished or stale one. Jobs only squeue lists (accounting not yet
+    written) are kept when they fall in the time window.
+
+    Raises:
+        SlurmCommandError, JobParseError.
+    """
+    accounted = None  # type: Optional[List[Dict[str, Any]]]
+    if accounting:
+        accounted = read_accounting(cli, job_ids, names, users, start, end)
+    queued = read_queue(cli, job_ids, names, users)
+    queued = [j for j in queued if in_window(j, start, end)]
+    return merge_jobs(queued, accounted or []), accounted is not None
