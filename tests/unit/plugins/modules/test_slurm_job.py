@@ -1,0 +1,309 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""slurm_job as data (community.general style): for each case, the module arguments and every
+run_command call expected, with rc/stdout/stderr recorded from the real dev cluster
+(tests/unit/fixtures/devcluster, dev/cluster/record-jobs.sh). squeue's answer to
+``--name=X --user=root`` is the recorded ``squeue --states=all`` output cut down to X's records,
+as squeue itself filters."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+
+import pytest
+
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.clusterops.slurm.plugins.modules import slurm_job
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "devcluster")
+US = "\x1f"
+RS = "\x1e"
+SQUEUE_FIELDS = ["JobID", "JobArrayID", "Name", "UserName", "State", "Reason", "exit_code", "NodeList",
+                 "SubmitTime", "StartTime", "EndTime", "RestartCnt", "Partition", "Cluster", "Comment"]
+SQUEUE = ["/usr/bin/squeue", "--noheader", "--states=all",
+          "--Format=" + ",".join(f + ":" + US for f in SQUEUE_FIELDS[:-1]) + ",Comment:" + RS]
+SBATCH = "/usr/bin/sbatch"
+SCRIPT = "#!/bin/sh\nsleep 600\n"
+
+
+def recorded(name):
+    with open(os.path.join(FIXTURES, name)) as handle:
+        return handle.read()
+
+
+def captured(name):
+    """(rc, stdout, stderr) of a recorded ``# command: / # rc: / # stdout: / # stderr:`` file;
+    lines the recording script added after stderr (two-space indented) are not output."""
+    text = recorded(name)
+    head, dummy, rest = text.partition("# stdout:\n")
+    stdout, dummy, stderr = rest.partition("# stderr:\n")
+    stderr = "".join(line for line in stderr.splitlines(True) if not line.startswith("  "))
+    return int(head.split("# rc: ", 1)[1].splitlines()[0]), stdout, stderr
+
+
+def queue(name, job_name=None):
+    """A recorded squeue output, only the records of ``job_name`` (all when None)."""
+    records = [r for r in recorded(name).split(RS + "\n") if r]
+    if job_name is not None:
+        records = [r for r in records if r.split(US)[2] == job_name]
+    return "".join(r + RS + "\n" for r in records)
+
+
+def lookup(job_name, user="root"):
+    return SQUEUE + ["--name=" + job_name, "--user=" + user]
+
+
+def sbatch(job_name, *extra):
+    return [SBATCH, "--parsable", "--job-name=" + job_name] + list(extra)
+
+
+def call(cmd, result):
+    rc, out, err = result
+    return (cmd, rc, out, err)
+
+
+EMPTY = (0, "", "")
+
+CASES = [
+    dict(id="nothing of that identity: sbatch once, the id from --parsable",
+         args={"name": "rec-new", "script_content": SCRIPT, "output": "/dev/null"},
+         calls=[call(lookup("rec-new"), EMPTY),
+                call(sbatch("rec-new", "--output=/dev/null"), captured("sbatch_parsable.txt"))],
+         changed=True, job_id=35, submitted=True, recovered=False),
+    dict(id="the identity runs: nothing submitted, its id returned",
+         args={"name": "rec-run", "script_content": SCRIPT},
+         calls=[call(lookup("rec-run"), (0, queue("squeue_states.txt", "rec-run"), ""))],
+         changed=False, job_id=45, submitted=False),
+    dict(id="held job of the identity: present",
+         args={"name": "rec-held", "script_content": SCRIPT},
+         calls=[call(lookup("rec-held"), (0, queue("squeue_states.txt", "rec-held"), ""))],
+         changed=False, job_id=46),
+    dict(id="pending array (one line for its tasks): its array job id",
+         args={"name": "rec-array", "script_content": SCRIPT},
+         calls=[call(lookup("rec-array"), (0, queue("squeue_states.txt", "rec-array"), ""))],
+         changed=False, job_id=47),
+    dict(id="Slurm requeued it after NODE_FAIL (PENDING): no second copy",
+         args={"name": "rec-node-fail", "script_content": SCRIPT},
+         calls=[call(lookup("rec-node-fail"), (0, queue("squeue_node_fail_requeued.txt", "rec-node-fail"), ""))],
+         changed=False, job_id=57),
+    dict(id="still COMPLETING on the healthy node while Slurm requeues it: no second copy",
+         args={"name": "rec-node-fail-2n", "script_content": SCRIPT},
+         calls=[call(lookup("rec-node-fail-2n"),
+                     (0, queue("squeue_node_fail_completing.txt", "rec-node-fail-2n"), ""))],
+         changed=False, job_id=58),
+    dict(id="only finished jobs of the identity: submitted",
+         args={"name": "rec-done", "script": "/shared/train.sbatch"},
+         calls=[call(lookup("rec-done"), (0, queue("squeue_states.txt", "rec-done"), "")),
+                call(sbatch("rec-done", "/shared/train.sbatch"), captured("sbatch_plain.txt"))],
+         changed=True, job_id=34, submitted=True),
+    dict(id="another key is another identity: submitted with the key in the comment",
+         args={"name": "rec-run", "key": "run-7", "comment": "nightly", "script_content": SCRIPT},
+         calls=[call(lookup("rec-run"), (0, queue("squeue_states.txt", "rec-run"), "")),
+                call(sbatch("rec-run", "--comment=clusterops-key=run-7 nightly"),
+                     captured("sbatch_parsable_on_cluster.txt"))],
+         changed=True, job_id=37, cluster="devcluster"),
+    dict(id="check mode: squeue only, the exact sbatch command reported",
+         args={"name": "rec-new", "script": "/shared/train.sbatch", "partition": "train", "nodes": "2",
+               "requeue": True, "_ansible_check_mode": True},
+         calls=[call(lookup("rec-new"), EMPTY)],
+         changed=True, job_id=None, submitted=False,
+         command=sbatch("rec-new", "--partition=train", "--nodes=2", "--requeue", "/shared/train.sbatch")),
+    dict(id="sbatch timed out but Slurm had taken the job: found by identity, never sent twice",
+         args={"name": "rec-lost-answer", "script_content": SCRIPT, "retry_delay": 0},
+         calls=[call(lookup("rec-lost-answer"), EMPTY),
+                call(sbatch("rec-lost-answer"), captured("sbatch_timeout_accepted.txt")),
+                call(lookup("rec-lost-answer"), (0, queue("squeue_states.txt", "rec-lost-answer"), ""))],
+         changed=True, job_id=39, submitted=True, recovered=True, attempts=1),
+    dict(id="sbatch timed out and squeue shows no job: submitted again, once",
+         args={"name": "rec-new", "script_content": SCRIPT, "retry_delay": 0},
+         calls=[call(lookup("rec-new"), EMPTY),
+                call(sbatch("rec-new"), captured("sbatch_timeout_accepted.txt")),
+                call(lookup("rec-new"), EMPTY),
+                call(sbatch("rec-new"), captured("sbatch_parsable.txt"))],
+         changed=True, job_id=35, submitted=True, recovered=False, attempts=2),
+    dict(id="a finished job of the identity listed before sbatch is not taken for the new one",
+         args={"name": "rec-done", "script_content": SCRIPT, "retry_delay": 0},
+         calls=[call(lookup("rec-done"), (0, queue("squeue_states.txt", "rec-done"), "")),
+                call(sbatch("rec-done"), captured("sbatch_connect_failure.txt")),
+                call(lookup("rec-done"), (0, queue("squeue_states.txt", "rec-done"), "")),
+                call(sbatch("rec-done"), captured("sbatch_parsable.txt"))],
+         changed=True, job_id=35, recovered=False, attempts=2),
+    dict(id="sbatch timed out and squeue cannot answer: nothing resubmitted, the task fails",
+         args={"name": "rec-new", "script_content": SCRIPT, "retry_delay": 0, "submit_retries": 2},
+         calls=[call(lookup("rec-new"), EMPTY),
+                call(sbatch("rec-new"), captured("sbatch_connect_failure.txt")),
+                call(lookup("rec-new"), captured("squeue_connect_failure.txt")),
+                call(lookup("rec-new"), captured("squeue_connect_failure.txt")),
+                call(lookup("rec-new"), captured("squeue_connect_failure.txt"))],
+         failed=True, maybe_accepted=True,
+         msg_contains="squeue could not tell whether Slurm accepted the job; it was NOT submitted again"),
+    dict(id="timeouts every time: gives up after submit_retries, squeue said no job each time",
+         args={"name": "rec-new", "script_content": SCRIPT, "retry_delay": 0, "submit_retries": 1},
+         calls=[call(lookup("rec-new"), EMPTY),
+                call(sbatch("rec-new"), captured("sbatch_timeout_accepted.txt")),
+                call(lookup("rec-new"), EMPTY),
+                call(sbatch("rec-new"), captured("sbatch_timeout_accepted.txt")),
+                call(lookup("rec-new"), EMPTY)],
+         failed=True, maybe_accepted=False, msg_contains="sbatch failed 2 times"),
+    dict(id="Slurm refuses the job (invalid partition): no retry",
+         args={"name": "rec-new", "script_content": SCRIPT, "partition": "nosuch"},
+         calls=[call(lookup("rec-new"), EMPTY),
+                call(sbatch("rec-new", "--partition=nosuch"), captured("sbatch_invalid_partition.txt"))],
+         failed=True, maybe_accepted=False,
+         msg_contains="sbatch failed (rc=1) while trying to submit the job: sbatch: error: invalid partition"),
+    dict(id="squeue cannot answer before anything: nothing submitted",
+         args={"name": "rec-new", "script_content": SCRIPT},
+         calls=[call(lookup("rec-new"), captured("squeue_connect_failure.txt"))],
+         failed=True, msg_contains="squeue failed (rc=1) while trying to read jobs"),
+    dict(id="absent: the running job is cancelled",
+         args={"name": "rec-run", "state": "absent"},
+         calls=[call(lookup("rec-run"), (0, queue("squeue_states.txt", "rec-run"), "")),
+                call(["/usr/bin/scancel", "45"], captured("scancel_two.txt"))],
+         changed=True, job_ids=["45"], job_id=45),
+    dict(id="absent: an array is cancelled once, by its array id (pending line and running tasks)",
+         args={"name": "rec-array", "state": "absent"},
+         calls=[call(lookup("rec-array"), (0, queue("squeue_states.txt", "rec-array"), "")),
+                call(["/usr/bin/scancel", "47"], captured("scancel_two.txt"))],
+         changed=True, job_ids=["47"]),
+    dict(id="absent: already cancelled: no scancel",
+         args={"name": "rec-cancel", "state": "absent"},
+         calls=[call(lookup("rec-cancel"), (0, queue("squeue_states.txt", "rec-cancel"), ""))],
+         changed=False, job_ids=[], command=None),
+    dict(id="absent by id the controller forgot: no change",
+         args={"job_id": "999999", "state": "absent"},
+         calls=[call(SQUEUE + ["--jobs=999999"], captured("squeue_unknown_job.txt"))],
+         changed=False, job_ids=[]),
+    dict(id="held by id the controller forgot: fails",
+         args={"job_id": "999999", "state": "held"},
+         calls=[call(SQUEUE + ["--jobs=999999"], captured("squeue_unknown_job.txt"))],
+         failed=True, msg_contains="the controller knows no job 999999"),
+    dict(id="held: a running job is held too (rc 0 recorded, it keeps running)",
+         args={"name": "rec-run", "state": "held"},
+         calls=[call(lookup("rec-run"), (0, queue("squeue_states.txt", "rec-run"), "")),
+                call(["/usr/bin/scontrol", "hold", "45"], captured("scontrol_hold_running.txt"))],
+         changed=True, job_ids=["45"]),
+    dict(id="held: already held (JobHeldAdmin): nothing runs",
+         args={"name": "rec-run", "state": "held"},
+         calls=[call(lookup("rec-run"), (0, queue("squeue_held_running.txt", "rec-run"), ""))],
+         changed=False, job_ids=[]),
+    dict(id="released: the held job",
+         args={"name": "rec-held", "state": "released"},
+         calls=[call(lookup("rec-held"), (0, queue("squeue_states.txt", "rec-held"), "")),
+                call(["/usr/bin/scontrol", "release", "46"], captured("scontrol_release_held.txt"))],
+         changed=True, job_ids=["46"]),
+    dict(id="requeued: the running job",
+         args={"name": "rec-run", "state": "requeued"},
+         calls=[call(lookup("rec-run"), (0, queue("squeue_states.txt", "rec-run"), "")),
+                call(["/usr/bin/scontrol", "requeue", "45"], captured("scontrol_requeue_running.txt"))],
+         changed=True, job_ids=["45"]),
+    dict(id="requeued: PENDING again after scontrol requeue: nothing runs",
+         args={"name": "rec-run", "state": "requeued"},
+         calls=[call(lookup("rec-run"), (0, queue("squeue_after_actions.txt", "rec-run"), ""))],
+         changed=False, job_ids=[]),
+    dict(id="requeued: no active job, the newest finished one is requeued (Slurm allows it)",
+         args={"name": "rec-fail", "state": "requeued"},
+         calls=[call(lookup("rec-fail"), (0, queue("squeue_states.txt", "rec-fail"), "")),
+                call(["/usr/bin/scontrol", "requeue", "42"], captured("scontrol_requeue_finished.txt"))],
+         changed=True, job_ids=["42"]),
+    dict(id="requeued by id: its own id is passed on",
+         args={"job_id": "47_1", "state": "requeued"},
+         calls=[call(SQUEUE + ["--jobs=47_1"], (0, queue("squeue_states.txt", "rec-array").split(RS + "\n")[1] + RS + "\n", "")),
+                call(["/usr/bin/scontrol", "requeue", "47_1"], captured("scontrol_requeue_running.txt"))],
+         changed=True, job_ids=["47_1"], job_id=None),
+    dict(id="requeue while COMPLETING is refused, nothing runs",
+         args={"name": "rec-node-fail-2n", "state": "requeued"},
+         calls=[call(lookup("rec-node-fail-2n"),
+                     (0, queue("squeue_node_fail_completing.txt", "rec-node-fail-2n"), ""))],
+         failed=True, msg_contains="job 58 is COMPLETING"),
+    dict(id="another user's jobs by name (as root)",
+         args={"name": "rec-alice", "user": "clusterops-alice", "state": "absent"},
+         calls=[call(lookup("rec-alice", "clusterops-alice"), (0, queue("squeue_states.txt", "rec-alice"), ""))],
+         changed=False, job_ids=[]),
+    dict(id="present as another user: become_user is the way",
+         args={"name": "x", "user": "clusterops-alice", "script_content": SCRIPT},
+         calls=[], failed=True, msg_contains="use become_user: clusterops-alice"),
+    dict(id="a script_content that sbatch would refuse fails before any call",
+         args={"name": "x", "script_content": "sleep 1\n"},
+         calls=[], failed=True, msg_contains="script_content must start with #!"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_slurm_job(case, monkeypatch, capsys):
+    expected = list(case["calls"])
+    seen = []
+
+    def run_command(self, args, **kwargs):
+        assert kwargs.get("use_unsafe_shell") is False
+        assert isinstance(args, list), "commands run as argument lists"
+        assert expected, "unexpected extra call %s" % (args,)
+        cmd, rc, out, err = expected.pop(0)
+        assert args == cmd
+        env = kwargs.get("environ_update") or {}
+        if args[0].endswith("squeue"):
+            assert env.get("SLURM_TIME_FORMAT") == "%s"
+        if args[0].endswith("sbatch"):
+            assert "SLURM_TIME_FORMAT" not in env   # would reach the job through --export=ALL
+            if case["args"].get("script_content"):
+                assert kwargs.get("data", "").startswith("#!")
+        seen.append(args)
+        return rc, out, err
+
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
+    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path",
+                        lambda self, name, required=False, opt_dirs=None: "/usr/bin/" + name)
+    monkeypatch.setattr(slurm_job, "effective_user", lambda: "root")
+    args = dict({"command_timeout": 0}, **case["args"])
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            slurm_job.main()
+    result = json.loads(capsys.readouterr().out)
+    assert expected == [], "calls not made: %s" % (expected,)
+    assert bool(result.get("failed")) is case.get("failed", False), result
+    assert result.get("changed", False) is case.get("changed", False)
+    for key in ("job_id", "submitted", "recovered", "attempts", "job_ids", "command", "cluster",
+                "maybe_accepted"):
+        if key in case:
+            assert result[key] == case[key], key
+    if "msg_contains" in case:
+        assert case["msg_contains"] in result["msg"]
+    if case["calls"]:
+        assert result["commands"] == [c[0] for c in case["calls"]]
+
+
+def test_environment_goes_through_sbatch_environment(monkeypatch, capsys):
+    """Values travel in sbatch's environment, --export names them; the script on stdin."""
+    calls = []
+
+    def run_command(self, args, **kwargs):
+        calls.append((args, kwargs))
+        if args[0].endswith("squeue"):
+            return 0, "", ""
+        return captured("sbatch_stdin_script.txt")
+
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
+    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path",
+                        lambda self, name, required=False, opt_dirs=None: "/usr/bin/" + name)
+    monkeypatch.setattr(slurm_job, "effective_user", lambda: "root")
+    monkeypatch.delenv("LC_ALL", raising=False)
+    args = {"name": "rec-stdin", "script_content": "#!/bin/sh\ntrue", "export": "NONE",
+            "environment": {"RUN_ARGS": "--lr=3e-4, --seed=1", "CKPT": "/shared/ckpt"},
+            "command_timeout": 0}
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            slurm_job.main()
+    result = json.loads(capsys.readouterr().out)
+    assert result["changed"] and result["job_id"] == 38
+    sbatch_args, kwargs = calls[1]
+    assert sbatch_args == [SBATCH, "--parsable", "--job-name=rec-stdin", "--export=CKPT,RUN_ARGS"]
+    assert kwargs["data"] == "#!/bin/sh\ntrue\n"
+    env = kwargs["environ_update"]
+    assert env["RUN_ARGS"] == "--lr=3e-4, --seed=1" and env["CKPT"] == "/shared/ckpt"
+    assert env["LC_ALL"] == ""   # not the command layer's C: the job would inherit it
