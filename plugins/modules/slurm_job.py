@@ -191,7 +191,9 @@ notes:
   - The identity is looked up with one C(squeue) call (C(-u <user> -n <name> --states=all)).
   - 'To submit as the owner of a run, use C(become: true) and C(become_user: <owner>) on the task:
     the module then runs as that user, C(sbatch) submits as that user and the identity is that
-    user''s job. The Slurm client and its C(slurm.conf) must be usable by that user.'
+    user''s job. The Slurm client and its C(slurm.conf) must be usable by that user, and so must the
+    Python interpreter Ansible runs the module with (one under C(/root) is not); where there is no
+    C(sudo), C(become_method: su) works from root.'
   - The job inherits the environment of the task (C(--export=ALL)), except C(LC_ALL), which is
     the task's own; set O(export=NONE) for a clean one.
 seealso:
