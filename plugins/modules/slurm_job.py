@@ -72,6 +72,7 @@ options:
     description:
       - The job name (C(--job-name)), part of the identity. Required with O(state=present), and
         with the other states when O(job_id) is not given.
+      - It cannot hold a comma (C(squeue --name) takes a comma-separated list).
     type: str
   user:
     description:
@@ -485,6 +486,12 @@ def main():
     params = module.params
     me = effective_user()
     user = params["user"] or me
+    for option in ("name", "user"):
+        # squeue --name/--user take comma-separated lists: "a,b" would look up a and b, never
+        # find the job "a,b", and submit it again on every run.
+        if params[option] is not None and ("," in params[option] or not params[option].strip()):
+            module.fail_json(msg="%s: %r cannot be looked up with squeue (empty, or holds a comma)"
+                                 % (option, params[option]))
     if params["key"] is not None and not KEY_RE.match(params["key"]):
         module.fail_json(msg="key: only letters, digits and . _ : @ / + = - are allowed")
     for env_name in params["environment"] or {}:
