@@ -12,6 +12,14 @@ class ModuleDocFragment(object):
 
     # Options every module shares (module_utils/_slurm_cli.py SLURM_COMMON_ARGUMENT_SPEC).
     DOCUMENTATION = r'''
+attributes:
+  action_group:
+    description: Use C(group/clusterops.slurm.slurm) in C(module_defaults) to set the shared options.
+    support: full
+    membership:
+      - clusterops.slurm.slurm
+  platform:
+    platforms: posix
 options:
   slurm_conf:
     description:

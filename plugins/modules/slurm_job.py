@@ -52,13 +52,6 @@ attributes:
       C(sbatch) argument list) and changes nothing; only C(squeue) runs.
   diff_mode:
     support: none
-  action_group:
-    description: Use C(group/clusterops.slurm.slurm) in C(module_defaults) to set the shared options.
-    support: full
-    membership:
-      - clusterops.slurm.slurm
-  platform:
-    platforms: posix
 options:
   state:
     description:

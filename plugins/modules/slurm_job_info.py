@@ -35,14 +35,6 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - clusterops.slurm.slurm_cli
   - clusterops.slurm.slurm_cli.INFO_MODULE
-attributes:
-  action_group:
-    description: Use C(group/clusterops.slurm.slurm) in C(module_defaults) to set the shared options.
-    support: full
-    membership:
-      - clusterops.slurm.slurm
-  platform:
-    platforms: posix
 options:
   job_ids:
     description:

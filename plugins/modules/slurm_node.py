@@ -33,13 +33,6 @@ attributes:
   diff_mode:
     support: full
     details: Before and after (state and reason) of every node that changes.
-  action_group:
-    description: Use C(group/clusterops.slurm.slurm) in C(module_defaults) to set the shared options.
-    support: full
-    membership:
-      - clusterops.slurm.slurm
-  platform:
-    platforms: posix
 options:
   nodes:
     description:
