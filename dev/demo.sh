@@ -55,6 +55,8 @@ say "n3 reboots through Slurm's RebootProgram; n2 is still without power"
 show
 echo "Slurm issues the reboot to n2 (it cannot deliver it: n2 has no power) ..."
 wait_state n2 'reboot\^' 30
+# Slurm completes a reboot only on a boot time after the request; a BMC takes longer than this anyway.
+sleep 3
 echo "power comes back to n2 (its BMC powers it on): Slurm sees the new boot and completes the reboot"
 make -s cluster-poweron NODE=n2
 wait_state n3 'idle' 120

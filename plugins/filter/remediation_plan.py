@@ -36,17 +36,17 @@ options:
     type: list
     elements: str
     default:
-      - "^Kill task failed"
-      - "^Not responding"
-      - "^Node unexpectedly rebooted"
-      - "^batch job complete failure"
-      - "^Prolog error"
-      - "^Epilog error"
+      - "^Kill task failed$"
+      - "^Not responding$"
+      - "^Node unexpectedly rebooted$"
+      - "^batch job complete failure$"
+      - "^Prolog error$"
+      - "^Epilog error$"
   reboot_reasons:
     description: Regular expressions of reasons that need a reboot, not only a resume.
     type: list
     elements: str
-    default: ["^Kill task failed"]
+    default: ["^Kill task failed$"]
   scope:
     description:
       - A JMESPath expression applied to the node list that selects the nodes to consider
@@ -157,11 +157,9 @@ def _scope_names(nodes, expression):
     except jmespath.exceptions.JMESPathError as exc:
         raise AnsibleFilterError("remediation_plan: scope %r is not a valid JMESPath expression: %s"
                                  % (expression, to_native(exc)))
-    if selected is None:
-        return []
     if not isinstance(selected, list):
         raise AnsibleFilterError("remediation_plan: scope %r must give a list of nodes or names, not %s"
-                                 % (expression, type(selected).__name__))
+                                 % (expression, "null" if selected is None else type(selected).__name__))
     names = []
     for item in selected:
         if isinstance(item, dict) and "name" in item:

@@ -41,19 +41,22 @@ except ImportError:  # pragma: no cover
     pass
 
 
-#: Reasons Slurm itself (or a failed prolog/epilog) sets, safe to fix automatically.
+#: Reasons Slurm itself (or a failed prolog/epilog) sets, safe to fix automatically. Anchored at
+#: both ends: Slurm writes them as exact strings, while an admin's free text that merely starts
+#: with them ("Kill task failed by admin for testing") or a reason Slurm extended after a failed
+#: reboot ("... : reboot issued : reboot timed out") must not match.
 DEFAULT_ALLOW_REASONS = (
-    r"^Kill task failed",
-    r"^Not responding",
-    r"^Node unexpectedly rebooted",
-    r"^batch job complete failure",
-    r"^Prolog error",
-    r"^Epilog error",
+    r"^Kill task failed$",
+    r"^Not responding$",
+    r"^Node unexpectedly rebooted$",
+    r"^batch job complete failure$",
+    r"^Prolog error$",
+    r"^Epilog error$",
 )
 
 #: Reasons that need a reboot rather than a plain resume.
 DEFAULT_REBOOT_REASONS = (
-    r"^Kill task failed",
+    r"^Kill task failed$",
 )
 
 _OWNED_ELSEWHERE = (

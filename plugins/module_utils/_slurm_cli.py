@@ -76,6 +76,10 @@ class SlurmCLI(object):
         self.timeout = params.get("command_timeout") or 0
         self.environ = {}  # type: Dict[str, str]
         if params.get("slurm_conf"):
+            if not os.path.isfile(params["slurm_conf"]):
+                # Slurm's commands would retry for a minute before saying so.
+                module.fail_json(msg="slurm_conf %s does not exist or is not a file"
+                                 % params["slurm_conf"])
             self.environ["SLURM_CONF"] = params["slurm_conf"]
         # Slurm's own words in its output, whatever the target's locale.
         self.environ["LC_ALL"] = "C"

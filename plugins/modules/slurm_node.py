@@ -37,6 +37,7 @@ options:
   nodes:
     description:
       - Node names or Slurm hostlist expressions, e.g. V(n[1-4]) or V([gpu001, "cpu[01-02]"]).
+      - One string may hold a whole hostlist with commas, V(gpu[001,005],cpu01).
     type: list
     elements: str
     required: true
@@ -54,7 +55,8 @@ options:
   reason:
     description:
       - Reason recorded with the state (C(Reason=) / C(reason=)). Required for V(drain) and V(down).
-      - Kept whole; spaces, colons, V(=) and brackets are passed to Slurm as data.
+      - Kept whole; spaces, colons, V(=) and brackets are passed to Slurm as data. Double quotes
+        are refused, because C(scontrol) drops them from the reason it stores.
     type: str
   reason_policy:
     description:
@@ -97,7 +99,7 @@ EXAMPLES = r'''
     state: reboot
     asap: true
     nextstate: resume
-    reason: "Kill task failed: reboot by clusterops"
+    reason: "clusterops: reboot after a stuck task"
 
 - name: Return nodes to service
   clusterops.slurm.slurm_node:
@@ -213,11 +215,17 @@ def main():
     params = module.params
     cli = SlurmCLI(module)
     try:
-        names = expand_hostlist(params["nodes"])
+        # Ansible splits a list option given as a string on its commas ("n[1,3]" arrives
+        # as "n[1" and "3]"); joining the items back is exact for any list of expressions.
+        names = expand_hostlist(",".join(params["nodes"]))
     except HostlistError as exc:
         module.fail_json(msg="nodes: %s" % exc)
     if not names:
         module.fail_json(msg="nodes: no node names given")
+    if params["reason"] and '"' in params["reason"]:
+        # scontrol strips double quotes from a reason, so what Slurm stores would never
+        # equal what was asked for and every run would change it again.
+        module.fail_json(msg="reason: Slurm drops double quotes from reasons; use single quotes")
 
     try:
         nodes, dummy = read_nodes(cli)

@@ -29,7 +29,8 @@ extends_documentation_fragment:
 options:
   nodes:
     description:
-      - Node names or Slurm hostlist expressions (V(n[1-4]), V(gpu[001-004],cpu01)).
+      - Node names or Slurm hostlist expressions (V(n[1-4]), V(gpu[001-004],cpu01)); one string
+        may hold a whole hostlist with commas (V(gpu[001,005])).
       - When empty, every node is returned.
       - Names that the cluster does not know are returned in RV(missing), not as an error.
     type: list
@@ -214,7 +215,9 @@ def main():
     )
     cli = SlurmCLI(module)
     try:
-        wanted = expand_hostlist(module.params["nodes"]) if module.params["nodes"] else []
+        # Ansible splits a list option given as a string on its commas ("n[1,3]" arrives
+        # as "n[1" and "3]"); joining the items back is exact for any list of expressions.
+        wanted = expand_hostlist(",".join(module.params["nodes"])) if module.params["nodes"] else []
     except HostlistError as exc:
         module.fail_json(msg="nodes: %s" % exc)
     try:

@@ -7,6 +7,7 @@
 from __future__ import absolute_import, division, print_function
 
 import json
+import time
 
 from conftest import (
     is_healthy,
@@ -93,6 +94,7 @@ def test_crashed_node_is_rebooted_when_power_returns(healthy):
     # Power returns once Slurm has issued the reboot (as a BMC would, minutes later on real
     # hardware); Slurm then completes the reboot on the new boot time by itself.
     wait_for(lambda ns: "REBOOT_ISSUED" in ns["n2"]["flags"], "n2 REBOOT_ISSUED", timeout=30)
+    time.sleep(3)  # Slurm counts only a boot time after the reboot request (whole seconds)
     make("cluster-poweron", NODE="n2")
     after = wait_for(lambda ns: is_healthy(ns["n2"]), "n2 back in service", timeout=120)
     assert after["n4"]["reason"] == ADMIN_REASON and "DRAIN" in after["n4"]["flags"]

@@ -47,6 +47,7 @@ def test_scope(scope, reboot, resume, considered):
 @pytest.mark.parametrize("kwargs, message", [
     ({"scope": "[?"}, "not a valid JMESPath expression"),
     ({"scope": "length(@)"}, "must give a list"),
+    ({"scope": "name"}, "must give a list of nodes or names, not null"),
     ({"scope": "[*].partitions"}, "neither a node nor a name"),
     ({"allow_reasons": ["("]}, "not a valid regular expression"),
     ({"max_percent": 200}, "max_percent between 0 and 100"),

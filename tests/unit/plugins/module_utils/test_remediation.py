@@ -117,3 +117,16 @@ def test_report_has_one_line_per_listed_node():
     assert lines["n2"].startswith("n2: reboot (DOWN+NOT_RESPONDING")
     assert "over the blast radius" in lines["n5"]
     assert "skipped" in lines["n4"] and "maintenance CHG-1" in lines["n4"]
+
+
+@pytest.mark.parametrize("reason", [
+    "Kill task failed by admin for testing",
+    "maintenance: Kill task failed on n3",
+    "clusterops.slurm remediation: reboot : reboot issued : reboot timed out",
+    "Kill task failed: reboot by clusterops : reboot issued : reboot timed out",
+    "NHC: Not responding",
+])
+def test_only_slurms_exact_reasons_are_fixed(reason):
+    plan = plan_remediation([node("n1", "IDLE+DRAIN", reason)], max_nodes=10, max_percent=100)
+    assert plan["reboot"] == [] and plan["resume"] == []
+    assert "allowlist" in plan["skipped"][0]["why"]

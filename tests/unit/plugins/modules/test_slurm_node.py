@@ -81,6 +81,17 @@ CASES = [
                 (SINFO_TEXT, 0, recorded_text("sinfo_N_powered_on_down_n2.txt"), ""),
                 ([SCONTROL, "update", "NodeName=n2", "State=RESUME"], 0, "", "")],
          changed=True, failed=False, changed_nodes=["n2"]),
+    dict(id="a hostlist with commas in one string (Ansible splits it; the module joins it back)",
+         args={"nodes": "n[1,3]", "state": "drain", "reason": "r"},
+         calls=[(SINFO, 0, recorded("sinfo_json_all_idle.json"), ""),
+                ([SCONTROL, "update", "NodeName=n[1,3]", "State=DRAIN", "Reason=r"], 0, "", "")],
+         changed=True, failed=False, changed_nodes=["n1", "n3"]),
+    dict(id="double quotes in a reason are refused before any call",
+         args={"nodes": "n1", "state": "drain", "reason": 'say "hi"'},
+         calls=[], changed=False, failed=True, msg_contains="drops double quotes"),
+    dict(id="a missing slurm_conf fails at once",
+         args={"nodes": "n1", "state": "drain", "reason": "r", "slurm_conf": "/nonexistent/slurm.conf"},
+         calls=[], changed=False, failed=True, msg_contains="slurm_conf /nonexistent/slurm.conf does not exist"),
     dict(id="command_timeout wraps the call in timeout(1)",
          args={"nodes": "n1", "state": "resume", "command_timeout": 5},
          calls=[(["/usr/bin/timeout", "--kill-after=10", "5"] + SINFO, 124, "", "")],
@@ -119,4 +130,5 @@ def test_slurm_node(case, monkeypatch, capsys):
         assert result["failed_nodes"] == case["failed_nodes"]
     if "msg_contains" in case:
         assert case["msg_contains"] in result["msg"]
-    assert result["commands"] == [c[0][3:] if c[0][0].endswith("timeout") else c[0] for c in case["calls"]]
+    assert result.get("commands", []) == [c[0][3:] if c[0][0].endswith("timeout") else c[0]
+                                          for c in case["calls"]]
