@@ -239,36 +239,18 @@ CASES = [
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
-def test_slurm_job(case, monkeypatch, capsys):
-    expected = list(case["calls"])
-    seen = []
-
-    def run_command(self, args, **kwargs):
-        assert kwargs.get("use_unsafe_shell") is False
-        assert isinstance(args, list), "commands run as argument lists"
-        assert expected, "unexpected extra call %s" % (args,)
-        cmd, rc, out, err = expected.pop(0)
-        assert args == cmd
+def test_slurm_job(case, run_module, monkeypatch):
+    def check_call(argv, kwargs):
         env = kwargs.get("environ_update") or {}
-        if args[0].endswith("squeue"):
+        if argv[0].endswith("squeue"):
             assert env.get("SLURM_TIME_FORMAT") == "%s"
-        if args[0].endswith("sbatch"):
+        if argv[0].endswith("sbatch"):
             assert "SLURM_TIME_FORMAT" not in env   # would reach the job through --export=ALL
             if case["args"].get("script_content"):
                 assert kwargs.get("data", "").startswith("#!")
-        seen.append(args)
-        return rc, out, err
 
-    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
-    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path",
-                        lambda self, name, required=False, opt_dirs=None: "/usr/bin/" + name)
     monkeypatch.setattr(slurm_job, "effective_user", lambda: "root")
-    args = dict({"command_timeout": 0}, **case["args"])
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            slurm_job.main()
-    result = json.loads(capsys.readouterr().out)
-    assert expected == [], "calls not made: %s" % (expected,)
+    result = run_module(slurm_job, case["args"], case["calls"], on_call=check_call)
     assert bool(result.get("failed")) is case.get("failed", False), result
     assert result.get("changed", False) is case.get("changed", False)
     for key in ("job_id", "submitted", "recovered", "attempts", "job_ids", "command", "cluster",

@@ -11,14 +11,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
 import os
 import time
 
 import pytest
-
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.clusterops.slurm.plugins.modules import slurm_job_info
 
@@ -150,26 +146,13 @@ CASES = [
 ]
 
 
+def _time_format_is_seconds(argv, kwargs):
+    assert (kwargs.get("environ_update") or {}).get("SLURM_TIME_FORMAT") == "%s"
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
-def test_slurm_job_info(case, monkeypatch, capsys):
-    expected = list(case["calls"])
-
-    def run_command(self, args, **kwargs):
-        assert kwargs.get("use_unsafe_shell") is False
-        assert expected, "unexpected extra call %s" % (args,)
-        cmd, rc, out, err = expected.pop(0)
-        assert args == cmd
-        assert (kwargs.get("environ_update") or {}).get("SLURM_TIME_FORMAT") == "%s"
-        return rc, out, err
-
-    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
-    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path",
-                        lambda self, name, required=False, opt_dirs=None: "/usr/bin/" + name)
-    with patch_module_args(dict({"command_timeout": 0}, **case["args"])):
-        with pytest.raises(SystemExit):
-            slurm_job_info.main()
-    result = json.loads(capsys.readouterr().out)
-    assert expected == [], "calls not made: %s" % (expected,)
+def test_slurm_job_info(case, run_module):
+    result = run_module(slurm_job_info, case["args"], case["calls"], on_call=_time_format_is_seconds)
     assert bool(result.get("failed")) is case.get("failed", False), result
     assert result.get("changed") is False or result.get("failed")
     if "msg_contains" in case:

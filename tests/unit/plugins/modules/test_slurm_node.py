@@ -9,13 +9,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
 import os
 
 import pytest
-
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.clusterops.slurm.plugins.modules import slurm_node
 
@@ -100,28 +96,8 @@ CASES = [
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
-def test_slurm_node(case, monkeypatch, capsys):
-    expected = list(case["calls"])
-    seen = []
-
-    def run_command(self, args, **kwargs):
-        assert kwargs.get("use_unsafe_shell") is False
-        assert isinstance(args, list), "commands run as argument lists"
-        assert expected, "unexpected extra call %s" % (args,)
-        cmd, rc, out, err = expected.pop(0)
-        assert args == cmd
-        seen.append(args)
-        return rc, out, err
-
-    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
-    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path",
-                        lambda self, name, required=False, opt_dirs=None: "/usr/bin/" + name)
-    args = dict({"command_timeout": 0}, **case["args"])
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            slurm_node.main()
-    result = json.loads(capsys.readouterr().out)
-    assert expected == [], "calls not made: %s" % (expected,)
+def test_slurm_node(case, run_module):
+    result = run_module(slurm_node, case["args"], case["calls"])
     assert bool(result.get("failed")) is case["failed"], result
     assert result.get("changed", False) is case["changed"]
     if "changed_nodes" in case:
