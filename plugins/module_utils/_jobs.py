@@ -46,7 +46,6 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._job_state import
     parse_job_state,
     state_matches,
 )
-from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import SlurmCommandError
 
 try:
     from typing import Any, Dict, List, Optional, Sequence, Tuple  # noqa: F401
@@ -559,10 +558,7 @@ def read_queue(cli, job_ids=None, names=None, users=None):
     if rc != 0:
         if job_ids and _INVALID_JOB_ID.search(err or out or ""):
             return []
-        raise SlurmCommandError(
-            "squeue failed (rc=%s) while trying to read jobs: %s"
-            % (rc, ((err or out or "").strip().splitlines() or ["no output"])[0]),
-            cli.calls[-1], rc, out, err)
+        raise cli.failure("squeue", rc, out, err, "read jobs")
     return parse_squeue(out)
 
 
@@ -599,10 +595,7 @@ def read_accounting(cli, job_ids=None, names=None, users=None, start=None, end=N
     if rc != 0:
         if _NO_ACCOUNTING.search(err or out or ""):
             return None
-        raise SlurmCommandError(
-            "sacct failed (rc=%s) while trying to read job accounting: %s"
-            % (rc, ((err or out or "").strip().splitlines() or ["no output"])[0]),
-            cli.calls[-1], rc, out, err)
+        raise cli.failure("sacct", rc, out, err, "read job accounting")
     return parse_sacct(out)
 
 

@@ -31,7 +31,6 @@ import json
 import re
 import time
 
-from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import SlurmCommandError
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_state import (
     NodeState,
     SlurmStateError,
@@ -261,9 +260,6 @@ def read_nodes(cli, source="auto"):
         if not _NO_JSON_OPTION.search(err or ""):
             # sinfo knows --json but failed (controller down, ...): a second call would
             # fail the same way, so report this one.
-            raise SlurmCommandError(
-                "sinfo failed (rc=%s) while trying to read node states: %s"
-                % (rc, ((err or out).strip().splitlines() or ["no output"])[0]),
-                cli.calls[-1], rc, out, err)
+            raise cli.failure("sinfo", rc, out, err, "read node states")
     rc, out, err = cli.run("sinfo", ["-N", "-h", "-o", TEXT_FORMAT], what="read node states")
     return parse_sinfo_text(out), "text"

@@ -145,12 +145,21 @@ class SlurmCLI(object):
                 "%s did not answer within %s seconds (command_timeout) while trying to %s"
                 % (name, self.timeout, what or "run it"), cmd, rc, out, err)
         if check and rc != 0:
-            first = (err or out or "").strip().splitlines()
-            detail = first[0] if first else "no output"
-            raise SlurmCommandError(
-                "%s failed (rc=%s) while trying to %s: %s" % (name, rc, what or "run it", detail),
-                cmd, rc, out, err)
+            raise self.failure(name, rc, out, err, what)
         return rc, out, err
+
+    def failure(self, name, rc, out, err, what=None):
+        # type: (str, int, str, str, Optional[str]) -> SlurmCommandError
+        """The error for the last call, ``name``, that ended with ``rc``: Slurm's first line.
+
+        For callers that run with ``check=False`` to handle some failures themselves and
+        report the others like :meth:`run` does.
+        """
+        first = (err or out or "").strip().splitlines()
+        detail = first[0] if first else "no output"
+        return SlurmCommandError(
+            "%s failed (rc=%s) while trying to %s: %s" % (name, rc, what or "run it", detail),
+            self.calls[-1], rc, out, err)
 
     def run_json(self, name, args, what=None):
         # type: (str, Sequence[str], Optional[str]) -> Any
