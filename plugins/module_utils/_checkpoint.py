@@ -48,6 +48,9 @@ __metaclass__ = type
 
 import argparse
 import binascii
+import calendar
+import errno
+import fnmatch
 import hashlib
 import json
 import os
@@ -62,7 +65,12 @@ import time
 import zipfile
 
 try:
-    from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union  # noqa: F401
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None
+
+try:
+    from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union  # noqa: F401
 except ImportError:  # pragma: no cover
     pass
 
@@ -75,6 +83,10 @@ MANIFEST = "manifest.json"
 FINISHED = "FINISHED"
 TMP_PREFIX = "tmp-"
 TMP_SUFFIX = ".tmp"
+#: A checkpoint being deleted is first renamed to this prefix and its name (never a candidate).
+DELETING_PREFIX = "tmp-deleting-"
+#: Lock file that :func:`prune` holds in the run folder (never a candidate).
+PRUNE_LOCK = ".prune.lock"
 
 STRUCTURE = "structure"
 SIZES = "sizes"
@@ -218,6 +230,9 @@ class Report(object):
         self.warnings = []  # type: List[str]
         self.finished = None  # type: Optional[Dict[str, Any]]
         self.had_candidates = False
+        # For prune(): (name, path) of temporary entries and of symlinks; not in to_dict().
+        self.temporary = []  # type: List[Tuple[str, str]]
+        self.symlinks = []  # type: List[Tuple[str, str]]
 
     def to_dict(self):
         # type: () -> Dict[str, Any]
@@ -868,7 +883,13 @@ def _list_run(root, root_real, report):
             continue
         if is_temporary(name):
             report.ignored.append(dict(name=name, reason="temporary (still being written, or left by a crash)"))
+            report.temporary.append((name, entry.path))
             continue
+        if name == PRUNE_LOCK:
+            report.ignored.append(dict(name=name, reason="lock file of checkpoint pruning"))
+            continue
+        if is_link:
+            report.symlinks.append((name, entry.path))
         if name in (_DEEPSPEED_LATEST, _MEGATRON_TRACKER) or _LAST_CKPT.match(name):
             # Regular files and symlinks only: opening a FIFO would block.
             if is_link or entry.is_file(follow_symlinks=False):
@@ -1249,6 +1270,478 @@ def mark_finished(root, step=None, epoch=None, checkpoint=None, extra=None, fsyn
 
 
 # ---------------------------------------------------------------------------------------------
+# Pruning (one implementation for the checkpoint_prune module and the ``prune`` command)
+# ---------------------------------------------------------------------------------------------
+
+#: Default grace period of temporary entries, in seconds: older ones are removed.
+TMP_GRACE = 86400
+#: Exit code of ``prune`` when another prune holds the folder's lock (nothing was done).
+EXIT_LOCKED = 4
+
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgtp]?)(?:i?b)?\s*$", re.IGNORECASE)
+_PERCENT = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*%\s*$")
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
+
+
+class PruneLocked(CheckpointError):
+    """Another prune holds the run folder's lock; nothing was done."""
+
+
+def parse_min_free(value):
+    # type: (Union[None, int, str]) -> Optional[Tuple[str, float]]
+    """``("bytes", n)`` or ``("percent", p)`` from ``500G``, ``1.5TiB``, ``10%``, ``1048576``; None for None/empty.
+
+    Units are binary (``1G`` is 1 GiB). Raises ValueError for anything else or a percent above 100.
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, bool):
+        raise ValueError("min_free must be a size or a percent, not %r" % (value,))
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError("min_free must not be negative")
+        return ("bytes", float(value))
+    match = _PERCENT.match(str(value))
+    if match:
+        percent = float(match.group(1))
+        if percent > 100:
+            raise ValueError("min_free %s is more than 100%%" % value)
+        return ("percent", percent)
+    match = _SIZE.match(str(value))
+    if not match:
+        raise ValueError("min_free must be a size (500G, 1.5TiB, 1048576) or a percent (10%%), not %r" % (value,))
+    return ("bytes", float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+def human_size(count):
+    # type: (Optional[float]) -> str
+    """``4.0 KiB``-style text for a byte count ("-" for None)."""
+    if count is None:
+        return "-"
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return ("%d %s" % (value, unit)) if unit == "B" else ("%.1f %s" % (value, unit))
+        value /= 1024
+    return "%.1f PiB" % value  # pragma: no cover
+
+
+def _free_space(path):
+    # type: (str) -> Tuple[int, int]
+    """``(available bytes for unprivileged users, total bytes)`` of the file system holding ``path``."""
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+
+
+def _newest_mtime(path):
+    # type: (str) -> float
+    """The newest mtime of an entry and of everything under it (lstat: symlinks are not followed)."""
+    newest = os.lstat(path).st_mtime
+    if stat.S_ISDIR(os.lstat(path).st_mode):
+        for dirpath, dirnames, filenames in os.walk(path):
+            for name in dirnames + filenames:
+                try:
+                    newest = max(newest, os.lstat(os.path.join(dirpath, name)).st_mtime)
+                except OSError:
+                    pass
+    return newest
+
+
+def _written_at(ckpt):
+    # type: (Checkpoint) -> Optional[float]
+    """When a checkpoint was written: the manifest's ``time`` (contract), else the entry's mtime."""
+    if ckpt.time:
+        try:
+            return float(calendar.timegm(time.strptime(ckpt.time, "%Y-%m-%dT%H:%M:%SZ")))
+        except ValueError:
+            pass
+    try:
+        return os.lstat(ckpt.path).st_mtime
+    except OSError:
+        return None
+
+
+def _top_entry(path, root_real):
+    # type: (str, str) -> Optional[str]
+    """Name of the run-folder entry a symlink leads into, None when it leaves the folder or dangles."""
+    if not _inside(path, root_real) or not os.path.exists(path):
+        return None
+    rel = os.path.relpath(os.path.realpath(path), root_real)
+    return None if rel in (".", "") else rel.split(os.sep)[0]
+
+
+def _links_into_others(ckpt, root_real):
+    # type: (Checkpoint, str) -> List[str]
+    """Run-folder entries that symlinks inside a checkpoint folder lead into (other than itself)."""
+    found = []  # type: List[str]
+    for dirpath, dirnames, filenames in os.walk(ckpt.path):
+        for name in dirnames + filenames:
+            path = os.path.join(dirpath, name)
+            if os.path.islink(path):
+                top = _top_entry(path, root_real)
+                if top is not None and top != ckpt.name:
+                    found.append(top)
+    return found
+
+
+def _remove_tree(path):
+    # type: (str) -> None
+    """Delete a folder or file that is not a symlink; symlinks inside are removed, never followed."""
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        raise OSError(errno.ELOOP, "refusing to delete through a symlink", path)
+    if stat.S_ISDIR(st.st_mode):
+        def _raise(_func, _path, exc_info):
+            raise exc_info[1]
+        shutil.rmtree(path, onerror=_raise)  # pylint: disable=deprecated-argument
+    else:
+        os.unlink(path)
+
+
+class PruneResult(object):
+    """What :func:`prune` did, or would do with ``dry_run``.
+
+    Attributes:
+        path: the run folder (absolute).
+        dry_run: nothing was deleted; ``deleted`` lists what would go.
+        policy: the policy applied (``keep_last``, ``keep_every``, ``keep``, ``min_free``,
+            ``tmp_grace``, ``validate``).
+        latest_valid: name of the newest valid checkpoint (the resume point), or None.
+        before: names of the checkpoints and temporary entries found, checkpoints oldest first.
+        after: ``before`` less what was deleted.
+        deleted: ``{"name", "kind", "step", "size", "reason"}`` in the order of deletion; ``kind`` is
+            ``checkpoint`` or ``temporary``; ``size`` in bytes (files counted by the checks) or None.
+        kept: ``{"name", "kind", "step", "reason"}`` for every checkpoint and temporary entry kept.
+        warnings: the scan's warnings (see :class:`Report`) and the prune's own.
+        error: why the run stopped (nothing more was deleted after it), or None.
+        free_before, free_after: bytes available on the file system (None when not measured).
+        min_free_bytes: the ``min_free`` threshold in bytes, None without one.
+    """
+
+    def __init__(self, path, dry_run, policy):
+        # type: (str, bool, Dict[str, Any]) -> None
+        self.path = path
+        self.dry_run = dry_run
+        self.policy = policy
+        self.latest_valid = None  # type: Optional[str]
+        self.before = []  # type: List[str]
+        self.after = []  # type: List[str]
+        self.deleted = []  # type: List[Dict[str, Any]]
+        self.kept = []  # type: List[Dict[str, Any]]
+        self.warnings = []  # type: List[str]
+        self.error = None  # type: Optional[str]
+        self.free_before = None  # type: Optional[int]
+        self.free_after = None  # type: Optional[int]
+        self.min_free_bytes = None  # type: Optional[int]
+
+    @property
+    def changed(self):
+        # type: () -> bool
+        return bool(self.deleted)
+
+    def to_dict(self):
+        # type: () -> Dict[str, Any]
+        return dict(path=self.path, dry_run=self.dry_run, policy=dict(self.policy), latest_valid=self.latest_valid,
+                    before=list(self.before), after=list(self.after), deleted=list(self.deleted),
+                    kept=list(self.kept), warnings=list(self.warnings), error=self.error,
+                    free_before=self.free_before, free_after=self.free_after, min_free_bytes=self.min_free_bytes)
+
+
+def _lock(path):
+    # type: (str) -> int
+    """Open and flock ``path`` (created when missing, never through a symlink); the descriptor holds the lock."""
+    if fcntl is None:  # pragma: no cover - not POSIX
+        raise CheckpointError("cannot lock %s: no fcntl on this platform" % path)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except OSError as exc:
+        raise CheckpointError("cannot open the lock file %s: %s" % (path, exc))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+            raise PruneLocked("another prune of %s is running (it holds %s); nothing done" % (
+                os.path.dirname(path) or ".", path))
+        raise CheckpointError("cannot lock %s: %s (on Lustre, mount with -o flock, or pass a lock file on a "
+                              "local file system)" % (path, exc))
+    return fd
+
+
+def _check_policy(keep_last, keep_every, keep, tmp_grace, validate):
+    # type: (Any, Any, Any, Any, str) -> None
+    for name, value in (("keep_last", keep_last), ("keep_every", keep_every)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError("%s must be an integer, not %r" % (name, value))
+    if keep_every < 0:
+        raise ValueError("keep_every must be 0 (off) or more, not %d" % keep_every)
+    if isinstance(keep, str) or not all(isinstance(p, str) and p for p in keep):
+        raise ValueError("keep must be a list of names or patterns, not %r" % (keep,))
+    if tmp_grace is not None and (isinstance(tmp_grace, bool) or not isinstance(tmp_grace, (int, float))):
+        raise ValueError("tmp_grace must be a number of seconds, not %r" % (tmp_grace,))
+    _check_level(validate)
+
+
+def prune(path, keep_last, keep_every=0, keep=(), min_free=None, tmp_grace=TMP_GRACE, validate=SIZES,
+          dry_run=False, log=None, lock_file=None, now=None, fsync=True):
+    # type: (str, int, int, Sequence[str], Union[None, int, str], Optional[float], str, bool, Optional[Callable[[str], None]], Optional[str], Optional[float], bool) -> PruneResult
+    """Delete old checkpoints of a run folder by policy; never one that a resume could need.
+
+    Kept whatever the policy:
+
+    * the newest valid checkpoint (checked at ``validate``) and every candidate newer than it
+      (it may be being written); with no valid checkpoint, no checkpoint is deleted;
+    * the ``keep_last`` newest valid checkpoints and everything between them;
+      ``keep_last`` <= 0 keeps every checkpoint;
+    * checkpoints whose step is a multiple of ``keep_every`` (> 0), whose name matches a ``keep``
+      pattern (fnmatch, case-sensitive), that a pointer (``latest``, the Megatron tracker,
+      ``last.ckpt``) or any symlink of the folder names, or that a kept checkpoint links into;
+    * checkpoints written after the newest valid one (manifest time, else mtime) although their
+      step is lower: another run writing into the same folder (a warning says so);
+    * everything that is not a candidate: symlinks (never followed, never deleted through),
+      names that match no layout, pointers, ``FINISHED``, the lock file;
+    * temporary entries (``tmp-*``, ``*.tmp``) changed less than ``tmp_grace`` seconds ago
+      (newest mtime of the entry and of anything under it); ``tmp_grace`` None or < 0 keeps them all.
+      ``tmp-deleting-*`` entries left by an interrupted prune are removed at once.
+
+    With ``min_free`` (``500G``, ``10%``), checkpoints are deleted only while the file system has
+    less space available than that, oldest first, and no more once it has.
+
+    A checkpoint is deleted by renaming it to ``tmp-deleting-<name>`` (from then on no reader chooses
+    it), then removing that. Each deletion is passed to ``log`` (one line: what and why). The folder's
+    lock file (``.prune.lock``, or ``lock_file``) is held with ``flock`` for the whole run; ``dry_run``
+    takes no lock and deletes nothing. An error stops the run: :attr:`PruneResult.error` says why and
+    nothing more is deleted.
+
+    Raises:
+        ValueError: a bad policy value.
+        CheckpointError: the folder is missing, not a folder, unreadable, or cannot be locked.
+        PruneLocked: another prune holds the lock.
+    """
+    keep = list(keep or ())
+    _check_policy(keep_last, keep_every, keep, tmp_grace, validate)
+    threshold = parse_min_free(min_free)
+    root = os.path.abspath(path)
+    if not os.path.isdir(root):
+        raise CheckpointError("%s is not a folder" % root if os.path.exists(root) else "%s does not exist" % root)
+    policy = dict(keep_last=keep_last, keep_every=keep_every, keep=keep, min_free=min_free, tmp_grace=tmp_grace,
+                  validate=validate)
+    result = PruneResult(root, dry_run, policy)
+    lock_fd = None if dry_run else _lock(lock_file or os.path.join(root, PRUNE_LOCK))
+    try:
+        _prune_locked(root, result, keep_last, keep_every, keep, threshold, tmp_grace, validate, dry_run,
+                      log or (lambda line: None), time.time() if now is None else now, fsync)
+    finally:
+        if lock_fd is not None:
+            os.close(lock_fd)  # releases the flock; the file stays (removing it would race)
+    return result
+
+
+def _prune_locked(root, result, keep_last, keep_every, keep, threshold, tmp_grace, validate, dry_run, log, now,
+                  fsync):
+    # type: (str, PruneResult, int, int, List[str], Optional[Tuple[str, float]], Optional[float], str, bool, Callable[[str], None], float, bool) -> None
+    report = inspect(root, validate, list_all=True)
+    root_real = os.path.realpath(root)
+    result.warnings.extend(report.warnings)
+    candidates = report.checkpoints
+    best = report.latest_valid
+    result.latest_valid = best.name if best else None
+    result.before = [c.name for c in candidates] + [name for name, _path in report.temporary]
+    by_name = dict((c.name, c) for c in candidates)
+    reasons = {}  # type: Dict[str, str]
+
+    # Checkpoints: what must stay whatever the policy, then the policy.
+    linked = {}  # type: Dict[str, str]
+    for name, link in report.symlinks:
+        top = _top_entry(link, root_real)
+        if top in by_name and top not in linked:
+            linked[top] = "the symlink %s leads to it" % name
+    victims = []  # type: List[Checkpoint]
+    if keep_last <= 0:
+        for ckpt in candidates:
+            reasons[ckpt.name] = "keep_last %d: every checkpoint is kept" % keep_last
+    elif best is None:
+        for ckpt in candidates:
+            reasons[ckpt.name] = "no valid checkpoint in the folder: nothing is deleted"
+        if candidates:
+            result.warnings.append("no valid checkpoint in %s: no checkpoint deleted" % root)
+    else:
+        best_index = candidates.index(best)
+        for ckpt in candidates[best_index + 1:]:
+            reasons[ckpt.name] = "newer than the newest valid %s (may be being written)" % best.name
+        reasons[best.name] = "the newest valid checkpoint (the resume point)"
+        found = 1
+        older = list(reversed(candidates[:best_index]))
+        index = 0
+        while found < keep_last and index < len(older):
+            ckpt = older[index]
+            if ckpt.valid is not False and ckpt.checked != validate:
+                _check(ckpt, validate, root_real)
+            if ckpt.valid:
+                found += 1
+                reasons[ckpt.name] = "one of the %d newest valid checkpoints" % keep_last
+            else:
+                reasons[ckpt.name] = "newer than the oldest of the %d newest valid checkpoints (invalid: %s)" % (
+                    keep_last, ckpt.why_invalid)
+            index += 1
+        best_time = _written_at(best)
+        for ckpt in older[index:]:
+            pinned = [p for p in keep if fnmatch.fnmatchcase(ckpt.name, p)]
+            if pinned:
+                reasons[ckpt.name] = "matches the keep pattern %s" % pinned[0]
+            elif keep_every > 0 and ckpt.step % keep_every == 0:
+                reasons[ckpt.name] = "step %d is a multiple of keep_every %d" % (ckpt.step, keep_every)
+            elif ckpt.pointed_by:
+                reasons[ckpt.name] = "named by the pointer %s" % ", ".join(ckpt.pointed_by)
+            elif ckpt.name in linked:
+                reasons[ckpt.name] = linked[ckpt.name]
+            else:
+                written = _written_at(ckpt)
+                if written is not None and best_time is not None and written > best_time:
+                    reasons[ckpt.name] = "written after the newest valid %s although its step is lower" % best.name
+                    result.warnings.append("%s was written after %s although its step is lower (another run in "
+                                           "the same folder?): kept" % (ckpt.name, best.name))
+                else:
+                    victims.append(ckpt)
+        # A checkpoint that a kept one links into stays too (and what that one links into).
+        kept_dirs = [c for c in candidates if c.is_dir and c.layout != CONTRACT and c not in victims]
+        while kept_dirs:
+            ckpt = kept_dirs.pop()
+            for top in _links_into_others(ckpt, root_real):
+                target = by_name.get(top)
+                if target is not None and target in victims:
+                    victims.remove(target)
+                    reasons[top] = "%s links into it" % ckpt.name
+                    if target.is_dir and target.layout != CONTRACT:
+                        kept_dirs.append(target)
+        victims.reverse()  # oldest first
+        for ckpt in victims:
+            why = "older than the %d newest valid checkpoints (newest valid: %s)" % (keep_last, best.name)
+            if ckpt.valid is False:
+                why += "; invalid: %s" % ckpt.why_invalid
+            reasons[ckpt.name] = why
+
+    # Temporary entries.
+    stale = []  # type: List[Tuple[str, str, str]]
+    for name, entry in report.temporary:
+        try:
+            is_link = os.path.islink(entry)
+            if is_link:
+                why = "a symlink: never deleted"
+            elif name.startswith(DELETING_PREFIX):
+                stale.append((name, entry, "left by an interrupted prune"))
+                continue
+            elif tmp_grace is None or tmp_grace < 0:
+                why = "temporary; tmp_grace %s: temporaries are kept" % tmp_grace
+            else:
+                age = now - _newest_mtime(entry)
+                if age >= tmp_grace:
+                    stale.append((name, entry, "temporary, unchanged for %d s (tmp_grace %d s)" % (age, tmp_grace)))
+                    continue
+                why = "temporary, changed %d s ago (tmp_grace %d s): may be being written" % (max(age, 0), tmp_grace)
+        except OSError as exc:
+            why = "temporary, cannot be read (%s): kept" % exc
+        result.kept.append(dict(name=name, kind="temporary", step=None, reason=why))
+
+    # Free space.
+    free = total = None  # type: Optional[int]
+    if threshold is not None or not dry_run:
+        try:
+            free, total = _free_space(root)
+        except OSError as exc:
+            if threshold is not None:
+                raise CheckpointError("cannot read the free space of %s: %s" % (root, exc))
+    result.free_before = free
+    if threshold is not None:
+        result.min_free_bytes = int(threshold[1] if threshold[0] == "bytes" else (total or 0) * threshold[1] / 100.0)
+
+    def enough(freed):
+        # type: (int) -> bool
+        if threshold is None:
+            return False
+        measured = free
+        if not dry_run:
+            try:
+                measured = _free_space(root)[0]
+            except OSError:
+                pass
+        return max(measured or 0, (free or 0) + freed) >= (result.min_free_bytes or 0)
+
+    # Delete: stale temporaries, then checkpoints oldest first.
+    gone = set()  # type: Set[str]
+    freed = 0
+    verb = "would delete" if dry_run else "deleted"
+    for name, entry, why in stale:
+        if result.error is None:
+            try:
+                if not dry_run:
+                    _remove_tree(entry)
+            except OSError as exc:
+                if exc.errno != errno.ENOENT:
+                    result.error = "cannot delete %s: %s" % (entry, exc)
+                    log("error: %s; stopped, nothing more deleted" % result.error)
+                    continue
+            gone.add(name)
+            result.deleted.append(dict(name=name, kind="temporary", step=None, size=None, reason=why))
+            log("%s %s: %s" % (verb, name, why))
+        else:
+            result.kept.append(dict(name=name, kind="temporary", step=None, reason="not reached: the run stopped"))
+    for ckpt in victims:
+        if result.error is not None:
+            reasons[ckpt.name] = "not reached: the run stopped (%s)" % result.error
+            continue
+        if enough(freed):
+            reasons[ckpt.name] = "min_free %s reached (%s available)" % (
+                result.policy["min_free"], human_size(max(free or 0, (free or 0) + freed)))
+            continue
+        if best is None or ckpt is best or not ckpt.sort_key() < best.sort_key():  # never: the plan excludes it
+            result.error = "internal error: refusing to delete %s (not older than the newest valid)" % ckpt.name
+            reasons[ckpt.name] = result.error
+            continue
+        try:
+            if not dry_run:
+                _delete_checkpoint(root, ckpt)
+        except OSError as exc:
+            result.error = "cannot delete %s: %s" % (ckpt.path, exc)
+            reasons[ckpt.name] = "deletion failed: %s" % exc
+            log("error: %s; stopped, nothing more deleted" % result.error)
+            continue
+        gone.add(ckpt.name)
+        freed += ckpt.size or 0
+        result.deleted.append(dict(name=ckpt.name, kind="checkpoint", step=ckpt.step, size=ckpt.size,
+                                   reason=reasons.pop(ckpt.name)))
+        log("%s %s (step %d, %s): %s" % (verb, ckpt.name, ckpt.step, human_size(ckpt.size),
+                                         result.deleted[-1]["reason"]))
+    if gone and fsync and not dry_run:
+        try:
+            _fsync_dir(root)
+        except OSError:  # pragma: no cover - the deletions are done; durability is best effort here
+            pass
+    for ckpt in candidates:
+        if ckpt.name not in gone:
+            result.kept.append(dict(name=ckpt.name, kind="checkpoint", step=ckpt.step, reason=reasons[ckpt.name]))
+    result.after = [name for name in result.before if name not in gone]
+    if not dry_run:
+        try:
+            result.free_after = _free_space(root)[0]
+        except OSError:  # pragma: no cover
+            pass
+
+
+def _delete_checkpoint(root, ckpt):
+    # type: (str, Checkpoint) -> None
+    """Rename ``ckpt`` to ``tmp-deleting-<name>`` (atomic: no reader chooses it any more), then remove it."""
+    st = os.lstat(ckpt.path)
+    if stat.S_ISLNK(st.st_mode):
+        raise OSError(errno.ELOOP, "became a symlink; not deleted", ckpt.path)
+    doomed = os.path.join(root, DELETING_PREFIX + ckpt.name)
+    if os.path.lexists(doomed):
+        _remove_tree(doomed)
+    os.rename(ckpt.path, doomed)
+    _remove_tree(doomed)
+
+
+# ---------------------------------------------------------------------------------------------
 # Command line (runs without Ansible and without torch)
 # ---------------------------------------------------------------------------------------------
 
@@ -1260,6 +1753,9 @@ _EPILOG = """exit codes:
   2  usage error, or the folder is missing, not a folder or unreadable
   3  latest: checkpoints exist but none is valid (do not start from scratch blindly);
      verify: a checkpoint is invalid
+  4  prune: another prune of the folder is running (it holds the lock); nothing done
+prune: 0 when it ran to the end (whether or not it deleted anything); 2 when an error stopped it
+(what was deleted before the error is printed and logged)
 """
 
 
@@ -1288,7 +1784,123 @@ def _parser():
     cmd = sub.add_parser("finished", help="exit 0 when the run has a FINISHED marker")
     cmd.add_argument("dir")
     cmd.add_argument("--json", action="store_true")
+    cmd = sub.add_parser(
+        "prune", help="delete old checkpoints by policy, never the newest valid one",
+        description="Delete old checkpoints of RUN_DIR. Never deleted: the newest valid checkpoint and anything "
+                    "newer, what a pointer or symlink names, anything outside the folder, temporary entries "
+                    "younger than --tmp-grace. --keep-last 0 or less keeps every checkpoint.")
+    cmd.add_argument("dir", metavar="RUN_DIR")
+    cmd.add_argument("--keep-last", type=int, required=True, metavar="N",
+                     help="keep the N newest valid checkpoints (and anything newer); N <= 0 keeps every checkpoint")
+    cmd.add_argument("--keep-every", type=int, default=0, metavar="K",
+                     help="also keep checkpoints whose step is a multiple of K (default 0: off)")
+    cmd.add_argument("--keep", action="append", default=[], metavar="PATTERN",
+                     help="also keep checkpoints whose name matches this shell pattern (repeatable)")
+    cmd.add_argument("--min-free", metavar="SIZE|PERCENT",
+                     help="delete only while the file system has less available than this (500G, 1.5TiB, 10%%)")
+    cmd.add_argument("--tmp-grace", type=float, default=TMP_GRACE, metavar="SECONDS",
+                     help="delete temporary entries unchanged for this long (default %(default)d; < 0: never)")
+    cmd.add_argument("--validate", choices=LEVELS, default=SIZES, help=level_help)
+    cmd.add_argument("--dry-run", "-n", action="store_true", help="delete nothing; print what would go")
+    cmd.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    cmd.add_argument("--verbose", "-v", action="store_true", help="also print what is kept and why")
+    cmd.add_argument("--quiet", "-q", action="store_true", help="print nothing on stdout (for cron)")
+    cmd.add_argument("--log", metavar="FILE", help="append one line per deletion, error and run to FILE")
+    cmd.add_argument("--log-max-bytes", type=int, default=10 << 20, metavar="BYTES",
+                     help="rotate FILE when a run starts and it is this large (default %(default)d; 0: never)")
+    cmd.add_argument("--log-backups", type=int, default=5, metavar="N",
+                     help="rotated logs kept: FILE.1 ... FILE.N (default %(default)d)")
+    cmd.add_argument("--lock-file", metavar="FILE", help="lock file (default RUN_DIR/%s)" % PRUNE_LOCK)
     return parser
+
+
+class _LogFile(object):
+    """A log file for cron runs: one line per event, rotated by size when a run starts."""
+
+    def __init__(self, path, max_bytes, backups, run_dir):
+        # type: (Optional[str], int, int, str) -> None
+        self.handle = None
+        self.prefix = "pid=%d %s:" % (os.getpid(), os.path.abspath(run_dir))
+        if not path:
+            return
+        try:
+            if max_bytes > 0 and os.path.getsize(path) >= max_bytes:
+                for index in range(max(backups, 0), 0, -1):
+                    older = "%s.%d" % (path, index - 1) if index > 1 else path
+                    if index == backups and os.path.lexists("%s.%d" % (path, index)):
+                        os.unlink("%s.%d" % (path, index))
+                    if os.path.lexists(older):
+                        os.rename(older, "%s.%d" % (path, index))
+                if backups <= 0:
+                    os.unlink(path)
+        except OSError:
+            pass  # no log yet, or rotation refused: keep appending
+        self.handle = open(path, "a")
+
+    def __call__(self, line):
+        # type: (str) -> None
+        if self.handle is not None:
+            self.handle.write("%s %s %s\n" % (_utc_now(), self.prefix, line))
+            self.handle.flush()
+
+    def close(self):
+        # type: () -> None
+        if self.handle is not None:
+            self.handle.close()
+
+
+def _main_prune(args, out, err):
+    # type: (Any, Any, Any) -> int
+    try:
+        log = _LogFile(args.log, args.log_max_bytes, args.log_backups, args.dir)
+    except OSError as exc:
+        err.write("error: cannot open the log file %s: %s\n" % (args.log, exc))
+        return EXIT_ERROR
+    show = not args.quiet and not args.json
+
+    def both(line):
+        # type: (str) -> None
+        log(line)
+        if show:
+            out.write(line + "\n")
+
+    try:
+        try:
+            result = prune(args.dir, args.keep_last, args.keep_every, args.keep, args.min_free,
+                           None if args.tmp_grace < 0 else args.tmp_grace, args.validate, args.dry_run, both,
+                           args.lock_file)
+        except PruneLocked as exc:
+            log("skipped: %s" % exc)
+            err.write("skipped: %s\n" % exc)
+            return EXIT_LOCKED
+        except (CheckpointError, ValueError) as exc:
+            log("error: %s" % exc)
+            err.write("error: %s\n" % exc)
+            return EXIT_ERROR
+        for message in result.warnings:
+            log("warning: %s" % message)
+            if not args.quiet and not args.json:
+                err.write("warning: %s\n" % message)
+        if args.json:
+            _print_json(result.to_dict(), out)
+        elif show and args.verbose:
+            for item in result.kept:
+                out.write("kept %s: %s\n" % (item["name"], item["reason"]))
+        summary = "%s%d deleted (%s), %d kept; newest valid %s; available %s%s" % (
+            "dry run: " if args.dry_run else "", len(result.deleted),
+            human_size(sum(d["size"] or 0 for d in result.deleted)), len(result.kept), result.latest_valid or "none",
+            human_size(result.free_after if result.free_after is not None else result.free_before),
+            "" if result.min_free_bytes is None else " (min_free %s)" % human_size(result.min_free_bytes))
+        if result.error:
+            log("error: %s (%s)" % (result.error, summary))
+            err.write("error: %s\n" % result.error)
+            return EXIT_ERROR
+        log(summary)
+        if show:
+            out.write(summary + "\n")
+        return EXIT_OK
+    finally:
+        log.close()
 
 
 def _fmt(value):
@@ -1307,6 +1919,8 @@ def main(argv=None, out=None, err=None):
     out = out or sys.stdout
     err = err or sys.stderr
     args = _parser().parse_args(argv)
+    if args.command == "prune":
+        return _main_prune(args, out, err)
     try:
         if args.command == "finished":
             if not os.path.isdir(args.dir):
