@@ -100,6 +100,8 @@ class Paths:
         self.slurm_conf = os.path.join(self.etc, "slurm.conf")
         self.slurmdbd_conf = os.path.join(self.etc, "slurmdbd.conf")
         self.plugstack_conf = os.path.join(self.etc, "plugstack.conf")
+        # Bind-mounted over /etc/hosts inside each node's mount namespace (see node_init).
+        self.hosts = os.path.join(self.etc, "hosts")
         self.cluster_json = os.path.join(root, "cluster.json")
         self.env_sh = os.path.join(root, "env.sh")
         self.inventory = os.path.join(root, "inventory.yml")
@@ -213,6 +215,11 @@ def node_init(argv):
       SIGKILL  kills the whole node at once (power loss; crash)
     """
     state = {"child": None, "stop": False}
+    # Node names resolve inside the node, like on a real cluster: the namespace's own view of
+    # /etc/hosts (unshare made the mount namespace private, so the machine is not touched).
+    hosts = os.path.join(os.environ.get(DIR_VAR, "/nonexistent"), "etc", "hosts")
+    if os.path.isfile(hosts):
+        subprocess.run(["mount", "--bind", hosts, "/etc/hosts"], check=False)
 
     def start_slurmd(*_):
         if state["child"] is None and not state["stop"]:
@@ -560,7 +567,25 @@ class Cluster:
         # slurmdbd refuses a slurmdbd.conf readable by others (it holds a password).
         write_file(p.slurmdbd_conf, self.render_slurmdbd_conf(), 0o600)
         write_file(p.plugstack_conf, "# empty: no SPANK plugins in the dev cluster\n")
+        write_file(p.hosts, self.render_hosts(cfg))
         self.write_client_files()
+
+    def render_hosts(self, cfg):
+        """The machine's /etc/hosts plus one line naming every node 127.0.0.1.
+
+        Jobs resolve node names as on a real cluster (a launcher takes MASTER_ADDR from
+        `scontrol show hostnames`), without touching the machine's own /etc/hosts: only
+        processes inside the node namespaces see this file.
+        """
+        try:
+            with open("/etc/hosts", encoding="utf-8") as handle:
+                base = handle.read()
+        except OSError:
+            base = "127.0.0.1 localhost\n"
+        if not base.endswith("\n"):
+            base += "\n"
+        return base + "# dev cluster nodes (devcluster.py)\n127.0.0.1 " + " ".join(
+            self.node_names(cfg)) + "\n"
 
     def env_lines(self):
         return [f"export SLURM_CONF={self.p.slurm_conf}"]
