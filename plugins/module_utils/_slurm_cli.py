@@ -75,6 +75,8 @@ class SlurmCLI(object):
         self.bin_dir = params.get("slurm_bin_dir")
         self.timeout = params.get("command_timeout") or 0
         self.environ = {}  # type: Dict[str, str]
+        self.prefix = []  # type: List[str]
+        self.user = None  # type: Optional[str]
         if params.get("slurm_conf"):
             if not os.path.isfile(params["slurm_conf"]):
                 # Slurm's commands would retry for a minute before saying so.
@@ -127,12 +129,14 @@ class SlurmCLI(object):
             ``command_timeout`` seconds (rc 124).
         """
         cmd = self.command(name, args)
-        self.calls.append(cmd)
-        run_cmd = cmd
+        self.calls.append(self.prefix + cmd)
+        run_cmd = self.prefix + cmd
+        wrapped = False
         if self.timeout > 0:
             timeout_bin = self.module.get_bin_path("timeout", required=False)
             if timeout_bin:
-                run_cmd = [timeout_bin, "--kill-after=10", str(self.timeout)] + cmd
+                run_cmd = [timeout_bin, "--kill-after=10", str(self.timeout)] + run_cmd
+                wrapped = True
         env = dict(self.environ)
         env.update(environ or {})
         extra = {}  # type: Dict[str, Any]
@@ -140,13 +144,27 @@ class SlurmCLI(object):
             extra["data"] = data
         rc, out, err = self.module.run_command(
             run_cmd, environ_update=env, check_rc=False, use_unsafe_shell=False, **extra)
-        if rc == TIMEOUT_RC and run_cmd is not cmd:
+        if rc == TIMEOUT_RC and wrapped:
             raise SlurmCommandError(
                 "%s did not answer within %s seconds (command_timeout) while trying to %s"
                 % (name, self.timeout, what or "run it"), cmd, rc, out, err)
         if check and rc != 0:
             raise self.failure(name, rc, out, err, what)
         return rc, out, err
+
+    def as_user(self, user):
+        # type: (str) -> SlurmCLI
+        """A runner whose commands run as ``user`` (``runuser -u USER --``), for root only.
+
+        Slurm takes a job's owner from the submitting process, so root submits for a user this
+        way. The copy shares :attr:`calls` (every command stays in the module's report) and
+        :attr:`environ`; ``runuser`` keeps the environment, so ``SLURM_CONF`` still applies.
+        """
+        other = SlurmCLI.__new__(SlurmCLI)
+        other.__dict__.update(self.__dict__)
+        other.user = user
+        other.prefix = [self.module.get_bin_path("runuser", required=True), "-u", user, "--"]
+        return other
 
     def failure(self, name, rc, out, err, what=None):
         # type: (str, int, str, str, Optional[str]) -> SlurmCommandError
