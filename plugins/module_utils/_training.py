@@ -1,0 +1,432 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Training-run remediation: the run registry, its bookkeeping and the decision for each run.
+
+Private to the collection (the leading underscore): no API promise outside it.
+
+The run registry is a folder with one sub-folder per training run, written by the role
+``clusterops.slurm.torchrun_launcher``::
+
+    <registry>/<run>/run.json        the run spec (below), written by the role
+    <registry>/<run>/launcher.sbatch the sbatch launcher, written by the role
+    <registry>/<run>/state.json      remediation's bookkeeping, written by remediation only
+    <registry>/.remediate.lock       held (flock) while a remediation reads and submits
+
+``run.json``: ``{"format": "clusterops.training_run", "format_version": 1, "name", "owner",
+"launcher", "checkpoint_dir", "workdir", "nodes", "requeue", "checkpoint_validate",
+"max_resubmissions", "no_progress_limit", "enabled"}``.
+
+``state.json``: ``{"format": "clusterops.training_state", "format_version": 1,
+"resubmissions": [{"time", "job_id", "after_job", "after_state", "step"}, ...],
+"stopped": null | {"time", "after_job", "reason"}}``; ``time`` in Unix seconds, ``step`` the
+newest valid checkpoint step at the resubmission (None: none, the run started from scratch).
+
+Everything here but :func:`read_registry`, :func:`read_state`, :func:`write_state`,
+:func:`checkpoint_status` and :class:`RegistryLock` is pure: jobs, checkpoint status and state
+in, a decision out.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import errno
+import fcntl
+import json
+import os
+import re
+import tempfile
+import time
+
+try:
+    from typing import Any, Dict, List, Optional, Tuple  # noqa: F401 pylint: disable=unused-import
+except ImportError:  # pragma: no cover
+    pass
+
+RUN_FILE = "run.json"
+STATE_FILE = "state.json"
+LOCK_FILE = ".remediate.lock"
+RUN_FORMAT = "clusterops.training_run"
+STATE_FORMAT = "clusterops.training_state"
+FORMAT_VERSION = 1
+
+RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+#: Last-job states after which the run is resubmitted (within its budget).
+RESUBMIT_STATES = ("NODE_FAIL", "FAILED", "TIMEOUT", "PREEMPTED", "BOOT_FAIL")
+#: Last-job states reported for a human, never resubmitted; the value says why.
+HUMAN_STATES = {
+    "OUT_OF_MEMORY": "ran out of memory; the same job would fail again",
+    "DEADLINE": "missed its deadline (--deadline)",
+    "COMPLETED": "ended COMPLETED but the run has no FINISHED marker: the program stopped early "
+                 "without saying why",
+}
+
+#: Actions of a decision.
+NONE = "none"
+RESUBMIT = "resubmit"
+STOP = "stop"
+
+_RUN_FIELDS = {
+    "name": str, "owner": str, "launcher": str, "checkpoint_dir": str,
+}
+_RUN_DEFAULTS = {
+    "workdir": None, "nodes": None, "requeue": False, "checkpoint_validate": "sizes",
+    "max_resubmissions": 5, "no_progress_limit": 2, "enabled": True,
+}
+
+
+class RegistryError(Exception):
+    """A registry entry or state file that cannot be used."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Registry and bookkeeping (file system)
+# ---------------------------------------------------------------------------------------------
+
+def _validate_run(spec, folder):
+    # type: (Any, str) -> Dict[str, Any]
+    if not isinstance(spec, dict):
+        raise RegistryError("%s: not a JSON object" % folder)
+    if spec.get("format") != RUN_FORMAT:
+        raise RegistryError("%s: format is %r, expected %r" % (folder, spec.get("format"), RUN_FORMAT))
+    if not isinstance(spec.get("format_version"), int) or spec["format_version"] > FORMAT_VERSION:
+        raise RegistryError("%s: format_version %r is not supported (this reader knows %d)"
+                            % (folder, spec.get("format_version"), FORMAT_VERSION))
+    run = dict(_RUN_DEFAULTS)
+    run.update(spec)
+    for field, kind in _RUN_FIELDS.items():
+        if not isinstance(run.get(field), kind) or not run[field]:
+            raise RegistryError("%s: %s is missing or not a %s" % (folder, field, kind.__name__))
+    if not RUN_NAME.match(run["name"]):
+        raise RegistryError("%s: run name %r has characters other than letters, digits, . _ -"
+                            % (folder, run["name"]))
+    if run["name"] != os.path.basename(folder):
+        raise RegistryError("%s: run name %r differs from its folder's name" % (folder, run["name"]))
+    for field in ("launcher", "checkpoint_dir"):
+        if not os.path.isabs(run[field]):
+            raise RegistryError("%s: %s %r is not an absolute path" % (folder, field, run[field]))
+    for field in ("max_resubmissions", "no_progress_limit"):
+        if not isinstance(run[field], int) or isinstance(run[field], bool) or run[field] < 0:
+            raise RegistryError("%s: %s must be an integer, 0 or more" % (folder, field))
+    if not isinstance(run["enabled"], bool):
+        raise RegistryError("%s: enabled must be true or false" % folder)
+    return run
+
+
+def read_registry(path, names=None):
+    # type: (str, Optional[List[str]]) -> Tuple[List[Dict[str, Any]], List[Dict[str, str]]]
+    """Every run of the registry folder ``path``: ``(runs, errors)``, runs sorted by name.
+
+    A run whose ``run.json`` is unreadable or wrong is not returned; it is an error entry
+    ``{"name", "error"}`` so that one bad entry never hides the other runs. ``names`` keeps only
+    these runs (a name not in the registry is an error entry). A missing registry folder is no
+    run at all (nothing registered yet).
+
+    Raises:
+        RegistryError: ``path`` exists but is not a readable folder.
+    """
+    runs = []  # type: List[Dict[str, Any]]
+    errors = []  # type: List[Dict[str, str]]
+    if not os.path.exists(path):
+        entries = []  # type: List[str]
+    else:
+        try:
+            entries = sorted(os.listdir(path))
+        except OSError as exc:
+            raise RegistryError("cannot list the run registry %s: %s" % (path, exc.strerror))
+    wanted = set(names) if names else None
+    for entry in entries:
+        folder = os.path.join(path, entry)
+        if entry.startswith(".") or not os.path.isdir(folder) or os.path.islink(folder):
+            continue
+        if wanted is not None and entry not in wanted:
+            continue
+        spec_path = os.path.join(folder, RUN_FILE)
+        try:
+            with open(spec_path, "rb") as handle:
+                spec = json.loads(handle.read(1 << 20).decode("utf-8"))
+            runs.append(_validate_run(spec, folder))
+        except (OSError, IOError) as exc:
+            errors.append({"name": entry, "error": "%s: %s" % (spec_path, exc.strerror or exc)})
+        except ValueError as exc:
+            errors.append({"name": entry, "error": "%s is not valid JSON: %s" % (spec_path, exc)})
+        except RegistryError as exc:
+            errors.append({"name": entry, "error": str(exc)})
+    if wanted is not None:
+        found = set(r["name"] for r in runs) | set(e["name"] for e in errors)
+        for name in sorted(wanted - found):
+            errors.append({"name": name, "error": "no run %s in the registry %s" % (name, path)})
+    return runs, errors
+
+
+def empty_state():
+    # type: () -> Dict[str, Any]
+    return {"format": STATE_FORMAT, "format_version": FORMAT_VERSION, "resubmissions": [], "stopped": None}
+
+
+def read_state(run_folder):
+    # type: (str) -> Dict[str, Any]
+    """Remediation's bookkeeping of one run (an empty one when there is no ``state.json``).
+
+    Raises:
+        RegistryError: the file exists but cannot be read or is not ours. Never guessed: a lost
+        count would let a run be resubmitted past its budget.
+    """
+    path = os.path.join(run_folder, STATE_FILE)
+    try:
+        with open(path, "rb") as handle:
+            data = json.loads(handle.read(16 << 20).decode("utf-8"))
+    except (OSError, IOError) as exc:
+        if getattr(exc, "errno", None) == errno.ENOENT:
+            return empty_state()
+        raise RegistryError("cannot read %s: %s" % (path, exc.strerror or exc))
+    except ValueError as exc:
+        raise RegistryError("%s is not valid JSON (%s); fix or remove it to reset the run's budget"
+                            % (path, exc))
+    if not isinstance(data, dict) or data.get("format") != STATE_FORMAT \
+            or not isinstance(data.get("resubmissions"), list):
+        raise RegistryError("%s is not a clusterops.training_state file" % path)
+    state = empty_state()
+    state.update(data)
+    return state
+
+
+def write_state(run_folder, state):
+    # type: (str, Dict[str, Any]) -> None
+    """Replace ``state.json`` atomically (temporary file, fsync, rename, fsync of the folder)."""
+    fd, tmp = tempfile.mkstemp(prefix=".state.", suffix=".tmp", dir=run_folder)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(state, handle, indent=1, sort_keys=True)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+        os.rename(tmp, os.path.join(run_folder, STATE_FILE))
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(run_folder, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+class RegistryLock(object):
+    """An exclusive ``flock`` on ``<registry>/.remediate.lock``.
+
+    The kernel drops it when the holder dies, so a killed remediation never leaves a stale lock.
+
+    Args:
+        registry: the registry folder (must exist).
+        timeout: seconds to wait for another holder (0: try once).
+    """
+
+    def __init__(self, registry, timeout=0.0, sleep=time.sleep, clock=time.time):
+        self.path = os.path.join(registry, LOCK_FILE)
+        self.timeout = timeout
+        self._fd = None  # type: Optional[int]
+        self._sleep = sleep
+        self._clock = clock
+
+    def acquire(self):
+        # type: () -> bool
+        """True when the lock is held, False when another holder kept it past ``timeout``."""
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = self._clock() + max(0.0, self.timeout)
+        while True:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except (OSError, IOError) as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+                if self._clock() >= deadline:
+                    os.close(self._fd)
+                    self._fd = None
+                    return False
+                self._sleep(0.5)
+                continue
+            os.ftruncate(self._fd, 0)
+            os.write(self._fd, ("%d\n" % os.getpid()).encode("ascii"))
+            return True
+
+    def release(self):
+        # type: () -> None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def checkpoint_status(checkpoint_dir, validate, inspect, error_type):
+    # type: (str, str, Any, Any) -> Dict[str, Any]
+    """What the run folder says: finished, and the newest valid checkpoint.
+
+    Args:
+        inspect: the checkpoint library's ``inspect`` (passed in to keep this module free of it).
+        error_type: the library's ``CheckpointError``.
+
+    Returns:
+        ``{"finished": bool, "status": "valid"|"none"|"invalid"|"missing"|"error", "step": int|None,
+        "checkpoint": str|None, "detail": str, "warnings": [str]}``: ``valid`` a checkpoint to
+        resume from; ``none`` no checkpoint at all (start from scratch); ``invalid`` checkpoints
+        exist but none is valid; ``missing`` the folder does not exist yet; ``error`` it cannot
+        be read.
+    """
+    result = {"finished": False, "status": "none", "step": None, "checkpoint": None,
+              "detail": "", "warnings": []}  # type: Dict[str, Any]
+    if not os.path.exists(checkpoint_dir):
+        result.update(status="missing", detail="%s does not exist yet" % checkpoint_dir)
+        return result
+    try:
+        report = inspect(checkpoint_dir, validate, list_all=False)
+    except error_type as exc:
+        result.update(status="error", detail=str(exc))
+        return result
+    result["warnings"] = list(report.warnings)
+    result["finished"] = report.finished is not None
+    best = report.latest_valid
+    if best is not None:
+        result.update(status="valid", step=best.step, checkpoint=best.path,
+                      detail="newest valid checkpoint %s (step %d)" % (best.name, best.step))
+    elif report.had_candidates:
+        result.update(status="invalid", detail="checkpoints exist in %s but none is valid at level %s"
+                      % (checkpoint_dir, validate))
+    else:
+        result["detail"] = "no checkpoint in %s" % checkpoint_dir
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# The decision (pure)
+# ---------------------------------------------------------------------------------------------
+
+def run_jobs(run, jobs):
+    # type: (Dict[str, Any], List[Dict[str, Any]]) -> List[Dict[str, Any]]
+    """The jobs of one run (its job name and its owner), oldest submission first."""
+    mine = [j for j in jobs if j["name"] == run["name"] and j["user"] == run["owner"]]
+    return sorted(mine, key=lambda j: (j.get("submit_time") or 0, j["job_id_raw"]))
+
+
+def _job_brief(job):
+    # type: (Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]
+    if job is None:
+        return None
+    return {"job_id": job["job_id"], "job_id_raw": job["job_id_raw"], "state": job["state"],
+            "flags": job.get("flags", []), "exit_code": job.get("exit_code"),
+            "signal": job.get("signal"), "cancelled_by": job.get("cancelled_by"),
+            "requeued": job.get("requeued", False), "reason": job.get("reason"),
+            "node_list": job.get("node_list"), "submit_time": job.get("submit_time"),
+            "start_time": job.get("start_time"), "end_time": job.get("end_time")}
+
+
+def decide(run, jobs, ckpt, state):
+    # type: (Dict[str, Any], List[Dict[str, Any]], Dict[str, Any], Dict[str, Any]) -> Dict[str, Any]
+    """What to do for one run.
+
+    Args:
+        run: its registry spec (:func:`read_registry`).
+        jobs: every job read (``_jobs.read_jobs``); those of other runs are ignored.
+        ckpt: :func:`checkpoint_status` of its checkpoint folder.
+        state: its bookkeeping (:func:`read_state`).
+
+    Returns:
+        ``{"name", "owner", "action": "none"|"resubmit"|"stop", "status", "needs_human": bool,
+        "reason": str, "last_job": dict|None, "step": int|None, "checkpoint": str|None,
+        "resubmissions": int, "max_resubmissions": int}``. ``status`` is one word: ``disabled``,
+        ``finished``, ``active``, ``not_started``, ``stopped``, ``cancelled``, ``failed``,
+        ``lost`` (our resubmission is not visible), ``ended`` (another final state).
+    """
+    resubmissions = state.get("resubmissions") or []
+    mine = run_jobs(run, jobs)
+    last = mine[-1] if mine else None
+    out = {"name": run["name"], "owner": run["owner"], "action": NONE, "status": "",
+           "needs_human": False, "reason": "", "last_job": _job_brief(last),
+           "step": ckpt.get("step"), "checkpoint": ckpt.get("checkpoint"),
+           "resubmissions": len(resubmissions), "max_resubmissions": run["max_resubmissions"]}
+
+    def result(status, reason, action=NONE, human=False):
+        out.update(status=status, reason=reason, action=action, needs_human=human)
+        return out
+
+    if not run["enabled"]:
+        return result("disabled", "disabled in the registry (enabled: false)")
+    if ckpt.get("finished"):
+        return result("finished", "finished (FINISHED marker in %s)" % run["checkpoint_dir"])
+    active = [j for j in mine if j.get("active")]
+    if active:
+        job = active[-1]
+        if len(active) > 1:
+            return result("active", "%d jobs of this run are active (%s): more than one needs a "
+                          "human" % (len(active), ", ".join(j["job_id"] for j in active)), human=True)
+        why = "job %s is %s" % (job["job_id"], job["state"])
+        if job.get("requeued"):
+            why += " (Slurm requeued it itself after %s)" % (
+                (job.get("history") or [{}])[-1].get("state") or "a failure")
+        return result("active", why + ": nothing to do")
+    stopped = state.get("stopped")
+    if stopped:
+        return result("stopped", "remediation stopped this run earlier: %s. Remove %s from the "
+                      "run's registry folder to let remediation resubmit it again"
+                      % (stopped.get("reason"), STATE_FILE), human=True)
+    if last is None:
+        if resubmissions:
+            return result("lost", "job %s, resubmitted by remediation, is not visible in squeue "
+                          "or sacct" % resubmissions[-1].get("job_id"), human=True)
+        return result("not_started", "no job of this run found: submit its launcher (%s) first"
+                      % run["launcher"])
+    if resubmissions and resubmissions[-1].get("after_job") == last["job_id_raw"]:
+        return result("lost", "job %s was already resubmitted (as job %s) but that job is not "
+                      "visible in squeue or sacct" % (last["job_id"], resubmissions[-1].get("job_id")),
+                      human=True)
+    state_name = last["state"]
+    ended = "job %s ended %s" % (last["job_id"], state_name)
+    if state_name == "CANCELLED":
+        who = last.get("cancelled_by")
+        return result("cancelled", "%s%s: a cancelled run is never resubmitted" % (
+            ended, " by uid %s" % who if who is not None else ""))
+    if state_name in HUMAN_STATES:
+        return result("ended", "%s: %s" % (ended, HUMAN_STATES[state_name]), human=True)
+    if state_name not in RESUBMIT_STATES:
+        return result("ended", "%s, not a state remediation resubmits after" % ended, human=True)
+    if ckpt.get("status") in ("invalid", "error"):
+        return result("failed", "%s, but %s" % (ended, ckpt.get("detail")), human=True)
+    limit = run["max_resubmissions"]
+    if len(resubmissions) >= limit:
+        return result("failed", "%s; the budget of %d resubmission(s) is used up" % (ended, limit),
+                      action=STOP, human=True)
+    window = run["no_progress_limit"]
+    step = ckpt.get("step")
+    recent = resubmissions[-window:] if window > 0 else []
+    if window > 0 and len(recent) == window and all(r.get("step") == step for r in recent):
+        return result("failed", "%s; no progress: the newest valid checkpoint is still %s after "
+                      "%d consecutive resubmission(s)" % (
+                          ended, "step %d" % step if step is not None else "none", window),
+                      action=STOP, human=True)
+    start = "resume from step %d" % step if step is not None else "start from scratch (no checkpoint yet)"
+    return result("failed", "%s; resubmission %d of %d, %s" % (ended, len(resubmissions) + 1, limit, start),
+                  action=RESUBMIT)
+
+
+def record_resubmission(state, decision, job_id, now):
+    # type: (Dict[str, Any], Dict[str, Any], Any, float) -> Dict[str, Any]
+    """The state after resubmitting ``decision``'s run as ``job_id`` (a new dict)."""
+    new = dict(state)
+    last = decision["last_job"] or {}
+    new["resubmissions"] = list(state.get("resubmissions") or []) + [{
+        "time": int(now), "job_id": job_id, "after_job": last.get("job_id_raw"),
+        "after_state": last.get("state"), "step": decision["step"]}]
+    return new
+
+
+def record_stop(state, decision, now):
+    # type: (Dict[str, Any], Dict[str, Any], float) -> Dict[str, Any]
+    """The state after remediation stopped ``decision``'s run (a new dict)."""
+    new = dict(state)
+    last = decision["last_job"] or {}
+    new["stopped"] = {"time": int(now), "after_job": last.get("job_id_raw"), "reason": decision["reason"]}
+    return new

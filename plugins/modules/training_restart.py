@@ -1,0 +1,403 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+module: training_restart
+short_description: Resubmit failed training runs of the run registry once each, from their newest valid checkpoint
+version_added: 0.2.0
+description:
+  - Reads the run registry (one folder per run, written by the role
+    C(clusterops.slurm.torchrun_launcher)), the jobs of every registered run with one C(sacct)
+    and one C(squeue) call, and each run's checkpoint folder, then decides for each run.
+  - A run whose C(FINISHED) marker exists, or that has a job queued, running or being requeued
+    (C(PENDING) after Slurm requeued it by itself included), is left alone.
+  - When the run's last job ended C(NODE_FAIL), C(FAILED), C(TIMEOUT), C(PREEMPTED) or
+    C(BOOT_FAIL), the run's launcher is submitted again (C(sbatch <launcher>)) as the run's
+    owner; the launcher resumes from the newest valid checkpoint.
+  - A run cancelled by a user (C(CANCELLED)) is never resubmitted. C(OUT_OF_MEMORY),
+    C(DEADLINE), C(COMPLETED) without the C(FINISHED) marker and other final states are
+    reported as needing a human and not resubmitted.
+  - Budgets, per run (C(run.json)) - at most C(max_resubmissions) resubmissions; and when the
+    newest valid checkpoint step has not changed over C(no_progress_limit) consecutive
+    resubmissions, remediation stops the run. A stopped run is reported as needing a human
+    until its C(state.json) is removed.
+  - Exactly once - the whole read-decide-submit runs under an exclusive lock on the registry
+    (C(flock) on C(<registry>/.remediate.lock)), so overlapping runs (AWX schedules overlap)
+    never both submit; the submission itself checks the job identity (name, owner, and the key
+    C(clusterops-key=<run>) in the comment) with C(squeue) first, as M(clusterops.slurm.slurm_job)
+    does, and a resubmission is recorded in the run's C(state.json) before the next run reads it.
+author:
+  - clusterops.slurm maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - clusterops.slurm.slurm_cli
+attributes:
+  check_mode:
+    support: full
+    details: Reads everything and reports what it would do, with the exact C(sbatch) commands;
+      submits nothing, writes no state and takes no lock.
+  diff_mode:
+    support: full
+    details: Per run, the last job and its state before, the action after.
+options:
+  registry:
+    description:
+      - The run registry folder on the target. A missing folder means no run is registered.
+    type: path
+    default: /var/lib/clusterops/runs
+  runs:
+    description: Only these runs (names). Empty means every run of the registry.
+    type: list
+    elements: str
+    default: []
+  history:
+    description:
+      - How far back C(sacct) looks for the runs' jobs (C(--starttime)), in the forms
+        M(clusterops.slurm.slurm_job_info) takes for O(clusterops.slurm.slurm_job_info#module:start)
+        (V(now-30days), V(2026-01-31)). A run with no job in this window is reported as not started.
+    type: str
+    default: now-30days
+  lock_timeout:
+    description:
+      - Seconds to wait for another remediation holding the registry lock. When it is still
+        held, nothing is read or submitted and RV(locked) is true.
+    type: int
+    default: 60
+  submit_retries:
+    description:
+      - After an C(sbatch) failure that leaves open whether Slurm took the job, how many more
+        times to submit once C(squeue) shows it did not (see M(clusterops.slurm.slurm_job)).
+    type: int
+    default: 2
+  retry_delay:
+    description: Seconds to wait before looking the job up after such a failure.
+    type: float
+    default: 10
+notes:
+  - Runs on the host that holds the registry and sees the checkpoint folders (shared file
+    system). Submitting as another user than the one the task runs as needs root
+    (C(runuser -u <owner> -- sbatch ...)).
+  - The launcher is submitted as it is (C(sbatch <launcher>)); every option is in its
+    C(#SBATCH) lines and it starts with a clean environment (C(--export=NONE)).
+seealso:
+  - module: clusterops.slurm.slurm_job
+  - module: clusterops.slurm.checkpoint_info
+  - name: Training recovery
+    description: How runs are registered, resumed and budgeted (docs/training-recovery.md).
+    link: https://github.com/clusterops/slurm/blob/main/docs/training-recovery.md
+'''
+
+EXAMPLES = r'''
+- name: Resubmit failed training runs
+  clusterops.slurm.training_restart:
+    registry: /var/lib/clusterops/runs
+  become: true
+  register: training
+
+- name: What would be resubmitted, without submitting
+  clusterops.slurm.training_restart:
+    runs: [llama-8b]
+  check_mode: true
+  register: plan
+
+- name: Runs that need a human
+  ansible.builtin.debug:
+    msg: "{{ item.name }}: {{ item.reason }}"
+  loop: "{{ training.runs | selectattr('needs_human') | list }}"
+'''
+
+RETURN = r'''
+runs:
+  description: One entry per registered run, by name.
+  returned: success
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: The run's name (its job name).
+      type: str
+    owner:
+      description: The user its jobs run as.
+      type: str
+    status:
+      description:
+        - V(disabled), V(finished), V(active), V(not_started), V(stopped) (by an earlier
+          remediation), V(cancelled), V(failed) (last job ended in a state that is resubmitted),
+          V(lost) (our resubmission is not visible), V(ended) (another final state).
+      type: str
+    action:
+      description:
+        - V(resubmit) (done, or would be in check mode), V(stop) (remediation stops the run
+          now), V(none).
+      type: str
+    needs_human:
+      description: True when a person has to look at the run.
+      type: bool
+    reason:
+      description: Why, in one line.
+      type: str
+      sample: "job 41 ended NODE_FAIL; resubmission 1 of 5, resume from step 40"
+    last_job:
+      description: The run's newest job (id, state, exit code, cancelled_by, requeued, times), or V(null).
+      type: dict
+    step:
+      description: Step of the newest valid checkpoint, or V(null).
+      type: int
+    checkpoint:
+      description: Path of the newest valid checkpoint, or V(null).
+      type: str
+    resubmissions:
+      description: Resubmissions made so far (before this one).
+      type: int
+    max_resubmissions:
+      description: The run's budget.
+      type: int
+    job_id:
+      description: The job submitted now, or V(null).
+      type: int
+    command:
+      description: The C(sbatch) command run (or that would run), for V(resubmit).
+      type: list
+      elements: str
+    error:
+      description: Why the resubmission failed (the run then needs a human).
+      type: str
+    warnings:
+      description: What the checkpoint library noticed (skipped invalid checkpoints, pointers).
+      type: list
+      elements: str
+resubmitted:
+  description: Names of the runs resubmitted (or that would be).
+  returned: success
+  type: list
+  elements: str
+needs_human:
+  description: Names of the runs that need a human, registry errors included.
+  returned: success
+  type: list
+  elements: str
+errors:
+  description: Registry entries that could not be read, C({name, error}).
+  returned: success
+  type: list
+  elements: dict
+report:
+  description:
+    - One line per run - its name, status, newest valid checkpoint step, the action and why -
+      then one per registry error.
+  returned: success
+  type: list
+  elements: str
+  sample: ["llama-8b: failed, newest valid step 40 -> resubmit (job 57): job 41 ended NODE_FAIL; resubmission 1 of 5, resume from step 40"]
+locked:
+  description: True when another remediation held the registry lock past O(lock_timeout); nothing was done.
+  returned: success
+  type: bool
+commands:
+  description: Every Slurm command this task ran, each as an argument list.
+  returned: always
+  type: list
+  elements: list
+'''
+
+import os
+import pwd
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import (
+    LEVELS,
+    CheckpointError,
+    inspect,
+)
+from ansible_collections.clusterops.slurm.plugins.module_utils._job_actions import (
+    SubmitError,
+    submit,
+)
+from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import (
+    JobParseError,
+    parse_time_option,
+    read_jobs,
+)
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
+    SlurmCLI,
+    SlurmCommandError,
+    slurm_argument_spec,
+)
+from ansible_collections.clusterops.slurm.plugins.module_utils._training import (
+    RESUBMIT,
+    STOP,
+    RegistryError,
+    RegistryLock,
+    checkpoint_status,
+    decide,
+    read_registry,
+    read_state,
+    record_resubmission,
+    record_stop,
+    run_jobs,
+    write_state,
+)
+
+
+def effective_user():
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return str(os.geteuid())
+
+
+def _brief(decision):
+    last = decision["last_job"]
+    return "%s%s" % (decision["status"], " (job %s %s)" % (last["job_id"], last["state"]) if last else "")
+
+
+def resubmit(module, cli, me, run, decision, jobs, state):
+    """Submit ``run``'s launcher as its owner; update ``decision`` and the run's state file."""
+    params = module.params
+    owner = run["owner"]
+    runner = cli if owner == me else cli.as_user(owner)
+    decision["command"] = runner.prefix + cli.command("sbatch", [run["launcher"]])
+    if module.check_mode:
+        return
+    if owner != me and os.geteuid() != 0:
+        decision.update(needs_human=True, error="cannot submit as %s: this task runs as %s; run it as root "
+                        "(become: true)" % (owner, me))
+        return
+    identity = {"name": run["name"], "user": owner, "key": run["name"]}
+    known = [j["job_id_raw"] for j in run_jobs(run, jobs)]
+    try:
+        done = submit(runner, [run["launcher"]], identity, known,
+                      retries=max(params["submit_retries"], 0), delay=max(params["retry_delay"], 0))
+    except SubmitError as exc:
+        decision.update(needs_human=True, error=exc.msg + (
+            " (the job may have been submitted: check squeue before submitting it by hand)"
+            if exc.maybe_accepted else ""))
+        return
+    decision["job_id"] = done["job_id"]
+    decision["changed"] = True
+    write_state(run["folder"],
+                record_resubmission(state, decision, done["job_id"], time.time()))
+
+
+def report_line(decision):
+    """One line for the summary: name, status, newest valid step, action and why."""
+    action = decision["action"]
+    if action == RESUBMIT:
+        action = "resubmit (job %s)" % decision["job_id"] if decision["job_id"] else (
+            "resubmit (check mode)" if decision["error"] is None else "resubmit FAILED")
+    line = "%s: %s, newest valid step %s -> %s: %s" % (
+        decision["name"], decision["status"],
+        decision["step"] if decision["step"] is not None else "none", action, decision["reason"])
+    if decision["error"]:
+        line += " [error: %s]" % decision["error"]
+    if decision["needs_human"]:
+        line += " [needs a human]"
+    return line
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=slurm_argument_spec(
+            registry=dict(type="path", default="/var/lib/clusterops/runs"),
+            runs=dict(type="list", elements="str", default=[]),
+            history=dict(type="str", default="now-30days"),
+            lock_timeout=dict(type="int", default=60),
+            submit_retries=dict(type="int", default=2),
+            retry_delay=dict(type="float", default=10),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    registry = params["registry"]
+    result = dict(changed=False, runs=[], resubmitted=[], needs_human=[], errors=[], locked=False,
+                  report=[])
+    try:
+        start = parse_time_option(params["history"])
+    except ValueError as exc:
+        module.fail_json(msg="history: %s" % exc)
+    try:
+        runs, errors = read_registry(registry, params["runs"] or None)
+    except RegistryError as exc:
+        module.fail_json(msg=str(exc))
+    result["errors"] = errors
+    result["needs_human"] = [e["name"] for e in errors]
+    if not runs:
+        module.exit_json(commands=[], **result)
+    for run in runs:
+        run["folder"] = os.path.join(registry, run["name"])
+        if run["checkpoint_validate"] not in LEVELS:
+            run["checkpoint_validate"] = "sizes"
+
+    cli = SlurmCLI(module)
+    lock = None
+    if not module.check_mode:
+        lock = RegistryLock(registry, timeout=max(params["lock_timeout"], 0))
+        if not lock.acquire():
+            result["locked"] = True
+            module.warn("another remediation holds %s: training runs were left alone this time" % lock.path)
+            module.exit_json(commands=cli.calls, **result)
+    try:
+        names = sorted(set(r["name"] for r in runs))
+        users = sorted(set(r["owner"] for r in runs))
+        jobs, _accounting = read_jobs(cli, names=names, users=users, start=start)
+        diff = {"before": {}, "after": {}}
+        me = effective_user()
+        for run in runs:
+            ckpt = checkpoint_status(run["checkpoint_dir"], run["checkpoint_validate"], inspect, CheckpointError)
+            try:
+                state = read_state(run["folder"])
+            except RegistryError as exc:
+                decision = decide(run, jobs, ckpt, {"resubmissions": []})
+                decision.update(action="none", needs_human=True, status="ended", reason=str(exc))
+                state = None
+            else:
+                decision = decide(run, jobs, ckpt, state)
+            decision.update(job_id=None, command=None, error=None, warnings=ckpt["warnings"], changed=False)
+            diff["before"][run["name"]] = _brief(decision)
+            if state is not None and decision["action"] == RESUBMIT:
+                resubmit(module, cli, me, run, decision, jobs, state)
+            elif state is not None and decision["action"] == STOP and not module.check_mode:
+                write_state(run["folder"], record_stop(state, decision, time.time()))
+                decision["changed"] = True
+            after = decision["action"]
+            if decision["action"] == RESUBMIT:
+                after = "resubmitted as job %s" % decision["job_id"] if decision["job_id"] else (
+                    "would resubmit" if module.check_mode else "resubmission failed")
+            diff["after"][run["name"]] = after if after != "none" else _brief(decision)
+            result["runs"].append(decision)
+    except (SlurmCommandError, JobParseError) as exc:
+        if isinstance(exc, SlurmCommandError):
+            cli.fail(exc, runs=result["runs"])
+        module.fail_json(msg=str(exc), commands=cli.calls, runs=result["runs"])
+    except RegistryError as exc:
+        module.fail_json(msg=str(exc), commands=cli.calls, runs=result["runs"])
+    finally:
+        if lock is not None:
+            lock.release()
+
+    for decision in result["runs"]:
+        if decision["action"] == RESUBMIT and (decision["job_id"] or module.check_mode):
+            result["resubmitted"].append(decision["name"])
+        if decision["needs_human"]:
+            result["needs_human"].append(decision["name"])
+    result["report"] = [report_line(d) for d in result["runs"]] + [
+        "%s: registry entry unusable -> none: %s [needs a human]" % (e["name"], e["error"])
+        for e in result["errors"]]
+    result["changed"] = any(d.pop("changed") for d in result["runs"]) or (
+        module.check_mode and any(d["action"] in (RESUBMIT, STOP) for d in result["runs"]))
+    if module._diff:
+        result["diff"] = diff
+    module.exit_json(commands=cli.calls, **result)
+
+
+if __name__ == "__main__":
+    main()
