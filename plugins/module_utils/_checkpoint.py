@@ -1475,7 +1475,7 @@ def _check_policy(keep_last, keep_every, keep, tmp_grace, validate):
             raise ValueError("%s must be an integer, not %r" % (name, value))
     if keep_every < 0:
         raise ValueError("keep_every must be 0 (off) or more, not %d" % keep_every)
-    if isinstance(keep, str) or not all(isinstance(p, str) and p for p in keep):
+    if not all(isinstance(p, str) and p for p in keep):
         raise ValueError("keep must be a list of names or patterns, not %r" % (keep,))
     if tmp_grace is not None and (isinstance(tmp_grace, bool) or not isinstance(tmp_grace, (int, float))):
         raise ValueError("tmp_grace must be a number of seconds, not %r" % (tmp_grace,))
@@ -1518,6 +1518,8 @@ def prune(path, keep_last, keep_every=0, keep=(), min_free=None, tmp_grace=TMP_G
         CheckpointError: the folder is missing, not a folder, unreadable, or cannot be locked.
         PruneLocked: another prune holds the lock.
     """
+    if isinstance(keep, str):
+        raise ValueError("keep must be a list of names or patterns, not the string %r" % keep)
     keep = list(keep or ())
     _check_policy(keep_last, keep_every, keep, tmp_grace, validate)
     threshold = parse_min_free(min_free)
