@@ -190,7 +190,7 @@ before:
   type: list
   elements: str
 after:
-  description: RV(before) less what was deleted (in check mode: would be).
+  description: RV(before) less what was deleted (in check mode, what would be).
   returned: success
   type: list
   elements: str
