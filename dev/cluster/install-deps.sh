@@ -26,6 +26,8 @@ packages=(
   python3-venv
   git
   ca-certificates
+  # crontab(1) for the checkpoint_pruning role and its integration test.
+  cron
 )
 
 if [[ "$(id -u)" -ne 0 ]]; then

@@ -1,0 +1,347 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The checkpoint_pruning role applied to this machine, and prunes next to a real trainer.
+
+No Slurm cluster needed. The role runs with ansible-playbook (connection local) into a temporary
+install and log folder and root's crontab, which is saved first and restored afterwards. The
+crontab's own command line (read back with ``crontab -l``, cron's ``\\%`` unescaped) prunes a folder of
+real torch.save checkpoints written through the library's CheckpointWriter. Then prunes run over
+and over while the reference trainer (roles/torchrun_launcher/files/reference_trainer.py, 2 ranks
+under torch.distributed.run) saves, and after it is killed mid-run.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import hashlib
+import importlib.util
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO, run
+
+LIBRARY = os.path.join(REPO, "plugins", "module_utils", "_checkpoint.py")
+TRAINER = os.path.join(REPO, "roles", "torchrun_launcher", "files", "reference_trainer.py")
+CRON_NAME = "clusterops checkpoint prune %s"
+
+
+def _load_library():
+    spec = importlib.util.spec_from_file_location("clusterops_checkpoint_under_test", LIBRARY)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+ck = _load_library()
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------------------------
+
+def crontab_lines():
+    proc = subprocess.run(["crontab", "-l"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, check=False)
+    return proc.stdout.splitlines() if proc.returncode == 0 else []
+
+
+def cron_job(name):
+    """The command of the cron entry ``name`` as cron runs it: fields cut off, ``\\%`` back to ``%``."""
+    lines = crontab_lines()
+    marker = "#Ansible: " + CRON_NAME % name
+    assert lines.count(marker) == 1, lines
+    entry = lines[lines.index(marker) + 1]
+    return entry.split(None, 5)[5].replace("\\%", "%")
+
+
+@pytest.fixture
+def crontab_restored():
+    if shutil.which("crontab") is None:
+        if os.environ.get("CLUSTEROPS_REQUIRE_CLUSTER"):
+            pytest.fail("crontab is not installed (Debian package cron; make deps installs it)")
+        pytest.skip("crontab is not installed (Debian package cron; make deps installs it)")
+    saved = subprocess.run(["crontab", "-l"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           universal_newlines=True, check=False)
+    try:
+        yield
+    finally:
+        if saved.returncode == 0:
+            subprocess.run(["crontab", "-"], input=saved.stdout, universal_newlines=True, check=True)
+        else:
+            subprocess.run(["crontab", "-r"], stderr=subprocess.DEVNULL, check=False)
+
+
+def apply_role(tmp_path, folders, check=True):
+    """ansible-playbook of the role on this machine; returns (output, recap dict)."""
+    play = [{
+        "hosts": "localhost", "gather_facts": False,
+        "roles": [{"role": "clusterops.slurm.checkpoint_pruning", "vars": {
+            "checkpoint_pruning_install_dir": str(tmp_path / "opt" / "bin"),
+            "checkpoint_pruning_log_dir": str(tmp_path / "log"),
+            "checkpoint_pruning_cron_user": "root",
+            "checkpoint_pruning_tmp_grace": 3600,
+            "checkpoint_pruning_folders": folders}}],
+    }]
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(json.dumps(play))  # JSON is YAML
+    proc = run(["ansible-playbook", "-i", "localhost,", "-c", "local", str(playbook)], check=check)
+    match = re.search(r"^localhost\s*:\s*(.*)$", proc.stdout, re.MULTILINE)
+    recap = dict((k, int(v)) for k, v in re.findall(r"(\w+)=(\d+)", match.group(1))) if match else {}
+    return proc.stdout, recap
+
+
+def tree_digest(top):
+    digest = hashlib.sha256()
+    for dirpath, dirnames, filenames in sorted(os.walk(str(top))):
+        dirnames.sort()
+        for name in sorted(dirnames + filenames):
+            path = os.path.join(dirpath, name)
+            digest.update(os.path.relpath(path, str(top)).encode())
+            if os.path.isfile(path) and not os.path.islink(path):
+                with open(path, "rb") as handle:
+                    digest.update(handle.read())
+    return digest.hexdigest()
+
+
+def torch_checkpoints(torch, run_dir, steps):
+    for step in steps:
+        with ck.CheckpointWriter(str(run_dir), step, epoch=step // 1000) as staging:
+            torch.save({"w": torch.full((64,), float(step)), "step": step}, os.path.join(staging, "model.pt"))
+            os.mkdir(os.path.join(staging, "optim"))
+            torch.save({"lr": 0.001, "step": step}, os.path.join(staging, "optim", "rank0.pt"))
+
+
+def age(path, seconds):
+    when = time.time() - seconds
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in dirnames + filenames:
+            os.utime(os.path.join(dirpath, name), (when, when), follow_symlinks=False)
+    os.utime(path, (when, when), follow_symlinks=False)
+
+
+def entries(run_dir):
+    return sorted(n for n in os.listdir(str(run_dir)) if n != ck.PRUNE_LOCK)
+
+
+# ---------------------------------------------------------------------------------------------
+# The role
+# ---------------------------------------------------------------------------------------------
+
+def test_role_installs_one_cron_entry_whose_command_prunes(tmp_path, crontab_restored):
+    torch = pytest.importorskip("torch")
+    run_dir, other, outside = tmp_path / "runs" / "llama 8b", tmp_path / "runs" / "other", tmp_path / "outside"
+    steps = list(range(9000, 10000, 100)) + list(range(10000, 10500, 100))
+    torch_checkpoints(torch, run_dir, steps)
+    os.makedirs(str(other))
+    os.symlink("step_000009200", str(run_dir / "latest"))  # a pointer lagging behind: kept
+    torch_checkpoints(torch, outside, [1])
+    os.symlink(str(outside / "step_000000001"), str(run_dir / "step_000000001"))  # out of the folder
+    for name, seconds in (("tmp-step_000010500.4711.dead", 7200), ("tmp-step_000010500.4712.busy", 60)):
+        (run_dir / name).mkdir()
+        (run_dir / name / "model.pt").write_bytes(b"partial")
+        age(str(run_dir / name), seconds)
+    canary = tree_digest(outside)
+    folders = [
+        {"name": "llama-8b", "path": str(run_dir), "keep_last": 10, "keep_every": 0, "min_free": "100%"},
+        {"name": "other", "path": str(other), "keep_last": 2, "minute": "15", "hour": "3"},
+    ]
+
+    output, recap = apply_role(tmp_path, folders)
+    assert recap.get("failed") == 0 and recap.get("changed", 0) > 0, output
+    output, recap = apply_role(tmp_path, folders)
+    assert recap.get("failed") == 0 and recap.get("changed") == 0, output  # idempotent
+    lines = crontab_lines()
+    for name in ("llama-8b", "other"):
+        assert lines.count("#Ansible: " + CRON_NAME % name) == 1
+    assert sum(str(tmp_path) in line and "_checkpoint.py prune" in line for line in lines) == 2
+    assert "15 3 * * * " in lines[lines.index("#Ansible: " + CRON_NAME % "other") + 1]
+    assert os.access(str(tmp_path / "opt" / "bin" / "_checkpoint.py"), os.X_OK)
+    job = cron_job("llama-8b")
+    assert "100%" in job and "/usr/bin/python3" in job
+
+    # Run the crontab's own command line the way cron does: /bin/sh, a minimal environment.
+    cron_env = {"PATH": "/usr/bin:/bin", "HOME": "/root", "SHELL": "/bin/sh", "LOGNAME": "root"}
+    proc = subprocess.run(["/bin/sh", "-c", job], env=cron_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, check=False)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", ""), proc.stderr  # --quiet: cron mails nothing
+    kept = ["step_%09d" % s for s in range(9500, 10500, 100)]
+    assert entries(run_dir) == sorted(kept + ["latest", "step_000000001", "step_000009200",
+                                              "tmp-step_000010500.4712.busy"])
+    assert tree_digest(outside) == canary
+    newest = ck.latest_valid(str(run_dir), "sha256")
+    assert newest.name == "step_000010400"
+    assert float(torch.load(os.path.join(newest.path, "model.pt"))["w"][0]) == 10400.0
+    log = tmp_path / "log" / "checkpoint-prune-llama-8b.log"
+    logged = log.read_text().splitlines()
+    deleted = [line for line in logged if ": deleted " in line]
+    assert len(deleted) == 5  # 9000, 9100, 9300, 9400 (9200 is named by latest) and the stale tmp folder
+    assert any("deleted tmp-step_000010500.4711.dead: temporary, unchanged for" in line for line in deleted)
+    assert any("deleted step_000009000 (step 9000, " in line and "older than the 10 newest valid" in line
+               for line in deleted)
+    assert logged[-1].split(": ", 1)[1].startswith("5 deleted ")
+
+    # Again: nothing more to delete.
+    assert subprocess.run(["/bin/sh", "-c", job], env=cron_env, check=False).returncode == 0
+    assert log.read_text().splitlines()[-1].split(": ", 1)[1].startswith("0 deleted")
+
+    # state: absent removes the entry (and only that one).
+    folders[0]["state"] = "absent"
+    output, recap = apply_role(tmp_path, folders)
+    assert recap.get("failed") == 0 and recap.get("changed") == 1, output
+    lines = crontab_lines()
+    assert "#Ansible: " + CRON_NAME % "llama-8b" not in lines
+    assert lines.count("#Ansible: " + CRON_NAME % "other") == 1
+    folders[1]["state"] = "absent"
+    apply_role(tmp_path, folders)
+    assert not any(str(tmp_path) in line for line in crontab_lines())
+
+
+def test_role_refuses_bad_folder_entries(tmp_path, crontab_restored):
+    before = crontab_lines()
+    output, recap = apply_role(tmp_path, [{"name": "a b", "path": "/tmp/x", "keep_last": 1}], check=False)
+    assert recap.get("failed") == 1 and "the name must be unique" in output
+    output, recap = apply_role(tmp_path, [{"name": "a", "path": "/tmp/x"}], check=False)
+    assert recap.get("failed") == 1 and "keep_last" in output  # argument_specs: required
+    assert crontab_lines() == before
+
+
+# ---------------------------------------------------------------------------------------------
+# Prunes while the reference trainer saves
+# ---------------------------------------------------------------------------------------------
+
+def _trainer(run_dir, events, log, *extra):
+    env = dict(os.environ)
+    for name in ("CLUSTEROPS_CHECKPOINT_TOOL", "WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(name, None)
+    env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc_per_node", "2",
+           TRAINER, "--checkpoint-dir", str(run_dir), "--events", str(events), "--step-time", "0.05",
+           "--checkpoint-every", "5"] + list(extra)
+    with open(str(log), "w") as handle:
+        return subprocess.Popen(cmd, stdout=handle, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+
+def _kill_all(proc):
+    """SIGKILL the torchrun agent and its workers (each started in a session of its own)."""
+    workers = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/stat" % entry) as handle:
+                if entry.isdigit() and int(handle.read().rsplit(")", 1)[1].split()[1]) == proc.pid:
+                    workers.append(int(entry))
+        except (OSError, IndexError, ValueError):
+            continue
+    for pid in workers:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    proc.wait(60)
+    return workers
+
+
+def _saves(events):
+    if not os.path.exists(str(events)):
+        return []
+    with open(str(events)) as handle:
+        records = [json.loads(line) for line in handle if line.endswith("\n")]  # a line cut by a kill: skipped
+    return [r["step"] for r in records if r.get("event") == "save"]
+
+
+def _one_prune(run_dir, tool, rng):
+    """An in-process prune racing a command-line prune; checks what each deleted."""
+    before = ck.latest_valid(str(run_dir))
+    if before is None:
+        return 0
+    cli = subprocess.Popen(["/usr/bin/python3", tool, "prune", str(run_dir), "--keep-last", "2", "--tmp-grace", "30",
+                            "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    time.sleep(rng.random() * 0.02)
+    results = []
+    try:
+        results.append(ck.prune(str(run_dir), keep_last=2, tmp_grace=30).to_dict())
+    except ck.PruneLocked:
+        pass
+    out, err = cli.communicate(timeout=60)
+    assert cli.returncode in (ck.EXIT_OK, ck.EXIT_LOCKED), err
+    if cli.returncode == ck.EXIT_OK:
+        results.append(json.loads(out))
+    deleted = 0
+    for result in results:
+        assert result["error"] is None
+        gone = [d["name"] for d in result["deleted"]]
+        assert before.name not in gone  # the resume point at the time of the prune
+        assert all(d["kind"] == "checkpoint" for d in result["deleted"]), gone  # no staging folder
+        assert all(d["step"] < before.step for d in result["deleted"]), gone
+        deleted += len(gone)
+    assert os.path.isdir(before.path)
+    return deleted
+
+
+@pytest.mark.skipif(not os.path.exists(TRAINER), reason="no reference trainer")
+def test_prunes_while_the_reference_trainer_saves(tmp_path):
+    pytest.importorskip("torch")
+    tool = str(tmp_path / "_checkpoint.py")
+    shutil.copy(LIBRARY, tool)
+    run_dir, events, log = tmp_path / "run", tmp_path / "events.jsonl", tmp_path / "trainer.log"
+    rng = random.Random(5)
+    proc = _trainer(run_dir, events, log, "--total-steps", "160")
+    prunes = deleted = 0
+    try:
+        deadline = time.time() + 240
+        while proc.poll() is None and time.time() < deadline:
+            if os.path.isdir(str(run_dir)):
+                deleted += _one_prune(run_dir, tool, rng)
+                prunes += 1
+            time.sleep(rng.random() * 0.1)
+    finally:
+        if proc.poll() is None:
+            _kill_all(proc)
+    assert proc.wait(60) == 0, log.read_text()[-3000:]  # every save committed: no staging folder vanished
+    assert _saves(events)[-1] == 160
+    final = ck.latest_valid(str(run_dir), "sha256")
+    assert final.name == "step_000000160" and ck.inspect(str(run_dir)).finished["step"] == 160
+    assert prunes >= 10 and deleted >= 10, (prunes, deleted)
+    deleted += _one_prune(run_dir, tool, rng)
+    assert [c.step for c in ck.scan(str(run_dir))] == [155, 160]
+
+
+@pytest.mark.skipif(not os.path.exists(TRAINER), reason="no reference trainer")
+def test_prune_after_the_trainer_is_killed_keeps_its_resume_point(tmp_path):
+    pytest.importorskip("torch")
+    run_dir, events, log = tmp_path / "run", tmp_path / "events.jsonl", tmp_path / "trainer.log"
+    proc = _trainer(run_dir, events, log, "--total-steps", "1000")
+    try:
+        deadline = time.time() + 180
+        while len(_saves(events)) < 4 and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        time.sleep(random.Random(7).random() * 0.3)
+    finally:
+        assert len(_kill_all(proc)) == 2 or proc.returncode is not None
+    time.sleep(0.5)
+    saved = _saves(events)
+    assert len(saved) >= 4, log.read_text()[-3000:]
+    resume = ck.latest_valid(str(run_dir))
+    assert resume.step in (saved[-1], saved[-1] + 5)  # a commit may beat its event to the kill
+    result = ck.prune(str(run_dir), keep_last=1, tmp_grace=0)  # even with no grace at all
+    assert result.error is None and result.latest_valid == resume.name
+    assert [c.name for c in ck.scan(str(run_dir))] == [resume.name]
+    assert not any(n.startswith("tmp-") for n in entries(run_dir))  # the dead writer's staging is gone
+    assert ck.latest_valid(str(run_dir)).name == resume.name  # nobody is writing any more
+    # The trainer resumes from it.
+    proc = _trainer(run_dir, events, log, "--total-steps", str(resume.step + 5), "--resume", resume.path)
+    assert proc.wait(180) == 0, log.read_text()[-3000:]
+    assert ck.latest_valid(str(run_dir), "sha256").step == resume.step + 5
