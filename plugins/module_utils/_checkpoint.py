@@ -1113,6 +1113,30 @@ def _utc_now():
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+def _refuse_existing(final):
+    # type: (str) -> bool
+    """True when an invalid checkpoint folder is in the way; raise when a valid one (or a file,
+    or a symlink) is; False when nothing is."""
+    if not os.path.lexists(final):
+        return False
+    if os.path.islink(final) or not os.path.isdir(final):
+        raise FileExistsError("%s already exists and is not a checkpoint folder" % final)
+    if verify(final, SIZES).valid:
+        raise FileExistsError("%s already exists and is valid: a committed checkpoint is never replaced" % final)
+    return True
+
+
+def _set_aside_invalid(final, root):
+    # type: (str, str) -> Optional[str]
+    """Rename an invalid ``final`` out of the way (see :func:`commit_checkpoint`); return where to."""
+    if not _refuse_existing(final):
+        return None
+    aside = os.path.join(root, "%sinvalid-%s.%d.%s" % (
+        TMP_PREFIX, os.path.basename(final), os.getpid(), binascii.hexlify(os.urandom(4)).decode("ascii")))
+    os.rename(final, aside)
+    return aside
+
+
 def commit_checkpoint(staging, root, step, epoch=None, extra=None, fsync=True):
     # type: (str, str, int, Optional[int], Optional[Dict[str, Any]], bool) -> str
     """Commit a filled staging folder as ``root/step_<S>`` and return its path.
@@ -1126,7 +1150,10 @@ def commit_checkpoint(staging, root, step, epoch=None, extra=None, fsync=True):
     Raises:
         ValueError: bad step or epoch, staging outside root, a symlink or special file inside, a
             file named manifest.json.
-        FileExistsError: ``step_<S>`` already exists.
+        FileExistsError: a valid ``step_<S>`` already exists (a committed checkpoint is never
+            replaced). An invalid one - left by an earlier attempt of the run that was then resumed
+            from an older checkpoint - is first renamed to ``tmp-invalid-step_<S>.<pid>.<hex>``
+            (from then on never a candidate; kept for a look, pruned like any old temporary entry).
     """
     final = os.path.join(root, checkpoint_name(step))
     if epoch is not None and (not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0):
@@ -1134,8 +1161,7 @@ def commit_checkpoint(staging, root, step, epoch=None, extra=None, fsync=True):
     if os.path.realpath(os.path.dirname(os.path.abspath(staging))) != os.path.realpath(root) or \
             not is_temporary(os.path.basename(staging)):
         raise ValueError("staging folder %s must be a tmp-* folder directly inside %s" % (staging, root))
-    if os.path.lexists(final):
-        raise FileExistsError("%s already exists" % final)
+    _set_aside_invalid(final, root)
     files = []  # type: List[Dict[str, Any]]
     for dirpath, dirnames, filenames in os.walk(staging):
         dirnames.sort()
@@ -1206,8 +1232,7 @@ class CheckpointWriter(object):
             os.makedirs(self.root)
             if self.fsync:
                 _fsync_dir(os.path.dirname(self.root))
-        if os.path.lexists(os.path.join(self.root, self.name)):
-            raise FileExistsError("%s already exists" % os.path.join(self.root, self.name))
+        _refuse_existing(os.path.join(self.root, self.name))
         self.staging = os.path.join(self.root, "%s%s.%d.%s" % (
             TMP_PREFIX, self.name, os.getpid(), binascii.hexlify(os.urandom(4)).decode("ascii")))
         os.mkdir(self.staging)

@@ -843,6 +843,29 @@ def test_writer_refuses_symlinks_and_existing_steps(tmp_path):
         ck.commit_checkpoint(str(tmp_path / "elsewhere"), str(tmp_path), 3)
 
 
+@pytest.mark.parametrize("damage", ["manifest", "truncate", "empty"])
+def test_writer_sets_an_invalid_existing_step_aside(tmp_path, damage):
+    # A run resumed from step 1 because step 2 was damaged writes step 2 again: the damaged one
+    # is renamed to a tmp- entry (never a candidate), the new one committed.
+    contract(tmp_path, 1)
+    old = contract(tmp_path, 2)
+    if damage == "manifest":
+        os.unlink(os.path.join(old, "manifest.json"))
+    elif damage == "truncate":
+        victim = [n for n in os.listdir(old) if n != "manifest.json"][0]
+        with open(os.path.join(old, victim), "r+b") as handle:
+            handle.truncate(1)
+    else:
+        shutil.rmtree(old)
+        os.mkdir(old)
+    new = ck.write_checkpoint(str(tmp_path), 2, 0, {"model.pt": b"new" * 100})
+    assert new == old and ck.verify(new, ck.SHA256).valid
+    names = sorted(os.listdir(str(tmp_path)))
+    assert names[:2] == ["step_000000001", "step_000000002"]
+    assert len(names) == 3 and names[2].startswith("tmp-invalid-step_000000002.")
+    assert ck.latest_valid(str(tmp_path)).name == "step_000000002"
+
+
 _CRASHER = r"""
 import os, signal, sys
 sys.path.insert(0, sys.argv[1])
