@@ -3,7 +3,9 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-PYTHON ?= python3
+# Debian's own python3: the venv must be usable by other users too (training jobs of the
+# end-to-end tests run as the user clusterops-alice), which a python under /root is not.
+PYTHON ?= /usr/bin/python3
 VENV ?= $(CURDIR)/.venv
 VENV_PY := $(VENV)/bin/python
 COLLECTION_LINK := $(CURDIR)/.collections/ansible_collections/clusterops/slurm
