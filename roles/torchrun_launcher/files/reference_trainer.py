@@ -80,6 +80,7 @@ import time
 from types import FrameType, ModuleType
 from typing import Any, Dict, List, Optional, Tuple
 
+
 # ---------------------------------------------------------------------------------------------
 # Signals: the handlers only count; the training loop acts at step boundaries
 # ---------------------------------------------------------------------------------------------
