@@ -1,0 +1,392 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Training recovery end to end on the dev cluster, with real torch (CPU, gloo).
+
+Each run is deployed by the role clusterops.slurm.torchrun_launcher (ansible-playbook), owned by
+the user clusterops-alice, submitted by the role as alice, and trained by the reference trainer
+under srun + torch.distributed.run on 2 nodes. Faults are real: a node powered off, a worker
+killed, the time limit reached, checkpoints damaged on disk. playbooks/remediate.yml is run as an
+operator would run it. The final parameters are compared bit for bit with an uninterrupted run of
+the same seed (a local torch.distributed.run of the same world size, 2).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import pytest
+
+from conftest import (INVENTORY, REPO, SLURM_CONF, is_healthy, make, nodes, playbook, reset_cluster, run,
+                      slurm_env, wait_for)
+
+torch = pytest.importorskip("torch")
+
+ALICE = "clusterops-alice"
+TRAINER = os.path.join(REPO, "roles", "torchrun_launcher", "files", "reference_trainer.py")
+VENV = os.path.dirname(os.path.dirname(sys.executable))
+STEPS, EVERY = 60, 10
+TRAIN_ARGS = ["--total-steps", str(STEPS), "--checkpoint-every", str(EVERY), "--seed", "7"]
+ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD",
+          "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED"}
+
+
+# ---- helpers -------------------------------------------------------------------------------------
+
+def squeue(name):
+    """[(job id, state, node list)] of alice's jobs named ``name`` the controller knows."""
+    out = run(["squeue", "-h", "--states=all", "-n", name, "-u", ALICE, "-o", "%i|%T|%N"]).stdout
+    return [tuple(line.split("|")) for line in out.splitlines() if line.strip()]
+
+
+def active_jobs(name):
+    return [row for row in squeue(name) if row[1] in ACTIVE]
+
+
+def sacct_state(job_id):
+    out = run(["sacct", "-n", "-X", "-P", "-j", str(job_id), "-o", "State"]).stdout.split()
+    return out[0] if out else None
+
+
+def until(predicate, what, timeout=180, interval=0.5):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError("timed out after %ss waiting for %s" % (timeout, what))
+
+
+def events(run_dir):
+    path = os.path.join(run_dir, "events.jsonl")
+    if not os.path.exists(path):
+        return []
+    with open(path) as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def saved_steps(run_dir):
+    return [e["step"] for e in events(run_dir) if e["event"] == "save"]
+
+
+def jobs_of(evts):
+    """The event list split at each "start" event: one list per job (attempt)."""
+    out = []
+    for e in evts:
+        if e["event"] == "start":
+            out.append([])
+        if out:
+            out[-1].append(e)
+    return out
+
+
+def final_params(ckpt_dir):
+    with open(os.path.join(ckpt_dir, "FINISHED")) as handle:
+        name = json.load(handle)["checkpoint"]
+    return torch.load(os.path.join(ckpt_dir, os.path.basename(name), "model.pt"), map_location="cpu",
+                      weights_only=True)
+
+
+def assert_bitwise_equal(a, b):
+    assert sorted(a) == sorted(b)
+    for key in a:
+        assert torch.equal(a[key], b[key]), "parameter %s differs" % key
+
+
+def remediate(registry, *extra):
+    proc, recap = playbook(os.path.join(REPO, "playbooks", "remediate.yml"),
+                           "-e", "remediate_training_registry=%s" % registry,
+                           "-e", "remediate_nodes_max_percent=50", *extra)
+    assert recap.get("failed") == 0, proc.stdout
+    return proc, recap
+
+
+def only(name):
+    """Extra vars limiting remediation's training part to run ``name``."""
+    return ["-e", json.dumps({"remediate_training_runs": [name]})]
+
+
+def summary_line(proc, name):
+    lines = [line.strip().strip('",') for line in proc.stdout.splitlines()
+             if line.strip().startswith('"%s: ' % name)]
+    assert lines, "no summary line for %s in:\n%s" % (name, proc.stdout)
+    return lines[-1]
+
+
+class ActiveJobWatcher(threading.Thread):
+    """Samples squeue every 0.3 s: the most jobs of one run active at the same moment."""
+
+    def __init__(self, name):
+        super(ActiveJobWatcher, self).__init__(daemon=True)
+        self.name, self.most, self.seen, self.stop = name, 0, set(), threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            rows = active_jobs(self.name)
+            self.most = max(self.most, len(rows))
+            self.seen.update(r[0] for r in rows)
+            time.sleep(0.3)
+
+
+# ---- fixtures ------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def world(cluster):
+    """A folder alice can write to, with the registry, the tools and the runs' folders."""
+    if run(["id", ALICE], check=False).returncode != 0:
+        run(["useradd", "-m", "-s", "/bin/bash", ALICE])
+    probe = run(["runuser", "-u", ALICE, "--", sys.executable, "-c", "import torch"], check=False)
+    if probe.returncode != 0:
+        pytest.fail("%s cannot run %s with torch (%s): the training jobs run as that user; build the "
+                    "venv from a python every user can run (make venv uses /usr/bin/python3)"
+                    % (ALICE, sys.executable, probe.stdout.strip()[-200:]))
+    base = tempfile.mkdtemp(prefix="clusterops-e2e-")
+    os.chmod(base, 0o755)
+    # Run names are unique to this session: jobs of earlier sessions stay in sacct for days.
+    tag = time.strftime("%H%M%S")
+    yield {"base": base, "registry": os.path.join(base, "registry"), "tools": os.path.join(base, "tools"),
+           "tag": tag}
+    run(["scancel", "--quiet", "-u", ALICE], check=False)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture()
+def clean(world, cluster):
+    run(["scancel", "--quiet", "-u", ALICE], check=False)
+    until(lambda: not run(["squeue", "-h", "-u", ALICE]).stdout.strip(), "alice's jobs to end", 60)
+    reset_cluster()
+    return world
+
+
+@pytest.fixture(scope="module")
+def reference(world):
+    """Final parameters of an uninterrupted run with the same seed and world size (2)."""
+    run_dir = os.path.join(world["base"], "reference")
+    env = slurm_env()
+    env.pop("SLURM_CONF", None)
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
+                    "--nproc_per_node", "2", TRAINER, "--checkpoint-dir", run_dir] + TRAIN_ARGS,
+                   check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
+    return final_params(run_dir)
+
+
+def deploy(world, name, step_time=0.25, train_args=None, submit=True, **role_vars):
+    """Deploy run ``name`` with the role (and submit its first job as alice). Returns its folders."""
+    name = "%s-%s" % (name, world["tag"])
+    workdir = os.path.join(world["base"], name)
+    ckpt_dir = os.path.join(workdir, "checkpoints")
+    variables = {
+        "torchrun_launcher_run_name": name,
+        "torchrun_launcher_owner": ALICE,
+        "torchrun_launcher_registry_dir": world["registry"],
+        "torchrun_launcher_tool_dir": world["tools"],
+        "torchrun_launcher_install_reference_trainer": True,
+        "torchrun_launcher_workdir": workdir,
+        "torchrun_launcher_checkpoint_dir": ckpt_dir,
+        "torchrun_launcher_nodes": 2,
+        "torchrun_launcher_time": "10",
+        "torchrun_launcher_env_activation": "venv",
+        "torchrun_launcher_venv": VENV,
+        "torchrun_launcher_python": "python",
+        "torchrun_launcher_program": os.path.join(world["tools"], "reference_trainer.py"),
+        "torchrun_launcher_program_args": ["--checkpoint-dir", ckpt_dir, "--events",
+                                           os.path.join(ckpt_dir, "events.jsonl"),
+                                           "--step-time", str(step_time)] + (train_args or TRAIN_ARGS),
+        "torchrun_launcher_submit": submit,
+        "ansible_become_method": "su",
+    }
+    variables.update(role_vars)
+    path = os.path.join(world["base"], "deploy-%s.yml" % name)
+    with open(path, "w") as handle:
+        handle.write("- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+                     "    - ansible.builtin.include_role:\n        name: clusterops.slurm.torchrun_launcher\n")
+    vars_path = os.path.join(world["base"], "deploy-%s.json" % name)
+    with open(vars_path, "w") as handle:
+        json.dump(variables, handle)
+    proc, recap = playbook(path, "-e", "@" + vars_path, "-e", "slurm_conf=%s" % SLURM_CONF)
+    assert recap.get("failed") == 0, proc.stdout
+    return {"workdir": workdir, "ckpt": ckpt_dir, "name": name}
+
+
+def node_list(job_id):
+    out = run(["squeue", "-h", "-j", str(job_id), "-o", "%N"]).stdout.strip()
+    return run(["scontrol", "show", "hostnames", out]).stdout.split()
+
+
+def running_with_checkpoint(r, min_step=EVERY):
+    rows = active_jobs(r["name"])
+    if len(rows) == 1 and rows[0][1] == "RUNNING" and any(s >= min_step for s in saved_steps(r["ckpt"])):
+        return rows[0][0]
+    return None
+
+
+def power_on_after_reboot_issued(node):
+    """What a BMC does: the node comes back a few seconds after Slurm asked for the reboot."""
+    wait_for(lambda ns: "REBOOT_ISSUED" in ns[node]["flags"] or is_healthy(ns[node]),
+             "%s's reboot to be issued" % node, timeout=60)
+    time.sleep(3)
+    make("cluster-poweron", NODE=node)
+
+
+# ---- tests ---------------------------------------------------------------------------------------
+
+def test_node_crash_resumes_from_the_newest_checkpoint_and_matches_an_uninterrupted_run(clean, reference):
+    r = deploy(clean, "e2e-crash")
+    watcher = ActiveJobWatcher(r["name"])
+    watcher.start()
+    try:
+        first = until(lambda: running_with_checkpoint(r), "a running job with a checkpoint", 120)
+        victim = node_list(first)[-1]
+        make("cluster-crash", NODE=victim)
+        until(lambda: sacct_state(first) == "NODE_FAIL", "job %s to end NODE_FAIL" % first, 120)
+        proc, recap = remediate(clean["registry"])
+        line = summary_line(proc, r["name"])
+        assert "-> resubmit (job " in line and "ended NODE_FAIL" in line, line
+        assert recap["changed"] >= 2, proc.stdout  # the node reboot and the resubmission
+        power_on_after_reboot_issued(victim)
+        until(lambda: os.path.exists(os.path.join(r["ckpt"], "FINISHED")), "the run to finish", 300)
+        until(lambda: not active_jobs(r["name"]), "the job to leave the queue", 60)
+    finally:
+        watcher.stop.set()
+        watcher.join()
+    assert watcher.most == 1, "more than one job of the run was active at once"
+    assert len(watcher.seen) == 2, watcher.seen
+    assert_bitwise_equal(final_params(r["ckpt"]), reference)
+
+    attempts = jobs_of(events(r["ckpt"]))
+    assert len(attempts) == 2
+    last_before = max(e["step"] for e in attempts[0] if e["event"] == "step")
+    resumed = attempts[1][0]["step"]
+    lost = last_before - resumed
+    assert 0 <= lost <= EVERY, (last_before, resumed)
+    steps = [e["step"] for e in attempts[1] if e["event"] == "step"]
+    assert steps == list(range(resumed + 1, STEPS + 1)), "a step was skipped or counted twice"
+
+    # Healed and finished: a second run changes nothing.
+    wait_for(lambda ns: all(is_healthy(v) for v in ns.values()), "every node in service", 120)
+    proc, recap = remediate(clean["registry"], *only(r["name"]))
+    assert recap["changed"] == 0, proc.stdout
+    assert "%s: finished" % r["name"] in summary_line(proc, r["name"])
+
+
+def test_slurm_requeue_means_remediation_submits_nothing(clean):
+    r = deploy(clean, "e2e-requeue", torchrun_launcher_requeue=True)
+    first = until(lambda: running_with_checkpoint(r), "a running job with a checkpoint", 120)
+    victim = node_list(first)[-1]
+    make("cluster-crash", NODE=victim)
+
+    def requeued():
+        rows = squeue(r["name"])
+        return rows and rows[0][0] == first and rows[0][1] == "PENDING"
+    until(requeued, "Slurm to requeue job %s by itself" % first, 120)
+    proc, dummy = remediate(clean["registry"], *only(r["name"]))
+    line = summary_line(proc, r["name"])
+    assert "-> none" in line and "Slurm requeued it itself" in line, line
+    assert [row[0] for row in squeue(r["name"])] == [first], "remediation submitted a second job"
+    power_on_after_reboot_issued(victim)
+
+
+def test_time_limit_saves_on_usr1_and_loses_no_step(clean):
+    # --time=1 (minute); Slurm sends USR1 about 30 s before it (up to 60 s earlier).
+    r = deploy(clean, "e2e-timelimit", step_time=0.3, torchrun_launcher_time="1",
+               torchrun_launcher_signal_seconds=30,
+               train_args=["--total-steps", "1000", "--checkpoint-every", "100", "--seed", "7"])
+    first = until(lambda: (active_jobs(r["name"]) or [[None]])[0][0], "the job to be queued", 30)
+    until(lambda: sacct_state(first) == "TIMEOUT", "job %s to end TIMEOUT" % first, 180, interval=2)
+    attempt = jobs_of(events(r["ckpt"]))[0]
+    usr1 = [e for e in attempt if e["event"] == "save" and e["why"] == "usr1"]
+    assert usr1, attempt[-5:]
+    last_step = max(e["step"] for e in attempt if e["event"] == "step")
+    assert usr1[-1]["step"] == last_step, "steps after the USR1 checkpoint were lost"
+
+    proc, recap = remediate(clean["registry"], *only(r["name"]))
+    assert "ended TIMEOUT" in summary_line(proc, r["name"]) and recap["changed"] >= 1
+    until(lambda: len(jobs_of(events(r["ckpt"]))) == 2 and any(
+        e["event"] == "step" for e in jobs_of(events(r["ckpt"]))[1]), "the resubmitted job to train", 120)
+    second = jobs_of(events(r["ckpt"]))[1]
+    assert second[0]["step"] == last_step, "did not resume from the USR1 checkpoint"
+    assert [e["step"] for e in second if e["event"] == "step"][0] == last_step + 1
+    run(["scancel", "--quiet", "-n", r["name"], "-u", ALICE], check=False)
+
+
+def test_damaged_checkpoints_resume_from_the_previous_valid_one(clean, reference):
+    r = deploy(clean, "e2e-damaged")
+    first = until(lambda: running_with_checkpoint(r, 4 * EVERY), "four checkpoints", 120, interval=0.2)
+    # A worker dies (like a GPU fault): torchrun exits non-zero, srun --kill-on-bad-exit ends the step.
+    out = run(["pgrep", "-f", "reference_trainer.py.*%s" % r["ckpt"]], check=False).stdout.split()
+    assert out, "no trainer process found"
+    os.kill(int(out[-1]), signal.SIGKILL)
+    until(lambda: sacct_state(first) == "FAILED", "job %s to end FAILED" % first, 90)
+    steps = sorted(s for s in saved_steps(r["ckpt"]))
+    newest, second, third = ["step_%09d" % s for s in (steps[-1], steps[-2], steps[-3])]
+    # newest: a file cut short; the one before: no manifest; plus a staging folder left over.
+    model = os.path.join(r["ckpt"], newest, "model.pt")
+    with open(model, "r+b") as handle:
+        handle.truncate(os.path.getsize(model) // 2)
+    os.unlink(os.path.join(r["ckpt"], second, "manifest.json"))
+    os.makedirs(os.path.join(r["ckpt"], "tmp-step_%09d.999.deadbeef" % (steps[-1] + EVERY)))
+
+    proc, dummy = remediate(clean["registry"], *only(r["name"]))
+    line = summary_line(proc, r["name"])
+    assert "newest valid step %d -> resubmit" % steps[-3] in line, line
+    until(lambda: os.path.exists(os.path.join(r["ckpt"], "FINISHED")), "the run to finish", 300)
+    attempts = jobs_of(events(r["ckpt"]))
+    assert attempts[-1][0]["step"] == steps[-3], "did not resume from %s" % third
+    assert_bitwise_equal(final_params(r["ckpt"]), reference)
+
+
+def test_cancelled_run_is_never_resubmitted(clean):
+    r = deploy(clean, "e2e-cancel")
+    first = until(lambda: (active_jobs(r["name"]) or [[None]])[0][0], "the job to be queued", 30)
+    run(["runuser", "-u", ALICE, "--", "scancel", first])
+    until(lambda: sacct_state(first) == "CANCELLED", "the job to be cancelled", 60)
+    for dummy in range(2):
+        proc, recap = remediate(clean["registry"], *only(r["name"]))
+        line = summary_line(proc, r["name"])
+        assert "cancelled" in line and "never resubmitted" in line and "-> none" in line, line
+        assert recap["changed"] == 0
+    assert [row[0] for row in squeue(r["name"])] == [first], "remediation submitted a job"
+
+
+def test_budget_and_no_progress_stop_the_run_with_a_clear_report(clean):
+    # A program that fails at once: every job ends FAILED without a checkpoint.
+    r = deploy(clean, "e2e-budget", torchrun_launcher_python="/bin/false",
+               torchrun_launcher_max_resubmissions=5, torchrun_launcher_no_progress_limit=2)
+    runs = [*only(r["name"])]
+    submitted = []
+    for attempt in range(3):
+        job = until(lambda: (squeue(r["name"]) or [[None]])[-1][0], "a job", 30)
+        until(lambda: sacct_state(job) == "FAILED", "job %s to fail" % job, 60)
+        proc, recap = remediate(clean["registry"], *runs)
+        line = summary_line(proc, r["name"])
+        submitted.append(line)
+        if attempt < 2:
+            assert "-> resubmit (job " in line, line
+            until(lambda: squeue(r["name"]) and squeue(r["name"])[-1][0] != job, "the new job", 30)
+    assert "-> stop" in submitted[-1] and "no progress" in submitted[-1] and "needs a human" in submitted[-1]
+    proc, recap = remediate(clean["registry"], *runs)
+    line = summary_line(proc, r["name"])
+    assert "stopped" in line and "needs a human" in line and recap["changed"] == 0, line
+
+    # The budget: one resubmission allowed, no progress check.
+    b = deploy(clean, "e2e-budget1", torchrun_launcher_python="/bin/false",
+               torchrun_launcher_max_resubmissions=1, torchrun_launcher_no_progress_limit=0)
+    runs = only(b["name"])
+    for attempt in range(2):
+        job = until(lambda: (squeue(b["name"]) or [[None]])[-1][0], "a job", 30)
+        until(lambda: sacct_state(job) == "FAILED", "job %s to fail" % job, 60)
+        proc, recap = remediate(clean["registry"], *runs)
+        if attempt == 0:
+            until(lambda: squeue(b["name"]) and squeue(b["name"])[-1][0] != job, "the new job", 30)
+    line = summary_line(proc, b["name"])
+    assert "budget of 1 resubmission(s) is used up" in line and "-> stop" in line, line
