@@ -1,22 +1,31 @@
 #!/usr/bin/env bash
-# make demo: break nodes of the dev cluster for real, then heal them with remediate.yml.
-#   n2  crashes (power loss: slurmd and its jobs die)   -> Slurm marks it DOWN* "Not responding"
+# make demo: a training run loses a node for real; remediate.yml heals the cluster and the run
+# finishes from its newest checkpoint.
+#   a 2-node torchrun training (the reference trainer, torch DDP on CPU/gloo) runs as the user
+#   clusterops-alice and writes a checkpoint every 20 steps;
 #   n3  is drained "Kill task failed"                    -> a stuck process: needs a reboot
 #   n4  is drained by an admin for maintenance           -> must be left alone
+#   n2  (a node of the training job) crashes              -> DOWN* "Not responding", the job NODE_FAIL
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export ANSIBLE_CONFIG="$PWD/ansible.cfg"
 export ANSIBLE_PYTHON_INTERPRETER="$PWD/.venv/bin/python"
 export PATH="$PWD/.venv/bin:$PATH"
+export LC_ALL=C.UTF-8
 # shellcheck source=/dev/null
 source .devcluster/env.sh
 INVENTORY=.devcluster/inventory.yml
 # A 4-node cluster: let one run act on half of it. The default blast radius, 10 % of the
 # cluster (at least one node), would heal one node per run.
-LIMITS='{"remediate_nodes_max_percent": 50}'
+DEMO=/var/tmp/clusterops-demo
+RUN=demo-llm
+USER_NAME=clusterops-alice
+CKPT=$DEMO/$RUN/checkpoints
+EXTRA="{\"remediate_nodes_max_percent\": 50, \"remediate_training_registry\": \"$DEMO/registry\"}"
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 show() { sinfo -N -h -o '%8N %12T %E' | sort -u -k1,1; }
+jobs_of_run() { squeue -h --states=all -n "$RUN" -u "$USER_NAME" -o '%8i %10T %N'; }
 state_of() { sinfo -h -N -n "$1" -o '%T' | head -n1; }
 wait_state() { # wait_state NODE REGEX SECONDS
   local node="$1" want="$2" left="$3"
@@ -25,31 +34,85 @@ wait_state() { # wait_state NODE REGEX SECONDS
     sleep 1
   done
 }
+wait_until() { # wait_until SECONDS WHAT COMMAND...
+  local left="$1" what="$2"; shift 2
+  until "$@"; do
+    (( left-- > 0 )) || { echo "timed out waiting for $what" >&2; return 1; }
+    sleep 1
+  done
+}
+has_checkpoint() { [ -d "$CKPT/step_000000040" ]; }
+job_state() { sacct -n -X -P -j "$1" -o State | head -n1; }
+first_job_ended() { [[ "$(job_state "$FIRST")" == NODE_FAIL ]]; }
+finished() { [ -e "$CKPT/FINISHED" ]; }
 
 say "Resetting the dev cluster to all nodes in service"
 for n in n1 n2 n3 n4; do make -s cluster-poweron NODE="$n" >/dev/null; done
 scancel --quiet --full -u root || true
+scancel --quiet --full -u "$USER_NAME" 2>/dev/null || true
 scontrol cancel_reboot n[1-4] >/dev/null 2>&1 || true
 scontrol update NodeName=n[1-4] State=RESUME >/dev/null 2>&1 || true
 for n in n1 n2 n3 n4; do wait_state "$n" 'idle' 120; done
 show
 
+say "Deploying a training run with the role clusterops.slurm.torchrun_launcher and submitting it"
+id "$USER_NAME" >/dev/null 2>&1 || useradd -m -s /bin/bash "$USER_NAME"
+rm -rf "$DEMO"
+mkdir -p "$DEMO"
+chmod 755 "$DEMO"
+cat > "$DEMO/deploy.yml" <<YAML
+- name: Deploy the demo training run
+  hosts: slurm_controller[0]
+  gather_facts: false
+  tasks:
+    - name: Launcher and run registry entry for $RUN
+      ansible.builtin.include_role:
+        name: clusterops.slurm.torchrun_launcher
+      vars:
+        torchrun_launcher_run_name: $RUN
+        torchrun_launcher_owner: $USER_NAME
+        torchrun_launcher_registry_dir: $DEMO/registry
+        torchrun_launcher_tool_dir: $DEMO/tools
+        torchrun_launcher_install_reference_trainer: true
+        torchrun_launcher_workdir: $DEMO/$RUN
+        torchrun_launcher_checkpoint_dir: $CKPT
+        torchrun_launcher_nodes: 2
+        torchrun_launcher_time: "10"
+        torchrun_launcher_env_activation: venv
+        torchrun_launcher_venv: $PWD/.venv
+        torchrun_launcher_python: python
+        torchrun_launcher_program: $DEMO/tools/reference_trainer.py
+        torchrun_launcher_program_args: [--checkpoint-dir, $CKPT, --events, $CKPT/events.jsonl,
+                                         --total-steps, "120", --checkpoint-every, "20", --step-time, "0.25"]
+        torchrun_launcher_submit: true
+        ansible_become_method: su
+YAML
+ansible-playbook -i "$INVENTORY" "$DEMO/deploy.yml" | tail -n 3
+FIRST=$(squeue -h -n "$RUN" -u "$USER_NAME" -o %i | head -n1)
+echo "job $FIRST submitted as $USER_NAME; waiting for its checkpoint at step 40 ..."
+wait_until 120 "a checkpoint" has_checkpoint
+sleep 3  # a few steps past it: the crash below will cost them
+jobs_of_run
+ls "$CKPT"
+
 say "Breaking nodes for real"
-echo "n2: power loss (slurmd and every job process die at once)"
-make -s cluster-crash NODE=n2
 echo "n3: drained 'Kill task failed' (what slurmd reports when a job's process cannot be killed)"
 scontrol update NodeName=n3 State=DRAIN Reason="Kill task failed"
 echo "n4: drained by an admin for maintenance"
 scontrol update NodeName=n4 State=DRAIN Reason="maintenance: replace PSU (CHG-1234)"
+echo "n2: power loss in the middle of the training (slurmd and every job process die at once)"
+make -s cluster-crash NODE=n2
 echo "waiting for Slurm to notice that n2 stopped responding (SlurmdTimeout) ..."
 wait_state n2 'down\*' 90
+wait_until 60 "job $FIRST to end NODE_FAIL" first_job_ended
 show
+jobs_of_run
 
 say "ansible-playbook playbooks/remediate.yml --check --diff   (the plan; nothing changes)"
-ansible-playbook -i "$INVENTORY" playbooks/remediate.yml --check --diff -e "$LIMITS"
+ansible-playbook -i "$INVENTORY" playbooks/remediate.yml --check --diff -e "$EXTRA"
 
 say "ansible-playbook playbooks/remediate.yml"
-ansible-playbook -i "$INVENTORY" playbooks/remediate.yml -e "$LIMITS"
+ansible-playbook -i "$INVENTORY" playbooks/remediate.yml -e "$EXTRA"
 
 say "n3 reboots through Slurm's RebootProgram; n2 is still without power"
 show
@@ -62,8 +125,28 @@ make -s cluster-poweron NODE=n2
 wait_state n3 'idle' 120
 wait_state n2 'idle' 120
 
-say "After: n2 and n3 back in service, n4 untouched"
+say "The run trains again from its newest checkpoint"
+jobs_of_run
+wait_until 300 "the run to finish" finished
+python3 - "$CKPT/events.jsonl" <<'PY'
+import json, sys
+attempts = []
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    if e["event"] == "start":
+        attempts.append([])
+    attempts[-1].append(e)
+before = max(e["step"] for e in attempts[0] if e["event"] == "step")
+saved = max([e["step"] for e in attempts[0] if e["event"] == "save"] or [0])
+resumed = attempts[1][0]["step"]
+print("first job: trained up to step %d, newest checkpoint step %d, then its node died" % (before, saved))
+print("second job: resumed from step %d and finished at step %d" % (resumed, attempts[-1][-1]["step"]))
+print("steps lost: %d (checkpoint interval 20)" % (before - resumed))
+PY
+
+say "After: n2 and n3 back in service, n4 untouched, the run finished"
 show
+cat "$CKPT/FINISHED"; echo
 
 say "A second run changes nothing"
-ansible-playbook -i "$INVENTORY" playbooks/remediate.yml -e "$LIMITS" | tail -n 4
+ansible-playbook -i "$INVENTORY" playbooks/remediate.yml -e "$EXTRA" | tail -n 4
