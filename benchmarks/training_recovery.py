@@ -163,8 +163,8 @@ def main():
     print("training recovery on the dev cluster (2-node run, checkpoint every 20 steps, 0.1 s/step of emulated compute)")
     print("%-4s %10s %10s %10s %10s %11s" % ("rep", "detection", "remediate", "restart", "total", "steps lost"))
     for i, r in enumerate(results):
-        print("%-4d %9.1fs %9.1fs %9.1fs %9.1fs %11d" % (i, r["detection"], r["remediate"], r["restart"],
-                                                          r["total"], r["lost"]))
+        figures = (i, r["detection"], r["remediate"], r["restart"], r["total"], r["lost"])
+        print("%-4d %9.1fs %9.1fs %9.1fs %9.1fs %11d" % figures)
     saves = [s for r in results for s in r["saves"]]
     step = statistics.median([r["step_time"] for r in results])
     print("checkpoint save: %d saves, median %.3f s, max %.3f s; a training step takes %.3f s (median), "
