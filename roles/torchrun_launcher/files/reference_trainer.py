@@ -64,7 +64,8 @@ Events (``--events PATH``, rank 0, one JSON object a line, flushed and fsynced p
 
 Exit codes: 0 finished (or already finished, or ``--after-usr1 exit``), 143 stopped by SIGTERM,
 2 refused (bad arguments, a checkpoint from another world size, seed or data shape, an invalid
-checkpoint), anything else a crash.
+checkpoint), anything else a crash. ``FINISHED`` and the ``--resume`` checks are decided before
+torch is imported and before any process group exists: every rank exits at once, the same way.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -105,21 +106,6 @@ class SignalFlags:
     def _on_term(self, signum: int, frame: Optional[FrameType]) -> None:
         self.term = True
 
-
-#: Installed before torch is imported (seconds) when run as a script, so a signal that arrives during
-#: start-up is not lost (USR1) and does not kill the process (USR1 without SIG_IGN).
-FLAGS = SignalFlags()
-if __name__ == "__main__":
-    FLAGS.install()
-
-# cuBLAS needs this before CUDA starts for torch.use_deterministic_algorithms(True) on GPU.
-os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-from torch import nn  # noqa: E402
-from torch.nn.parallel import DistributedDataParallel  # noqa: E402
-from torch.utils.data.distributed import DistributedSampler  # noqa: E402
 
 EXIT_REFUSED = 2
 EXIT_SIGTERM = 128 + signal.SIGTERM
@@ -170,17 +156,170 @@ def load_checkpoint_library() -> ModuleType:
 
 
 # ---------------------------------------------------------------------------------------------
+# Plan: arguments, resume checks (no torch needed)
+# ---------------------------------------------------------------------------------------------
+
+def say(rank: int, message: str) -> None:
+    """One human line on stdout, rank 0 only."""
+    if rank == 0:
+        print("reference_trainer: %s" % message, flush=True)
+
+
+class Position:
+    """Where training stands: global step done, and the epoch and batches done in that epoch."""
+
+    def __init__(self, step: int, epoch: int, batch: int) -> None:
+        self.step = step
+        self.epoch = epoch
+        self.batch = batch  # batches of ``epoch`` done (0..steps_per_epoch)
+
+    def next_batch(self, steps_per_epoch: int) -> Tuple[int, int]:
+        """``(epoch, batch index)`` of the next batch to run."""
+        if self.batch >= steps_per_epoch:
+            return self.epoch + 1, 0
+        return self.epoch, self.batch
+
+
+def read_resume(ck: ModuleType, path: str, meta: Dict[str, Any]) -> Tuple[Position, Dict[str, Any]]:
+    """Check ``--resume PATH`` and return its position and manifest ``extra``; Refused if unusable."""
+    path = os.path.abspath(path)
+    if not os.path.isdir(path):
+        raise Refused("--resume %s is not a checkpoint folder" % path)
+    checked = ck.verify(path, validate=ck.SIZES)
+    if checked.layout != ck.CONTRACT or not checked.valid:
+        raise Refused("--resume %s is not a valid %s checkpoint: %s" % (
+            path, ck.CONTRACT, checked.why_invalid or "layout %s" % checked.layout))
+    with open(os.path.join(path, ck.MANIFEST), encoding="utf-8") as handle:
+        manifest = json.load(handle)
+    extra = manifest.get("extra") or {}
+    missing = [k for k in MUST_MATCH + ("steps_per_epoch", "batch") if k not in extra]
+    if missing:
+        raise Refused("--resume %s: the manifest's extra lacks %s (not written by this trainer?)" % (
+            path, ", ".join(missing)))
+    differ = ["%s %s (this run: %s)" % (k, extra[k], meta[k]) for k in MUST_MATCH if extra[k] != meta[k]]
+    if differ:
+        raise Refused("refusing to resume from %s: it was made with %s; an exact resume needs the same "
+                      "world size, seed, batch size and dataset size" % (path, ", ".join(differ)))
+    step, epoch, batch, spe = manifest["step"], manifest["epoch"], extra["batch"], extra["steps_per_epoch"]
+    if spe != meta["steps_per_epoch"] or not isinstance(epoch, int) or epoch * spe + batch != step:
+        raise Refused("--resume %s: inconsistent position (step %s, epoch %s, batch %s of %s per epoch)" % (
+            path, step, epoch, batch, spe))
+    return Position(step, epoch, batch), extra
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Reference DDP trainer of clusterops.slurm (resumable, deterministic).")
+    parser.add_argument("--checkpoint-dir", required=True, help="the run folder (docs/checkpoint-contract.md)")
+    parser.add_argument("--resume", help="checkpoint folder step_N to resume from (absent: a fresh start)")
+    parser.add_argument("--total-steps", type=int, default=200, help="global optimizer steps (default %(default)s)")
+    parser.add_argument("--checkpoint-every", type=int, default=20, help="save every K steps (default %(default)s)")
+    parser.add_argument("--seed", type=int, default=1234, help="(default %(default)s)")
+    parser.add_argument("--batch-size", type=int, default=16, help="per rank (default %(default)s)")
+    parser.add_argument("--dataset-size", type=int, default=1024, help="synthetic samples (default %(default)s)")
+    parser.add_argument("--lr", type=float, default=1e-3, help="(default %(default)s)")
+    parser.add_argument("--step-time", type=float, default=0.0, help="extra sleep per step, seconds (default 0)")
+    parser.add_argument("--after-usr1", choices=("wait", "continue", "exit"), default="wait",
+                        help="after the USR1 checkpoint (default %(default)s)")
+    parser.add_argument("--events", help="JSONL event file appended by rank 0")
+    parser.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto",
+                        help="auto: nccl if CUDA is available, else gloo")
+    args = parser.parse_args(argv)
+    for name in ("total_steps", "checkpoint_every", "batch_size", "dataset_size"):
+        if getattr(args, name) < 1:
+            parser.error("--%s must be at least 1" % name.replace("_", "-"))
+    if args.step_time < 0:
+        parser.error("--step-time must not be negative")
+    return args
+
+
+class Plan:
+    """What is decided before torch is imported: arguments, rank, world size, where to start."""
+
+    def __init__(self, args: argparse.Namespace, ck: ModuleType) -> None:
+        self.args = args
+        self.ck = ck
+        self.distributed = "WORLD_SIZE" in os.environ
+        self.rank = int(os.environ.get("RANK", "0")) if self.distributed else 0
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0")) if self.distributed else 0
+        self.world_size = int(os.environ.get("WORLD_SIZE", "1")) if self.distributed else 1
+        self.run_dir = os.path.abspath(args.checkpoint_dir)
+        self.steps_per_epoch = args.dataset_size // self.world_size // args.batch_size
+        self.meta = dict(world_size=self.world_size, seed=args.seed, batch_size=args.batch_size,
+                         dataset_size=args.dataset_size, steps_per_epoch=self.steps_per_epoch)
+        self.pos = Position(0, 0, 0)
+        self.resumed_from = None  # type: Optional[str]
+
+
+def make_plan(argv: Optional[List[str]] = None) -> Optional[Plan]:
+    """Check everything that needs no torch; None when the run is finished already.
+
+    Every rank does this before importing torch and before any process group exists, so a
+    finished run or a refused resume ends every rank at once, the same way.
+    """
+    plan = Plan(parse_args(argv), load_checkpoint_library())
+    args, ck = plan.args, plan.ck
+    os.makedirs(plan.run_dir, exist_ok=True)
+    if os.path.exists(os.path.join(plan.run_dir, ck.FINISHED)):
+        say(plan.rank, "%s already has %s: nothing to do" % (plan.run_dir, ck.FINISHED))
+        return None
+    if plan.steps_per_epoch < 1:
+        raise Refused("--dataset-size %d is too small for %d ranks of --batch-size %d" % (
+            args.dataset_size, plan.world_size, args.batch_size))
+    if args.resume:
+        plan.pos, _extra = read_resume(ck, args.resume, plan.meta)
+        plan.resumed_from = os.path.abspath(args.resume)
+        if plan.pos.step > args.total_steps:
+            raise Refused("--resume %s is at step %d, beyond --total-steps %d" % (
+                plan.resumed_from, plan.pos.step, args.total_steps))
+    return plan
+
+
+def plan_or_exit(argv: Optional[List[str]] = None) -> Plan:
+    """:func:`make_plan`, or exit: 0 when already finished, 2 when refused (one message per node)."""
+    try:
+        plan = make_plan(argv)
+    except Refused as exc:
+        if os.environ.get("LOCAL_RANK", "0") == "0":
+            print("reference_trainer: error: %s" % exc, file=sys.stderr, flush=True)
+        sys.exit(EXIT_REFUSED)
+    if plan is None:
+        sys.exit(0)
+    return plan
+
+
+# ---------------------------------------------------------------------------------------------
+# Before torch: when run as a script, the handlers are installed first (a signal during the
+# seconds torch takes to import is neither lost nor fatal), then the plan is made.
+# ---------------------------------------------------------------------------------------------
+
+FLAGS = SignalFlags()
+if __name__ == "__main__":
+    FLAGS.install()
+    # A finished run or a refused resume exits here, without the seconds torch takes to import.
+    PLAN = plan_or_exit()
+
+# cuBLAS needs this before CUDA starts for torch.use_deterministic_algorithms(True) on GPU.
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel  # noqa: E402
+from torch.utils.data.distributed import DistributedSampler  # noqa: E402
+
+
+# ---------------------------------------------------------------------------------------------
 # Process group
 # ---------------------------------------------------------------------------------------------
 
 class Dist:
     """Rank, world size and the few collectives used; no-ops in a single process without torchrun."""
 
-    def __init__(self, backend: str) -> None:
-        self.distributed = "WORLD_SIZE" in os.environ
-        self.rank = int(os.environ.get("RANK", "0")) if self.distributed else 0
-        self.world_size = int(os.environ.get("WORLD_SIZE", "1")) if self.distributed else 1
-        self.local_rank = int(os.environ.get("LOCAL_RANK", "0")) if self.distributed else 0
+    def __init__(self, plan: Plan, backend: str) -> None:
+        self.distributed = plan.distributed
+        self.rank = plan.rank
+        self.world_size = plan.world_size
+        self.local_rank = plan.local_rank
         if backend == "auto":
             backend = "nccl" if torch.cuda.is_available() else "gloo"
         if backend == "nccl" and not torch.cuda.is_available():
@@ -238,7 +377,7 @@ class Dist:
 
 
 # ---------------------------------------------------------------------------------------------
-# Events and messages (rank 0)
+# Events (rank 0)
 # ---------------------------------------------------------------------------------------------
 
 class Events:
@@ -265,12 +404,6 @@ class Events:
             self.handle = None
 
 
-def say(rank: int, message: str) -> None:
-    """One human line on stdout, rank 0 only."""
-    if rank == 0:
-        print("reference_trainer: %s" % message, flush=True)
-
-
 # ---------------------------------------------------------------------------------------------
 # Model, data, training state
 # ---------------------------------------------------------------------------------------------
@@ -287,21 +420,6 @@ def make_data(seed: int, size: int) -> Tuple[torch.Tensor, torch.Tensor]:
     weight = torch.randn(FEATURES, 1, generator=gen)
     targets = torch.tanh(inputs @ weight) + 0.1 * torch.randn(size, 1, generator=gen)
     return inputs, targets
-
-
-class Position:
-    """Where training stands: global step done, and the epoch and batches done in that epoch."""
-
-    def __init__(self, step: int, epoch: int, batch: int) -> None:
-        self.step = step
-        self.epoch = epoch
-        self.batch = batch  # batches of ``epoch`` done (0..steps_per_epoch)
-
-    def next_batch(self, steps_per_epoch: int) -> Tuple[int, int]:
-        """``(epoch, batch index)`` of the next batch to run."""
-        if self.batch >= steps_per_epoch:
-            return self.epoch + 1, 0
-        return self.epoch, self.batch
 
 
 def rng_state(dev: Dist) -> Dict[str, Any]:
@@ -379,33 +497,6 @@ class Saver:
         return path, time.monotonic() - started
 
 
-def read_resume(ck: ModuleType, path: str, meta: Dict[str, Any]) -> Tuple[Position, Dict[str, Any]]:
-    """Check ``--resume PATH`` and return its position and manifest ``extra``; Refused if unusable."""
-    path = os.path.abspath(path)
-    if not os.path.isdir(path):
-        raise Refused("--resume %s is not a checkpoint folder" % path)
-    checked = ck.verify(path, validate=ck.SIZES)
-    if checked.layout != ck.CONTRACT or not checked.valid:
-        raise Refused("--resume %s is not a valid %s checkpoint: %s" % (
-            path, ck.CONTRACT, checked.why_invalid or "layout %s" % checked.layout))
-    with open(os.path.join(path, ck.MANIFEST), encoding="utf-8") as handle:
-        manifest = json.load(handle)
-    extra = manifest.get("extra") or {}
-    missing = [k for k in MUST_MATCH + ("steps_per_epoch", "batch") if k not in extra]
-    if missing:
-        raise Refused("--resume %s: the manifest's extra lacks %s (not written by this trainer?)" % (
-            path, ", ".join(missing)))
-    differ = ["%s %s (this run: %s)" % (k, extra[k], meta[k]) for k in MUST_MATCH if extra[k] != meta[k]]
-    if differ:
-        raise Refused("refusing to resume from %s: it was made with %s; an exact resume needs the same "
-                      "world size, seed, batch size and dataset size" % (path, ", ".join(differ)))
-    step, epoch, batch, spe = manifest["step"], manifest["epoch"], extra["batch"], extra["steps_per_epoch"]
-    if spe != meta["steps_per_epoch"] or not isinstance(epoch, int) or epoch * spe + batch != step:
-        raise Refused("--resume %s: inconsistent position (step %s, epoch %s, batch %s of %s per epoch)" % (
-            path, step, epoch, batch, spe))
-    return Position(step, epoch, batch), extra
-
-
 def load_state(path: str, dev: Dist, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any) -> None:
     """Load model, optimizer, scheduler and this rank's RNG states from a checkpoint folder."""
     rng_file = os.path.join(path, RNG_DIR, "rank%d.pt" % dev.rank)
@@ -422,57 +513,11 @@ def load_state(path: str, dev: Dist, model: nn.Module, optimizer: torch.optim.Op
 # Main
 # ---------------------------------------------------------------------------------------------
 
-def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="Reference DDP trainer of clusterops.slurm (resumable, deterministic).")
-    parser.add_argument("--checkpoint-dir", required=True, help="the run folder (docs/checkpoint-contract.md)")
-    parser.add_argument("--resume", help="checkpoint folder step_N to resume from (absent: a fresh start)")
-    parser.add_argument("--total-steps", type=int, default=200, help="global optimizer steps (default %(default)s)")
-    parser.add_argument("--checkpoint-every", type=int, default=20, help="save every K steps (default %(default)s)")
-    parser.add_argument("--seed", type=int, default=1234, help="(default %(default)s)")
-    parser.add_argument("--batch-size", type=int, default=16, help="per rank (default %(default)s)")
-    parser.add_argument("--dataset-size", type=int, default=1024, help="synthetic samples (default %(default)s)")
-    parser.add_argument("--lr", type=float, default=1e-3, help="(default %(default)s)")
-    parser.add_argument("--step-time", type=float, default=0.0, help="extra sleep per step, seconds (default 0)")
-    parser.add_argument("--after-usr1", choices=("wait", "continue", "exit"), default="wait",
-                        help="after the USR1 checkpoint (default %(default)s)")
-    parser.add_argument("--events", help="JSONL event file appended by rank 0")
-    parser.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto",
-                        help="auto: nccl if CUDA is available, else gloo")
-    args = parser.parse_args(argv)
-    for name in ("total_steps", "checkpoint_every", "batch_size", "dataset_size"):
-        if getattr(args, name) < 1:
-            parser.error("--%s must be at least 1" % name.replace("_", "-"))
-    if args.step_time < 0:
-        parser.error("--step-time must not be negative")
-    return args
-
-
-def train(args: argparse.Namespace, flags: SignalFlags) -> int:
-    ck = load_checkpoint_library()
-    dev = Dist(args.backend)
-    run_dir = os.path.abspath(args.checkpoint_dir)
-    os.makedirs(run_dir, exist_ok=True)
-    if os.path.exists(os.path.join(run_dir, ck.FINISHED)):
-        say(dev.rank, "%s already has %s: nothing to do" % (run_dir, ck.FINISHED))
-        return 0
-
-    per_rank = args.dataset_size // dev.world_size
-    steps_per_epoch = per_rank // args.batch_size
-    if steps_per_epoch < 1:
-        raise Refused("--dataset-size %d is too small for %d ranks of --batch-size %d" % (
-            args.dataset_size, dev.world_size, args.batch_size))
-    meta = dict(world_size=dev.world_size, seed=args.seed, batch_size=args.batch_size,
-                dataset_size=args.dataset_size, steps_per_epoch=steps_per_epoch)
-    pos = Position(0, 0, 0)
-    resumed_from = None  # type: Optional[str]
-    if args.resume:
-        # Every rank checks before the process group exists, so a refusal ends every rank the same way.
-        pos, _extra = read_resume(ck, args.resume, meta)
-        resumed_from = os.path.abspath(args.resume)
-        if pos.step > args.total_steps:
-            raise Refused("--resume %s is at step %d, beyond --total-steps %d" % (
-                resumed_from, pos.step, args.total_steps))
-
+def train(plan: Plan, flags: SignalFlags) -> int:
+    """Train from ``plan.pos`` to ``--total-steps``; the exit code."""
+    args, ck, run_dir, meta, steps_per_epoch = plan.args, plan.ck, plan.run_dir, plan.meta, plan.steps_per_epoch
+    pos, resumed_from = plan.pos, plan.resumed_from
+    dev = Dist(plan, args.backend)
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
     dev.init()
@@ -605,15 +650,14 @@ def finish(ck: ModuleType, dev: Dist, events: Events, run_dir: str, pos: Positio
     dev.close()
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    args = parse_args(argv)
-    FLAGS.install()  # again when imported (tests); a signal during start-up is acted on at the first boundary
+def main(plan: Plan) -> int:
+    """Train; the exit code (2 for a refusal found only now, such as nccl without CUDA)."""
     try:
-        return train(args, FLAGS)
+        return train(plan, FLAGS)
     except Refused as exc:
         print("reference_trainer: error: %s" % exc, file=sys.stderr, flush=True)
         return EXIT_REFUSED
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(PLAN))
