@@ -1361,8 +1361,9 @@ def _free_space(path):
 def _newest_mtime(path):
     # type: (str) -> float
     """The newest mtime of an entry and of everything under it (lstat: symlinks are not followed)."""
-    newest = os.lstat(path).st_mtime
-    if stat.S_ISDIR(os.lstat(path).st_mode):
+    st = os.lstat(path)
+    newest = st.st_mtime
+    if stat.S_ISDIR(st.st_mode):
         for dirpath, dirnames, filenames in os.walk(path):
             for name in dirnames + filenames:
                 try:
@@ -1416,9 +1417,7 @@ def _remove_tree(path):
     if stat.S_ISLNK(st.st_mode):
         raise OSError(errno.ELOOP, "refusing to delete through a symlink", path)
     if stat.S_ISDIR(st.st_mode):
-        def _raise(_func, _path, exc_info):
-            raise exc_info[1]
-        shutil.rmtree(path, onerror=_raise)  # pylint: disable=deprecated-argument
+        shutil.rmtree(path)  # raises on the first error; never follows a symlink inside
     else:
         os.unlink(path)
 
@@ -1707,6 +1706,8 @@ def _prune_locked(root, result, keep_last, keep_every, keep, threshold, tmp_grac
                 if exc.errno != errno.ENOENT:
                     result.error = "cannot delete %s: %s" % (entry, exc)
                     log("error: %s; stopped, nothing more deleted" % result.error)
+                    result.kept.append(dict(name=name, kind="temporary", step=None,
+                                            reason="deletion failed: %s" % exc))
                     continue
             gone.add(name)
             result.deleted.append(dict(name=name, kind="temporary", step=None, size=None, reason=why))
