@@ -170,12 +170,12 @@ def _assert_equal(got, want, where):
         assert got == want, "%s: %r != %r" % (where, got, want)
 
 
-def _assert_resumed_exactly(events, resume_step):
+def _assert_resumed_exactly(events, resume_step, total=TOTAL):
     """The resumed job starts at ``resume_step`` and runs each later step exactly once."""
     starts = [e for e in events if e["event"] == "start"]
     assert len(starts) == 1 and starts[0]["step"] == resume_step, starts
-    assert _steps(events) == list(range(resume_step + 1, TOTAL + 1))
-    assert [e["step"] for e in events if e["event"] == "finished"] == [TOTAL]
+    assert _steps(events) == list(range(resume_step + 1, total + 1))
+    assert [e["step"] for e in events if e["event"] == "finished"] == [total]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -351,3 +351,30 @@ def test_single_process_usr1_exit_leaves_no_finished_even_when_usr1_was_ignored(
     assert [e["why"] for e in events if e["event"] == "save"] == ["usr1"]
     assert not os.path.exists(os.path.join(str(run_dir), ck.FINISHED))
     assert ck.latest_valid(str(run_dir)).step == max(_steps(events))
+
+
+def test_resume_from_an_older_checkpoint_moves_the_newer_broken_one_aside(tmp_path):
+    # The newest checkpoint is broken (a truncated model.pt), so the launcher resumes from the one
+    # before; when the trainer reaches that step again it moves the broken folder to a tmp-* name
+    # (never a candidate) and commits its own, equal to what the first run computed.
+    run_dir = tmp_path / "run"
+    args = ["--total-steps", "30", "--checkpoint-every", "10"]
+    rc, out = _run(_single(run_dir, tmp_path / "ev1.jsonl", *args), tmp_path / "log1")
+    assert rc == 0, out
+    os.unlink(os.path.join(str(run_dir), ck.FINISHED))
+    broken = os.path.join(str(run_dir), ck.checkpoint_name(30))
+    with open(os.path.join(broken, "optim.pt"), "rb") as handle:
+        optim_before = handle.read()
+    with open(os.path.join(broken, "model.pt"), "r+b") as handle:
+        handle.truncate(100)
+    latest = ck.latest_valid(str(run_dir))
+    assert latest.step == 20
+
+    rc, out = _run(_single(run_dir, tmp_path / "ev2.jsonl", "--resume", latest.path, *args), tmp_path / "log2")
+    assert rc == 0, out
+    aside = [n for n in os.listdir(str(run_dir)) if n.startswith("tmp-superseded-%s." % ck.checkpoint_name(30))]
+    assert len(aside) == 1 and "moved the existing %s aside" % ck.checkpoint_name(30) in out
+    assert ck.latest_valid(str(run_dir), validate=ck.SHA256).step == 30
+    with open(os.path.join(broken, "optim.pt"), "rb") as handle:
+        assert handle.read() == optim_before  # the same optimizer state, bit for bit
+    _assert_resumed_exactly(_events(tmp_path / "ev2.jsonl"), 20, total=30)
