@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright (c) clusterops.slurm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
@@ -51,7 +50,7 @@ def env():
 
 def sh(*cmd, **kw):
     proc = subprocess.run(list(cmd), cwd=REPO, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=kw.pop("timeout", 600))
+                          universal_newlines=True, timeout=kw.pop("timeout", 600), check=False)
     if kw.pop("check", True) and proc.returncode != 0:
         raise SystemExit("%s failed:\n%s" % (" ".join(cmd), proc.stdout[-3000:]))
     return proc.stdout
@@ -148,7 +147,7 @@ def one(base, index):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
     if not os.path.exists(os.path.join(STATE, "etc", "slurm.conf")):

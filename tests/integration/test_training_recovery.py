@@ -26,8 +26,8 @@ import time
 
 import pytest
 
-from conftest import (INVENTORY, REPO, SLURM_CONF, is_healthy, make, nodes, playbook, reset_cluster, run,
-                      slurm_env, wait_for)
+from conftest import (REPO, SLURM_CONF, is_healthy, make, playbook, reset_cluster, run, slurm_env,
+                      wait_for)
 
 torch = pytest.importorskip("torch")
 
@@ -103,12 +103,22 @@ def assert_bitwise_equal(a, b):
         assert torch.equal(a[key], b[key]), "parameter %s differs" % key
 
 
-def remediate(registry, *extra):
+def remediate(registry, *extra, **kw):
+    """Run remediate.yml; ``needs_human=True`` expects the play to fail saying so (an AWX job in red)."""
+    needs_human = kw.pop("needs_human", False)
     proc, recap = playbook(os.path.join(REPO, "playbooks", "remediate.yml"),
                            "-e", "remediate_training_registry=%s" % registry,
-                           "-e", "remediate_nodes_max_percent=50", *extra)
-    assert recap.get("failed") == 0, proc.stdout
+                           "-e", "remediate_nodes_max_percent=50", *extra, check=False)
+    assert recap.get("failed") == (1 if needs_human else 0), proc.stdout
+    assert ("Remediation needs a human:" in proc.stdout) == needs_human, proc.stdout
     return proc, recap
+
+
+def prometheus(path):
+    """{metric: value} of a textfile-collector file."""
+    with open(path) as handle:
+        return dict((line.split()[0], float(line.split()[1])) for line in handle
+                    if line.strip() and not line.startswith("#"))
 
 
 def only(name):
@@ -249,10 +259,15 @@ def test_node_crash_resumes_from_the_newest_checkpoint_and_matches_an_uninterrup
         victim = node_list(first)[-1]
         make("cluster-crash", NODE=victim)
         until(lambda: sacct_state(first) == "NODE_FAIL", "job %s to end NODE_FAIL" % first, 120)
-        proc, recap = remediate(clean["registry"])
+        prom = os.path.join(clean["base"], "remediate.prom")
+        proc, recap = remediate(clean["registry"], "-e", "remediate_prometheus_textfile=%s" % prom)
         line = summary_line(proc, r["name"])
         assert "-> resubmit (job " in line and "ended NODE_FAIL" in line, line
         assert recap["changed"] >= 2, proc.stdout  # the node reboot and the resubmission
+        metrics = prometheus(prom)
+        assert metrics["clusterops_remediate_nodes_healed"] == 1
+        assert metrics["clusterops_remediate_runs_resubmitted"] == 1
+        assert metrics["clusterops_remediate_needs_human"] == 0
         power_on_after_reboot_issued(victim)
         until(lambda: os.path.exists(os.path.join(r["ckpt"], "FINISHED")), "the run to finish", 300)
         until(lambda: not active_jobs(r["name"]), "the job to leave the queue", 60)
@@ -367,14 +382,14 @@ def test_budget_and_no_progress_stop_the_run_with_a_clear_report(clean):
     for attempt in range(3):
         job = until(lambda: (squeue(r["name"]) or [[None]])[-1][0], "a job", 30)
         until(lambda: sacct_state(job) == "FAILED", "job %s to fail" % job, 60)
-        proc, recap = remediate(clean["registry"], *runs)
+        proc, recap = remediate(clean["registry"], *runs, needs_human=attempt == 2)
         line = summary_line(proc, r["name"])
         submitted.append(line)
         if attempt < 2:
             assert "-> resubmit (job " in line, line
             until(lambda: squeue(r["name"]) and squeue(r["name"])[-1][0] != job, "the new job", 30)
     assert "-> stop" in submitted[-1] and "no progress" in submitted[-1] and "needs a human" in submitted[-1]
-    proc, recap = remediate(clean["registry"], *runs)
+    proc, recap = remediate(clean["registry"], *runs, needs_human=True)
     line = summary_line(proc, r["name"])
     assert "stopped" in line and "needs a human" in line and recap["changed"] == 0, line
 
@@ -385,7 +400,7 @@ def test_budget_and_no_progress_stop_the_run_with_a_clear_report(clean):
     for attempt in range(2):
         job = until(lambda: (squeue(b["name"]) or [[None]])[-1][0], "a job", 30)
         until(lambda: sacct_state(job) == "FAILED", "job %s to fail" % job, 60)
-        proc, recap = remediate(clean["registry"], *runs)
+        proc, recap = remediate(clean["registry"], *runs, needs_human=attempt == 1)
         if attempt == 0:
             until(lambda: squeue(b["name"]) and squeue(b["name"])[-1][0] != job, "the new job", 30)
     line = summary_line(proc, b["name"])
