@@ -1,0 +1,122 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""training_restart as data: a real registry folder on disk, and every Slurm command with the
+output recorded on the dev cluster (a 2-node job, 58 ``rec-node-fail-2n``, that ended NODE_FAIL
+when one of its nodes lost power)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+
+from ansible_collections.clusterops.slurm.plugins.module_utils import _jobs
+from ansible_collections.clusterops.slurm.plugins.module_utils import _training as tr
+from ansible_collections.clusterops.slurm.plugins.modules import training_restart
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "devcluster")
+RUN = "rec-node-fail-2n"
+HISTORY = "2026-11-01"
+
+
+def recorded(name):
+    with open(os.path.join(FIXTURES, name)) as handle:
+        return handle.read()
+
+
+def sacct_call(user, text):
+    start = _jobs.parse_time_option(HISTORY)
+    argv = ["/usr/bin/sacct"] + _jobs.sacct_args(names=[RUN], users=[user], start=start)
+    return (argv, 0, text, "")
+
+
+def squeue_call(user):
+    return (["/usr/bin/squeue"] + _jobs.squeue_args(names=[RUN], users=[user]), 0, "", "")
+
+
+def registry(tmp_path, owner="root"):
+    folder = tmp_path / "runs" / RUN
+    folder.mkdir(parents=True)
+    (folder / "launcher.sbatch").write_text("#!/bin/bash\n")
+    (folder / tr.RUN_FILE).write_text(json.dumps({
+        "format": tr.RUN_FORMAT, "format_version": 1, "name": RUN, "owner": owner,
+        "launcher": str(folder / "launcher.sbatch"), "checkpoint_dir": str(tmp_path / "ckpt"),
+        "max_resubmissions": 2, "no_progress_limit": 2}))
+    return str(tmp_path / "runs"), folder
+
+
+def args(reg, **kw):
+    return dict({"registry": reg, "history": HISTORY, "retry_delay": 0}, **kw)
+
+
+SACCT = recorded("sacct_node_fail_requeued.txt")
+
+
+def test_check_mode_plans_the_resubmission_and_runs_only_sacct_and_squeue(run_module, tmp_path):
+    reg, folder = registry(tmp_path)
+    result = run_module(training_restart, dict(args(reg), _ansible_check_mode=True, _ansible_diff=True),
+                        [sacct_call("root", SACCT), squeue_call("root")])
+    (run,) = result["runs"]
+    assert result["changed"] is True and result["resubmitted"] == [RUN]
+    assert (run["action"], run["status"], run["step"]) == ("resubmit", "failed", None)
+    assert run["reason"] == "job 58 ended NODE_FAIL; resubmission 1 of 2, start from scratch (no checkpoint yet)"
+    assert run["command"] == ["/usr/bin/sbatch", str(folder / "launcher.sbatch")]
+    assert not [c for c in result["commands"] if "sbatch" in c[0]]
+    assert sorted(os.listdir(str(folder))) == ["launcher.sbatch", "run.json"]  # no state, no lock
+    assert result["diff"]["before"][RUN] == "failed (job 58 NODE_FAIL)"
+    assert result["diff"]["after"][RUN] == "would resubmit"
+    assert result["report"] == [RUN + ": failed, newest valid step none -> resubmit (check mode): " + run["reason"]]
+
+
+def test_resubmits_once_then_never_again_after_the_same_job(run_module, tmp_path):
+    reg, folder = registry(tmp_path)
+    launcher = str(folder / "launcher.sbatch")
+    result = run_module(training_restart, args(reg), [
+        sacct_call("root", SACCT), squeue_call("root"),
+        (["/usr/bin/sbatch", launcher], 0, "Submitted batch job 99\n", "")])
+    assert result["changed"] is True and result["runs"][0]["job_id"] == 99
+    state = tr.read_state(str(folder))
+    assert [(r["job_id"], r["after_job"], r["after_state"], r["step"]) for r in state["resubmissions"]] == [
+        (99, 58, "NODE_FAIL", None)]
+    # The next run still sees job 58 last (99 not visible yet): it must not submit again.
+    again = run_module(training_restart, args(reg), [sacct_call("root", SACCT), squeue_call("root")])
+    (run,) = again["runs"]
+    assert again["changed"] is False and (run["action"], run["status"]) == ("none", "lost")
+    assert run["needs_human"] and again["needs_human"] == [RUN]
+
+
+def test_submits_as_the_runs_owner(run_module, tmp_path, monkeypatch):
+    reg, folder = registry(tmp_path, owner="alice")
+    monkeypatch.setattr(training_restart, "effective_user", lambda: "root")
+    monkeypatch.setattr(training_restart.os, "geteuid", lambda: 0)
+    alices = SACCT.replace(_jobs.SEP + "root" + _jobs.SEP, _jobs.SEP + "alice" + _jobs.SEP)
+    result = run_module(training_restart, args(reg), [
+        sacct_call("alice", alices), squeue_call("alice"),
+        (["/usr/bin/runuser", "-u", "alice", "--", "/usr/bin/sbatch", str(folder / "launcher.sbatch")],
+         0, "Submitted batch job 100\n", "")])
+    assert result["runs"][0]["job_id"] == 100 and result["resubmitted"] == [RUN]
+
+
+def test_a_held_lock_leaves_the_runs_alone(run_module, tmp_path):
+    reg, dummy = registry(tmp_path)
+    lock = tr.RegistryLock(reg)
+    assert lock.acquire()
+    try:
+        result = run_module(training_restart, args(reg, lock_timeout=0), [])
+    finally:
+        lock.release()
+    assert result["locked"] is True and result["changed"] is False and result["runs"] == []
+
+
+def test_a_broken_registry_entry_is_reported_not_fatal(run_module, tmp_path):
+    reg, dummy = registry(tmp_path)
+    bad = tmp_path / "runs" / "broken"
+    bad.mkdir()
+    (bad / tr.RUN_FILE).write_text("{")
+    result = run_module(training_restart, dict(args(reg), _ansible_check_mode=True),
+                        [sacct_call("root", SACCT), squeue_call("root")])
+    assert result["needs_human"] == ["broken"] and result["resubmitted"] == [RUN]
+    assert result["report"][-1].startswith("broken: registry entry unusable")
