@@ -89,7 +89,8 @@ def strace_calls(tool, run_dir, keep_last, extra=()):
     """(total system calls, {name: count}) of the CLI prune under strace -f -c, or None."""
     if not shutil.which("strace") or not os.path.exists("/usr/bin/python3"):
         return None
-    out = tempfile.mktemp(prefix="strace-")
+    handle, out = tempfile.mkstemp(prefix="strace-")
+    os.close(handle)
     cmd = ["strace", "-f", "-c", "-o", out, "/usr/bin/python3", tool, "prune", run_dir, "--keep-last", str(keep_last),
            "--quiet"] + list(extra)
     proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
@@ -111,7 +112,7 @@ def strace_calls(tool, run_dir, keep_last, extra=()):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--count", type=int, default=10000)
     parser.add_argument("--keep-last", type=int, default=10)
     parser.add_argument("--dir", default=None, help="parent folder for the run folders (default: $TMPDIR)")

@@ -1508,7 +1508,7 @@ def _check_policy(keep_last, keep_every, keep, tmp_grace, validate):
 
 def prune(path, keep_last, keep_every=0, keep=(), min_free=None, tmp_grace=TMP_GRACE, validate=SIZES,
           dry_run=False, log=None, lock_file=None, now=None, fsync=True):
-    # type: (str, int, int, Sequence[str], Union[None, int, str], Optional[float], str, bool, Optional[Callable[[str], None]], Optional[str], Optional[float], bool) -> PruneResult
+    # type: (str, int, int, Sequence[str], Any, Optional[float], str, bool, Any, Optional[str], Optional[float], bool) -> PruneResult
     """Delete old checkpoints of a run folder by policy; never one that a resume could need.
 
     Kept whatever the policy:

@@ -104,8 +104,6 @@ notes:
   - Each deletion is also written to the target's system log (C(AnsibleModule.log)).
 seealso:
   - module: clusterops.slurm.checkpoint_info
-  - role: clusterops.slurm.checkpoint_pruning
-    description: The same prune from cron, with a log file.
 '''
 
 EXAMPLES = r'''

@@ -56,12 +56,14 @@ def crontab_lines():
 
 
 def cron_job(name):
-    """The command of the cron entry ``name`` as cron runs it: fields cut off, ``\\%`` back to ``%``."""
+    """The command of the cron entry ``name`` as cron runs it (crontab(5)): the five time fields cut
+    off, the command ending at the first unescaped ``%`` (the rest is stdin), ``\\%`` back to ``%``."""
     lines = crontab_lines()
     marker = "#Ansible: " + CRON_NAME % name
     assert lines.count(marker) == 1, lines
     entry = lines[lines.index(marker) + 1]
-    return entry.split(None, 5)[5].replace("\\%", "%")
+    command = re.split(r"(?<!\\)%", entry.split(None, 5)[5])[0]
+    return command.replace("\\%", "%")
 
 
 @pytest.fixture

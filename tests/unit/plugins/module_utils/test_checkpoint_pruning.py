@@ -22,7 +22,6 @@ import pickle
 import shutil
 import struct
 import subprocess
-import sys
 import tempfile
 import time
 import zipfile
