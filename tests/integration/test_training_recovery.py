@@ -405,3 +405,36 @@ def test_budget_and_no_progress_stop_the_run_with_a_clear_report(clean):
             until(lambda: squeue(b["name"]) and squeue(b["name"])[-1][0] != job, "the new job", 30)
     line = summary_line(proc, b["name"])
     assert "budget of 1 resubmission(s) is used up" in line and "-> stop" in line, line
+
+
+def test_overlapping_remediations_submit_once(clean):
+    # A run whose first job failed; then its launcher is fixed (a real trainer, slow steps).
+    r = deploy(clean, "e2e-overlap", torchrun_launcher_python="/bin/false")
+    first = until(lambda: (squeue(r["name"]) or [[None]])[-1][0], "a job", 30)
+    until(lambda: sacct_state(first) == "FAILED", "job %s to fail" % first, 60)
+    deploy(clean, "e2e-overlap", step_time=1.0, submit=False)
+    # A busy controller: every Slurm command answers 3 s late, so both remediations below are
+    # inside their read-decide-submit at the same time.
+    slow = os.path.join(clean["base"], "slow-slurm")
+    os.makedirs(slow, exist_ok=True)
+    for name in ("sacct", "squeue", "sbatch"):
+        path = os.path.join(slow, name)
+        with open(path, "w") as handle:
+            handle.write('#!/bin/sh\nsleep 3\nexec %s "$@"\n' % shutil.which(name, path="/usr/bin:/usr/local/bin"))
+        os.chmod(path, 0o755)
+    # Two remediations at once (AWX schedules overlap): the registry lock lets one decide and
+    # submit; the other then sees the new job active.
+    cmd = ["ansible", "-i", os.path.join(REPO, ".devcluster", "inventory.yml"), "localhost",
+           "-m", "clusterops.slurm.training_restart",
+           "-a", json.dumps({"registry": clean["registry"], "runs": [r["name"]], "slurm_bin_dir": slow,
+                             "slurm_conf": SLURM_CONF})]
+    procs = [subprocess.Popen(cmd, cwd=REPO, env=slurm_env(), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, universal_newlines=True) for dummy in range(2)]
+    outputs = [p.communicate(timeout=300)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), outputs
+    assert sum('"resubmitted": [\n        "%s"' % r["name"] in out for out in outputs) == 1, outputs
+    assert sum('is RUNNING: nothing to do' in out or 'is PENDING: nothing to do' in out
+               for out in outputs) == 1, outputs
+    jobs = [row[0] for row in squeue(r["name"]) if int(row[0]) > int(first)]
+    assert len(jobs) == 1, squeue(r["name"])
+    run(["scancel", "--quiet", "-n", r["name"], "-u", ALICE], check=False)
