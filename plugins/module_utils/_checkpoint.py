@@ -1791,7 +1791,7 @@ def _parser():
     # type: () -> argparse.ArgumentParser
     parser = argparse.ArgumentParser(
         prog="_checkpoint.py", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_EPILOG,
-        description="Find, list and verify training checkpoints (clusterops.slurm; stdlib only).")
+        description="Find, list, verify and prune training checkpoints (clusterops.slurm; stdlib only).")
     sub = parser.add_subparsers(dest="command")
     sub.required = True
     level_help = "validation level (default %(default)s)"
