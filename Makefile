@@ -23,8 +23,11 @@ help: ## List the targets
 deps: ## Install the Debian packages (Slurm, munge, MariaDB, Python venv) when missing
 	bash dev/cluster/install-deps.sh
 
-$(VENV)/.installed: requirements.txt requirements-test.txt
-	$(PYTHON) -m venv $(VENV)
+$(VENV)/.installed: requirements.txt requirements-test.txt requirements-molecule.txt
+	@# Never run `venv` over a working venv (another python would rewrite its pyvenv.cfg); a
+	@# broken one is made anew.
+	@if [ -e $(VENV)/pyvenv.cfg ] && ! $(VENV_PY) -c 'import math' 2>/dev/null; then rm -rf $(VENV); fi
+	test -x $(VENV_PY) || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -r requirements-test.txt
 	touch $@
@@ -60,8 +63,12 @@ test: setup ## Everything: unit, integration on the dev cluster, sanity, lint
 	$(MAKE) sanity
 	$(MAKE) lint
 
-benchmark: setup ## Slurm calls and wall time of remediate.yml at 8, 512 and 4,096 nodes
+benchmark: setup ## remediate.yml at 8/512/4,096 nodes; checkpoint scan and prune of 10,000; training recovery
 	$(VENV_PY) benchmarks/remediate_scaling.py
+	$(VENV_PY) benchmarks/checkpoint_scan.py
+	$(VENV_PY) benchmarks/checkpoint_prune.py
+	$(MAKE) cluster-up
+	$(VENV_PY) benchmarks/training_recovery.py
 
 clean: ## Stop the dev cluster and remove build output
 	-$(MAKE) cluster-down
