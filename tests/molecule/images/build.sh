@@ -22,8 +22,9 @@ slurm_image="localhost/clusterops-debian12-slurm:latest"
 suite=bookworm
 # PID 1 exits on SIGTERM (podman stop is immediate, not after a 10 s timeout).
 # Ansible's modules need python3 (python3-apt for ansible.builtin.apt); procps for ps/pkill,
-# iproute2 for facts; ca-certificates for apt over https mirrors.
-include="python3,python3-apt,procps,iproute2,ca-certificates"
+# iproute2 for facts; ca-certificates for apt over https mirrors; cron for ansible.builtin.cron
+# (role checkpoint_pruning).
+include="python3,python3-apt,procps,iproute2,ca-certificates,cron"
 force=0
 [[ "${1:-}" == "--force" ]] && force=1
 
@@ -69,7 +70,7 @@ PY
 
 build_base() {
   local inputs
-  inputs="$(cat "${BASH_SOURCE[0]}" | sha256sum | cut -c1-64)"
+  inputs="$(sha256sum <"${BASH_SOURCE[0]}" | cut -c1-64)"
   if [[ "${force}" -eq 0 && "$(label_of "${base_image}")" == "${inputs}" ]]; then
     log "${base_image} is up to date"
     return
