@@ -55,7 +55,9 @@ Signals
 
 End
     A final checkpoint at ``--total-steps`` (always), then the run's ``FINISHED`` marker naming
-    it. A run folder that already has ``FINISHED`` makes the trainer exit 0 at once.
+    it. A run folder that already has ``FINISHED`` makes the trainer exit 0 at once. A run that
+    ends on every rank at once ends with a barrier and ``os._exit`` (no ``destroy_process_group``,
+    which now and then hangs on one rank after the other left). ``kill -USR2`` prints the stacks.
 
 Events (``--events PATH``, rank 0, one JSON object a line, flushed and fsynced per line)
     ``start`` (step, resumed_from, world_size, epoch, batch, time), ``step`` (step, epoch, loss),
@@ -71,6 +73,7 @@ torch is imported and before any process group exists: every rank exits at once,
 from __future__ import absolute_import, division, print_function
 
 import argparse
+import faulthandler
 import importlib.util
 import json
 import os
@@ -99,6 +102,8 @@ class SignalFlags:
         # the torchrun agent ignore USR1, and its workers inherit that).
         signal.signal(signal.SIGUSR1, self._on_usr1)
         signal.signal(signal.SIGTERM, self._on_term)
+        # For a hung rank: `kill -USR2 PID` prints every thread's Python stack to stderr.
+        faulthandler.register(signal.SIGUSR2, all_threads=True)
 
     def _on_usr1(self, signum: int, frame: Optional[FrameType]) -> None:
         self.usr1 += 1
@@ -339,8 +344,13 @@ class Dist:
                 dist.init_process_group(backend=self.backend)
 
     def close(self) -> None:
-        if self.distributed and dist.is_initialized():
-            dist.destroy_process_group()
+        """The last collective of a run that ends on every rank at the same step.
+
+        No ``destroy_process_group``: it hangs now and then on one rank after the other left
+        (pytorch/pytorch#75097; seen here with gloo in about one resumed run out of ten). The
+        process ends with ``os._exit`` instead (see :func:`exit_process`).
+        """
+        self.barrier()
 
     def barrier(self) -> None:
         if self.distributed:
@@ -646,7 +656,6 @@ def finish(ck: ModuleType, dev: Dist, events: Events, run_dir: str, pos: Positio
         ck.mark_finished(run_dir, step=pos.step, epoch=pos.epoch, checkpoint=name)
         events.emit("finished", step=pos.step)
         say(0, "finished at step %d; %s names %s" % (pos.step, ck.FINISHED, name))
-    dev.barrier()
     dev.close()
 
 
@@ -659,5 +668,18 @@ def main(plan: Plan) -> int:
         return EXIT_REFUSED
 
 
+def exit_process(code: int) -> None:
+    """Flush and end the process without Python's teardown when a process group exists.
+
+    Checkpoints and events are fsynced already; skipping the teardown skips the process group's
+    destructor, which can wait for a peer that has left.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if dist.is_initialized():
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main(PLAN))
+    exit_process(main(PLAN))

@@ -117,8 +117,8 @@ def _steps(events):
     return [e["step"] for e in events if e["event"] == "step"]
 
 
-def _children(pid, marker):
-    """Worker processes of the torchrun agent ``pid`` whose command line contains ``marker``."""
+def _processes(marker):
+    """``(pid, parent pid)`` of the processes whose command line names the trainer and ``marker``."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -130,9 +130,27 @@ def _children(pid, marker):
                 cmdline = handle.read().replace(b"\0", b" ").decode("utf-8", "replace")
         except (OSError, IndexError, ValueError):
             continue
-        if ppid == pid and marker in cmdline and TRAINER in cmdline:
-            found.append(int(entry))
+        if marker in cmdline and TRAINER in cmdline and int(entry) != os.getpid():
+            found.append((int(entry), ppid))
     return sorted(found)
+
+
+def _children(pid, marker):
+    """Worker processes of the torchrun agent ``pid`` whose command line contains ``marker``."""
+    return [p for p, ppid in _processes(marker) if ppid == pid]
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_workers(tmp_path):
+    """Kill what a failed or interrupted test left: torchrun starts each worker in a session of its
+    own, so killing the agent's process group does not end them, and an orphaned worker waits for
+    its dead peer until gloo's timeout (30 minutes)."""
+    yield
+    for pid, _ppid in _processes(str(tmp_path)):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def _signal_all(proc, workers, signum):
@@ -186,9 +204,13 @@ def _assert_resumed_exactly(events, resume_step, total=TOTAL):
 def reference(tmp_path_factory):
     base = tmp_path_factory.mktemp("reference")
     run_dir, events = base / "run", base / "events.jsonl"
-    rc, out = _run(_torchrun(run_dir, events), base / "log")
-    assert rc == 0, out
-    return run_dir, _events(events), out
+    try:
+        rc, out = _run(_torchrun(run_dir, events), base / "log")
+        assert rc == 0, out
+        yield run_dir, _events(events), out
+    finally:
+        for pid, _ppid in _processes(str(base)):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_uninterrupted_run_finishes_with_valid_checkpoints(reference):
