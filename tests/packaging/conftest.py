@@ -54,8 +54,7 @@ def run(cmd, env, cwd, check=True, timeout=600):
                           stderr=subprocess.STDOUT, universal_newlines=True, timeout=timeout,
                           check=False)
     if check and proc.returncode != 0:
-        raise AssertionError("%s failed (rc=%s):\n%s" % (" ".join(map(str, cmd)), proc.returncode,
-                                                          proc.stdout))
+        raise AssertionError("%s failed (rc=%s):\n%s" % (" ".join(map(str, cmd)), proc.returncode, proc.stdout))
     return proc
 
 
@@ -64,7 +63,7 @@ def collection_tarball(tmp_path_factory):
     """`ansible-galaxy collection build` of the working tree; path of the tarball."""
     tmp = tmp_path_factory.mktemp("build")
     run([tool("ansible-galaxy"), "collection", "build", "--output-path", tmp, REPO],
-        clean_env(tmp), cwd=tmp)
+        env=clean_env(tmp), cwd=tmp)
     tarballs = sorted(tmp.glob("clusterops-slurm-*.tar.gz"))
     assert len(tarballs) == 1, tarballs
     return tarballs[0]
@@ -76,6 +75,6 @@ def installed_collection(tmp_path_factory, collection_tarball):
     tmp = tmp_path_factory.mktemp("collections")
     env = clean_env(tmp, ANSIBLE_COLLECTIONS_PATH=str(tmp))
     run([tool("ansible-galaxy"), "collection", "install", "--force", collection_tarball, "-p", tmp],
-        env, cwd=tmp)
+        env=env, cwd=tmp)
     assert (tmp / "ansible_collections" / "clusterops" / "slurm" / "MANIFEST.json").is_file()
     return tmp

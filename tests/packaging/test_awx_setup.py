@@ -28,7 +28,7 @@ def tasks():
 
 
 def test_syntax_check(tmp_path):
-    proc = run([tool("ansible-playbook"), "--syntax-check", PLAYBOOK], clean_env(tmp_path), cwd=tmp_path)
+    proc = run([tool("ansible-playbook"), "--syntax-check", PLAYBOOK], env=clean_env(tmp_path), cwd=tmp_path)
     assert "playbook: %s" % PLAYBOOK in proc.stdout
 
 
@@ -52,7 +52,7 @@ def test_creates_every_object_the_job_needs():
 def awx_docs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("awxdoc")
     names = sorted(set(name for task in tasks() for name in task if name.startswith("awx.awx.")))
-    proc = run([tool("ansible-doc"), "--json", "-t", "module"] + names, clean_env(tmp), cwd=tmp)
+    proc = run([tool("ansible-doc"), "--json", "-t", "module"] + names, env=clean_env(tmp), cwd=tmp)
     return json.loads(proc.stdout)
 
 

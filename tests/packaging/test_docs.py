@@ -47,7 +47,7 @@ def doc_env(tmp_path_factory):
 
 
 def test_every_plugin_is_found():
-    kinds = set(kind for kind, _ in PLUGINS)
+    kinds = set(kind for kind, _name in PLUGINS)
     assert kinds == {"module", "filter", "role"}, PLUGINS
 
 
@@ -55,10 +55,10 @@ def test_every_plugin_is_found():
 def test_ansible_doc_renders(doc_env, kind, name):
     tmp, env = doc_env
     fqcn = "clusterops.slurm." + name
-    text = run([tool("ansible-doc"), "-t", kind, fqcn], env, cwd=tmp)
+    text = run([tool("ansible-doc"), "-t", kind, fqcn], env=env, cwd=tmp)
     assert "[WARNING]" not in text.stdout and "[ERROR]" not in text.stdout, text.stdout
     assert fqcn in text.stdout
-    data = json.loads(run([tool("ansible-doc"), "--json", "-t", kind, fqcn], env, cwd=tmp).stdout)[fqcn]
+    data = json.loads(run([tool("ansible-doc"), "--json", "-t", kind, fqcn], env=env, cwd=tmp).stdout)[fqcn]
     if kind == "role":
         spec = data["entry_points"]["main"]
         assert spec.get("short_description") and spec.get("description"), spec
@@ -76,12 +76,12 @@ def test_ansible_doc_renders(doc_env, kind, name):
 
 def test_docsite_builds_without_warnings(tmp_path):
     env = clean_env(tmp_path)
-    proc = run(["bash", os.path.join(REPO, "tests", "docsite", "build.sh")], env, cwd=REPO, check=False)
+    proc = run(["bash", os.path.join(REPO, "tests", "docsite", "build.sh")], env=env, cwd=REPO, check=False)
     assert proc.returncode == 0, proc.stdout[-6000:]
     assert os.path.isfile(os.path.join(REPO, ".cache", "docsite", "build", "html", "collections", "clusterops",
                                        "slurm", "index.html"))
 
 
 def test_changelog_lint(tmp_path):
-    proc = run([tool("antsibull-changelog"), "lint"], clean_env(tmp_path), cwd=REPO, check=False)
+    proc = run([tool("antsibull-changelog"), "lint"], env=clean_env(tmp_path), cwd=REPO, check=False)
     assert proc.returncode == 0 and proc.stdout.strip() == "", proc.stdout

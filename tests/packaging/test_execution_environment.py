@@ -18,7 +18,6 @@ import yaml
 from conftest import REPO, clean_env, run, tool
 
 
-
 def pinned(requirements, name):
     with open(os.path.join(REPO, requirements)) as f:
         for line in f:
@@ -34,7 +33,7 @@ def test_builder_create_context(tmp_path, collection_tarball):
     (tmp_path / "build").mkdir()
     shutil.copy(str(collection_tarball), str(tmp_path / "build"))
     run([tool("ansible-builder"), "create", "-f", "execution-environment.yml", "-c", "context"],
-        clean_env(tmp_path), cwd=tmp_path)
+        env=clean_env(tmp_path), cwd=tmp_path)
 
     context = tmp_path / "context"
     containerfile = (context / "Containerfile").read_text()
@@ -73,7 +72,7 @@ def test_introspection_of_the_installed_collection(tmp_path, installed_collectio
 
     script = os.path.join(os.path.dirname(ansible_builder.__file__), "_target_scripts", "introspect.py")
     proc = run([os.path.join(os.path.dirname(tool("ansible-builder")), "python"), script, "introspect",
-                "--sanitize", installed_collection], clean_env(tmp_path), cwd=tmp_path)
+                "--sanitize", installed_collection], env=clean_env(tmp_path), cwd=tmp_path)
     data = yaml.safe_load(proc.stdout[proc.stdout.index("---"):])
     python = [line.split("#")[0].strip() for line in data["python"]]
     system = [line.split("#")[0].strip() for line in data["system"]]
