@@ -14,8 +14,9 @@ export ANSIBLE_PYTHON_INTERPRETER := $(VENV_PY)
 export PATH := $(VENV)/bin:$(PATH)
 
 include dev/cluster/cluster.mk
+include tests/molecule/molecule.mk
 
-.PHONY: help setup deps venv collection demo test unit integration sanity lint benchmark clean
+.PHONY: help setup deps venv collection demo test unit integration packaging sanity lint benchmark clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | sort
@@ -40,7 +41,7 @@ collection: ## Make the repository importable as ansible_collections.clusterops.
 
 setup: deps venv collection ## Everything the demo and the tests need
 
-demo: setup ## Break nodes of the dev cluster for real and heal them with remediate.yml
+demo: setup ## A training run loses a node of the dev cluster for real; remediate.yml heals the nodes and the run finishes from its checkpoint
 	$(MAKE) cluster-up
 	bash dev/demo.sh
 
@@ -51,17 +52,22 @@ integration: setup ## Integration tests against the real dev cluster
 	$(MAKE) cluster-up
 	CLUSTEROPS_REQUIRE_CLUSTER=1 $(VENV_PY) -m pytest tests/integration -q
 
+packaging: venv collection ## EE definition (ansible-builder create), awx_setup.yml, ansible-doc of every plugin and role, docsite, changelog lint
+	$(VENV_PY) -m pytest tests/packaging -q
+
 sanity: venv collection ## ansible-test sanity on a copy of the collection
 	bash tests/sanity/run.sh
 
 lint: venv collection ## ansible-lint, production profile
 	$(VENV)/bin/ansible-lint --offline --profile production
 
-test: setup ## Everything: unit, integration on the dev cluster, sanity, lint
+test: setup ## Everything: unit, integration on the dev cluster, packaging and docs, sanity, lint, Molecule
 	$(MAKE) unit
 	$(MAKE) integration
+	$(MAKE) packaging
 	$(MAKE) sanity
 	$(MAKE) lint
+	$(MAKE) molecule
 
 benchmark: setup ## remediate.yml at 8/512/4,096 nodes; checkpoint scan and prune of 10,000; training recovery
 	$(VENV_PY) benchmarks/remediate_scaling.py
