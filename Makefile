@@ -78,4 +78,4 @@ benchmark: setup ## remediate.yml at 8/512/4,096 nodes; checkpoint scan and prun
 
 clean: ## Stop the dev cluster and remove build output
 	-$(MAKE) cluster-down
-	rm -rf .collections tests/output .pytest_cache
+	rm -rf .collections tests/output .pytest_cache .cache/docsite build context

@@ -75,7 +75,8 @@ EXAMPLES = r"""
 
 - name: Plan, for the gpu partition only
   ansible.builtin.set_fact:
-    plan: "{{ cluster.nodes | clusterops.slurm.remediation_plan(scope=\"[?contains(partitions, 'gpu')]\", max_nodes=8) }}"
+    plan: >-
+      {{ cluster.nodes | clusterops.slurm.remediation_plan(scope="[?contains(partitions, 'gpu')]", max_nodes=8) }}
 
 - name: Reboot what needs a reboot, in one scontrol call
   clusterops.slurm.slurm_node:
