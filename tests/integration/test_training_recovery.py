@@ -312,12 +312,15 @@ def test_slurm_requeue_means_remediation_submits_nothing(clean):
 
 
 def test_time_limit_saves_on_usr1_and_loses_no_step(clean):
-    # --time=1 (minute); Slurm sends USR1 about 30 s before it (up to 60 s earlier).
-    r = deploy(clean, "e2e-timelimit", step_time=0.3, torchrun_launcher_time="1",
-               torchrun_launcher_signal_seconds=30,
+    # --time=2 (minutes), USR1 60 s before the limit. slurmctld checks every 30 s and sends the
+    # signal up to 30 s early, so it arrives 30-60 s after the start: after the trainer installed
+    # its handler. (A signal that comes while the workers still start is ignored: they inherit
+    # the agent's SIG_IGN until their handler is in place.)
+    r = deploy(clean, "e2e-timelimit", step_time=0.3, torchrun_launcher_time="2",
+               torchrun_launcher_signal_seconds=60,
                train_args=["--total-steps", "1000", "--checkpoint-every", "100", "--seed", "7"])
     first = until(lambda: (active_jobs(r["name"]) or [[None]])[0][0], "the job to be queued", 30)
-    until(lambda: sacct_state(first) == "TIMEOUT", "job %s to end TIMEOUT" % first, 180, interval=2)
+    until(lambda: sacct_state(first) == "TIMEOUT", "job %s to end TIMEOUT" % first, 240, interval=2)
     attempt = jobs_of(events(r["ckpt"]))[0]
     usr1 = [e for e in attempt if e["event"] == "save" and e["why"] == "usr1"]
     assert usr1, attempt[-5:]
