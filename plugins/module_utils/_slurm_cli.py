@@ -19,6 +19,7 @@ __metaclass__ = type
 
 import json
 import os
+import pwd
 
 try:
     from typing import Any, Dict, List, Optional, Sequence, Tuple  # noqa: F401
@@ -36,6 +37,15 @@ SLURM_COMMON_ARGUMENT_SPEC = dict(
 
 #: rc that coreutils timeout(1) returns when it had to stop the command.
 TIMEOUT_RC = 124
+
+
+def effective_user():
+    # type: () -> str
+    """Name of the user this process runs as (the effective uid), or the uid when it has none."""
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return str(os.geteuid())
 
 
 def slurm_argument_spec(**module_options):

@@ -40,6 +40,8 @@ import re
 import tempfile
 import time
 
+from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import CheckpointError, inspect
+
 try:
     from typing import Any, Dict, List, Optional, Tuple  # noqa: F401 pylint: disable=unused-import
 except ImportError:  # pragma: no cover
@@ -262,13 +264,10 @@ class RegistryLock(object):
             self._fd = None
 
 
-def checkpoint_status(checkpoint_dir, validate, inspect, error_type):
-    # type: (str, str, Any, Any) -> Dict[str, Any]
-    """What the run folder says: finished, and the newest valid checkpoint.
-
-    Args:
-        inspect: the checkpoint library's ``inspect`` (passed in to keep this module free of it).
-        error_type: the library's ``CheckpointError``.
+def checkpoint_status(checkpoint_dir, validate):
+    # type: (str, str) -> Dict[str, Any]
+    """What the run folder says (the checkpoint library's ``inspect``): finished, and the newest
+    valid checkpoint at level ``validate``.
 
     Returns:
         ``{"finished": bool, "status": "valid"|"none"|"invalid"|"missing"|"error", "step": int|None,
@@ -284,7 +283,7 @@ def checkpoint_status(checkpoint_dir, validate, inspect, error_type):
         return result
     try:
         report = inspect(checkpoint_dir, validate, list_all=False)
-    except error_type as exc:
+    except CheckpointError as exc:
         result.update(status="error", detail=str(exc))
         return result
     result["warnings"] = list(report.warnings)

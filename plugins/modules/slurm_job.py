@@ -312,7 +312,6 @@ commands:
 '''
 
 import os
-import pwd
 import re
 
 from ansible.module_utils.basic import AnsibleModule
@@ -338,17 +337,11 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import (
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
     SlurmCLI,
     SlurmCommandError,
+    effective_user,
     slurm_argument_spec,
 )
 
 _JOB_ID_RE = re.compile(r"^\d+(?:_\d+|\+\d+)?$")
-
-
-def effective_user():
-    try:
-        return pwd.getpwuid(os.geteuid()).pw_name
-    except KeyError:
-        return str(os.geteuid())
 
 
 def present(module, cli, user):

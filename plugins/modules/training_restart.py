@@ -208,16 +208,11 @@ commands:
 '''
 
 import os
-import pwd
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import (
-    LEVELS,
-    CheckpointError,
-    inspect,
-)
+from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import LEVELS
 from ansible_collections.clusterops.slurm.plugins.module_utils._job_actions import (
     SubmitError,
     submit,
@@ -230,6 +225,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import (
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
     SlurmCLI,
     SlurmCommandError,
+    effective_user,
     slurm_argument_spec,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._training import (
@@ -246,13 +242,6 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._training import 
     run_jobs,
     write_state,
 )
-
-
-def effective_user():
-    try:
-        return pwd.getpwuid(os.geteuid()).pw_name
-    except KeyError:
-        return str(os.geteuid())
 
 
 def _brief(decision):
@@ -352,7 +341,7 @@ def main():
         diff = {"before": {}, "after": {}}
         me = effective_user()
         for run in runs:
-            ckpt = checkpoint_status(run["checkpoint_dir"], run["checkpoint_validate"], inspect, CheckpointError)
+            ckpt = checkpoint_status(run["checkpoint_dir"], run["checkpoint_validate"])
             try:
                 state = read_state(run["folder"])
             except RegistryError as exc:
