@@ -11,7 +11,11 @@ __metaclass__ = type
 import pytest
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._job_state import (
+    BASE_STATES,
+    COMPACT_CODES,
+    FLAG_STATES,
     JobStateError,
+    hold_kind,
     is_held,
     parse_job_state,
     state_matches,
@@ -57,6 +61,15 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._job_state import
     # any case, base and flags joined
     ("running", "RUNNING", [], None, True),
     ("PENDING+REQUEUED", "PENDING", ["REQUEUED"], None, True),
+    # 25.11+: an expedited requeue (sbatch --requeue=expedite) is being checked; the job is
+    # PENDING again (job_state_string prints EXPEDITING, the compact form PD)
+    ("EXPEDITING", "PENDING", ["EXPEDITING"], None, True),
+    # squeue -O StateComplete (job_state_string_complete): base, then every flag, with commas
+    ("PENDING,EXPEDITING", "PENDING", ["EXPEDITING"], None, True),
+    ("PENDING,LAUNCH_FAILED,REQUEUE_HOLD", "PENDING", ["LAUNCH_FAILED", "REQUEUE_HOLD"], None, True),
+    ("CANCELLED,COMPLETING", "CANCELLED", ["COMPLETING"], None, True),
+    ("RUNNING,CONFIGURING,POWER_UP_NODE", "RUNNING", ["CONFIGURING", "POWER_UP_NODE"], None, True),
+    ("COMPLETED,RECONFIG_FAIL", "COMPLETED", ["RECONFIG_FAIL"], None, False),
 ])
 def test_parse_job_state(text, base, flags, cancelled_by, active):
     state = parse_job_state(text)
@@ -67,8 +80,59 @@ def test_parse_job_state(text, base, flags, cancelled_by, active):
     assert state.raw == text
 
 
-@pytest.mark.parametrize("text", ["", None, "RUN", "PEND", "NODE", "CANCELLED by", "CANCELLED by x",
-                                  "RUNNING+COMPLETED", "DONE", "R U N"])
+@pytest.mark.parametrize("words, base, flags", [
+    # squeue/sacct --json job_state lists (data_parser v0.0.38-v0.0.44 flag table)
+    (["PENDING"], "PENDING", []),
+    (["PENDING", "REQUEUED"], "PENDING", ["REQUEUED"]),
+    (["PENDING", "EXPEDITING"], "PENDING", ["EXPEDITING"]),
+    (["PENDING", "LAUNCH_FAILED", "REQUEUE_HOLD"], "PENDING", ["LAUNCH_FAILED", "REQUEUE_HOLD"]),
+    (["PENDING", "SPECIAL_EXIT"], "PENDING", ["SPECIAL_EXIT"]),
+    (["PENDING", "RESV_DEL_HOLD"], "PENDING", ["RESV_DEL_HOLD"]),
+    (["PENDING", "REQUEUE_FED"], "PENDING", ["REQUEUE_FED"]),
+    (["RUNNING", "RESIZING"], "RUNNING", ["RESIZING"]),
+    (["RUNNING", "SIGNALING"], "RUNNING", ["SIGNALING"]),
+    (["RUNNING", "STAGE_OUT"], "RUNNING", ["STAGE_OUT"]),
+    (["COMPLETED", "COMPLETING"], "COMPLETED", ["COMPLETING"]),
+    (["NODE_FAIL", "UPDATE_DB"], "NODE_FAIL", ["UPDATE_DB"]),
+    (["CANCELLED", "REVOKED"], "CANCELLED", ["REVOKED"]),
+])
+def test_parse_json_state_lists(words, base, flags):
+    state = parse_job_state(words)
+    assert (state.base, sorted(state.flags), state.known) == (base, flags, True)
+    assert state.word == words[0]
+
+
+def test_every_word_of_slurm_is_known():
+    """Every base, flag and compact code of job_state_string()/job_state_string_compact() and
+    the data parsers' JOB_STATE table (22.05-26.05) parses as a known state."""
+    for word in list(BASE_STATES) + list(FLAG_STATES) + list(COMPACT_CODES):
+        assert parse_job_state(word).known, word
+    assert "EXPEDITING" in FLAG_STATES and "EX" not in COMPACT_CODES
+
+
+@pytest.mark.parametrize("text, word", [
+    # a later release's word, Slurm's "?" for a base it cannot name, prefixes of real words:
+    # kept as Slurm wrote them, never guessed, never "active", never "ended"
+    ("WARPING", "WARPING"),
+    ("?", "?"),
+    ("RUN", "RUN"),
+    ("PEND", "PEND"),
+    ("NODE", "NODE"),
+    ("DONE", "DONE"),
+    ("R U N", "R U N"),
+    ("PENDING,FUTURE_FLAG", "PENDING"),
+    (["RUNNING", "FUTURE_FLAG"], "RUNNING"),
+    ("CANCELLED by x", "CANCELLED BY X"),
+    ("PENDING\ufffd", "PENDING\ufffd"),   # a byte that was no UTF-8, decoded as U+FFFD
+])
+def test_unknown_words_are_kept_not_guessed(text, word):
+    state = parse_job_state(text)
+    assert state.word == word
+    assert not state.known and not state.active
+    assert state.unknown
+
+
+@pytest.mark.parametrize("text", ["", None, "  ", "+", [], "RUNNING+COMPLETED", ["PENDING", "FAILED"]])
 def test_not_a_state(text):
     with pytest.raises(JobStateError):
         parse_job_state(text)
@@ -83,6 +147,9 @@ def test_not_a_state(text):
     ("REQUEUE_HOLD", ["REQUEUED"], False),
     ("NODE_FAIL", ["nf"], True),
     ("OUT_OF_MEMORY", ["FAILED"], False),
+    ("EXPEDITING", ["PENDING"], True),
+    ("EXPEDITING", ["REQUEUED"], False),
+    ("FUTURE", ["PENDING"], False),
 ])
 def test_state_matches(text, names, expected):
     assert state_matches(parse_job_state(text), names) is expected
@@ -107,3 +174,34 @@ def test_state_matches_rejects_unknown_names():
 ])
 def test_is_held(text, reason, held):
     assert is_held(parse_job_state(text), reason) is held
+
+
+@pytest.mark.parametrize("text, reason, kind", [
+    ("PENDING", "JobHeldUser", "user"),
+    ("PENDING", "JobHeldAdmin", "admin"),
+    ("RUNNING", "JobHeldAdmin", "admin"),
+    # holds slurmctld puts on a job itself (state_desc texts of src/slurmctld/job_mgr.c, which
+    # squeue prints as the reason)
+    ("PENDING", "launch failed requeued held", "slurm"),        # launch or prolog failure
+    ("PENDING", "user env retrieval failed requeued held", "slurm"),
+    ("PENDING", "job requeued in held state", "slurm"),         # requeuehold, expedited requeue
+    ("REQUEUE_HOLD", "job requeued in held state", "slurm"),
+    ("SPECIAL_EXIT", "job requeued in special exit state", "slurm"),
+    ("PENDING", "JobHoldMaxRequeue", "slurm"),                  # requeued MaxBatchRequeue times
+    ("RESV_DEL_HOLD", "ReservationDeleted", "slurm"),
+    (["PENDING", "LAUNCH_FAILED", "REQUEUE_HOLD"], "None", "slurm"),
+    ("PENDING", "Launch Failed Requeued HELD", "slurm"),
+    # not held
+    ("PENDING", "Priority", None),
+    ("PENDING", "Resources", None),
+    ("PENDING", "ReqNodeNotAvail, UnavailableNodes:n[1-2]", None),
+    ("PENDING", "JobLaunchFailure", None),      # the reason of a job that failed, not held
+    ("EXPEDITING", "None", None),               # Slurm requeues it by itself
+    ("RUNNING", "launch failed requeued held", None),
+    ("FAILED", "launch failed requeued held", None),
+    ("FUTURE_STATE", "JobHeldAdmin", None),     # unknown: nothing is acted on
+    ("PENDING", "\ufffd held \ufffd", "slurm"),
+])
+def test_hold_kind(text, reason, kind):
+    assert hold_kind(parse_job_state(text), reason) == kind
+    assert is_held(parse_job_state(text), reason) is (kind is not None)
