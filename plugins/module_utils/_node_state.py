@@ -12,7 +12,7 @@ Slurm writes a node's state in several ways, and a remediation tool that matches
 of them (or worse, on a prefix of one) gets the others wrong:
 
 * ``sinfo -o %t`` / ``%T`` words with suffix symbols (sinfo(1), "NODE STATE CODES"):
-  ``idle*``, ``drained*``, ``drng``, ``mixed-``, ``down~``, ``alloc#``, ``reboot^``, ``maint$``,
+  ``allocated+`` (COMPLETING), ``idle*``, ``drained*``, ``drng``, ``mixed-``, ``down~``, ``alloc#``, ``reboot^``, ``maint$``,
   ``planned``, ``inval``, ``comp``, ``fail``, ``unk``.
 * compound states from ``scontrol show node`` and ``sinfo -O StateComplete``:
   ``IDLE+DRAIN``, ``DOWN+DRAIN+NOT_RESPONDING``, ``MIXED+CLOUD+NOT_RESPONDING+POWERING_UP``.
@@ -90,8 +90,10 @@ _WORDS = {
     "maintenance": (None, ("MAINTENANCE",)),
     "plnd": ("IDLE", ("PLANNED",)),
     "planned": ("IDLE", ("PLANNED",)),
-    "inval": (None, ("INVALID_REG",)),
-    "invalid": (None, ("INVALID_REG",)),
+    # Slurm drains a node whose registration is invalid (low RealMemory, fewer CPUs than
+    # configured); sinfo's word hides the DRAIN flag that scontrol shows.
+    "inval": (None, ("DRAIN", "INVALID_REG")),
+    "invalid": (None, ("DRAIN", "INVALID_REG")),
     "invalid_reg": (None, ("INVALID_REG",)),
     "npc": (None, ("NET",)),
     "perfctrs": (None, ("NET",)),
@@ -128,6 +130,11 @@ _FLAG_ALIASES = {
     "POWER": "POWERED_DOWN",
 }
 
+#: A trailing ``+`` (``allocated+``, ``ALLOCATED+``, ``alloc+``): node_state_string() in Slurm's
+#: slurm_protocol_defs.c writes it for an allocated node that is also COMPLETING, and only
+#: for ALLOCATED; any other word followed by a lone ``+`` is no state.
+COMPLETING_SUFFIX = "+"
+
 _WORD_RE = re.compile(r"^[A-Za-z][A-Za-z_]*$")
 _SUFFIX_RE = re.compile(r"^(?P<word>[A-Za-z][A-Za-z_]*)(?P<suffix>[*~#!%$@^-]*)$")
 
@@ -156,8 +163,9 @@ class NodeState(object):
     @property
     def drained(self):
         # type: () -> bool
-        """True when the DRAIN flag is set (drained or draining, whatever the base)."""
-        return "DRAIN" in self.flags
+        """True when the DRAIN flag is set (drained or draining, whatever the base), or
+        INVALID_REG: Slurm drains a node whose registration it refused."""
+        return "DRAIN" in self.flags or "INVALID_REG" in self.flags
 
     @property
     def responding(self):
@@ -260,8 +268,11 @@ def parse_state(value, flags=None):
     text = value.strip()
     if not text:
         raise SlurmStateError("empty Slurm node state")
-    parts = text.split("+")
+    completing = text.lower() in ("allocated" + COMPLETING_SUFFIX, "alloc" + COMPLETING_SUFFIX)
+    parts = (text[:-1] if completing else text).split("+")
     base, all_flags = _parse_word(parts[0])
+    if completing:
+        all_flags.add("COMPLETING")
     for part in parts[1:]:
         if not part:
             raise SlurmStateError("%r is not a Slurm node state (empty part)" % value)

@@ -6,7 +6,8 @@
 # Note: this module is private to the clusterops.slurm collection. Its API may change
 # at any time without notice; do not use it from outside the collection.
 
-"""Reading Slurm nodes: parsers for ``sinfo --json`` and ``sinfo -N`` text, and one reader.
+"""Reading Slurm nodes: parsers for node JSON (``scontrol show nodes --json`` of 23.02+,
+``sinfo --json`` of 22.05) and ``sinfo -N`` text, and one reader that picks by release.
 
 A node is returned as a plain dict (the ``nodes`` element of ``slurm_node_info``'s RETURN):
 
@@ -17,7 +18,10 @@ A node is returned as a plain dict (the ``nodes`` element of ``slurm_node_info``
 ``real_memory`` (int, MiB), ``gres`` (str), ``features`` (list), ``boot_time`` and
 ``slurmd_start_time`` (int, Unix seconds, or None: only the JSON source has them).
 
-Sources of each field: ``sinfo --json`` node keys ``name``, ``state``/``state_flags``, ``reason``,
+``reason`` is empty on a node in service (neither drained, down, failing, rebooting nor powered
+down): Slurm 24.11 keeps the last reason after a resume, and that stale reason is not reported.
+
+Sources of each field: JSON node keys ``name``, ``state``/``state_flags``, ``reason``,
 ``reason_set_by_user``, ``reason_changed_at``, ``partitions``, ``cpus``, ``real_memory``, ``gres``,
 ``features``, ``boot_time``, ``slurmd_start_time``; text: ``sinfo -N -h -o`` fields ``%N`` ``%P``
 ``%T`` ``%c`` ``%m`` ``%G`` ``%f`` ``%u`` ``%H`` ``%E``.
@@ -28,13 +32,16 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
-import re
 import time
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_state import (
     NodeState,
     SlurmStateError,
     parse_state,
+)
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
+    json_errors,
+    json_release,
 )
 
 try:
@@ -49,11 +56,6 @@ except ImportError:  # pragma: no cover
 TEXT_SEP = "\x1f"
 TEXT_FIELDS = ("%N", "%P", "%T", "%c", "%m", "%G", "%f", "%u", "%H", "%E")
 TEXT_FORMAT = TEXT_SEP.join(TEXT_FIELDS)
-
-# What getopt says when this sinfo has no --json (Slurm before 21.08, or built without it).
-_NO_JSON_OPTION = re.compile(r"(unrecognized|invalid|unknown) option|--json.*(not supported|plugin)",
-                             re.IGNORECASE)
-
 
 class NodeParseError(ValueError):
     """Slurm output that cannot be read as nodes."""
@@ -96,6 +98,10 @@ def _split_list(value):
 
 def _node(name, state, reason, reason_user, reason_time, partitions, cpus, memory, gres,
           features, boot_time, slurmd_start_time):
+    if reason and not (state.down or state.flags & _REASON_FLAGS):
+        # A reason on a node in service is left over from before (Slurm 24.11 keeps it after
+        # State=RESUME); it says nothing about the node now.
+        reason, reason_user, reason_time = "", None, None
     return {
         "name": name,
         "state": state.base,
@@ -116,53 +122,122 @@ def _node(name, state, reason, reason_user, reason_time, partitions, cpus, memor
     }
 
 
-def parse_sinfo_json(text):
-    # type: (str) -> List[Dict[str, Any]]
-    """Nodes from ``sinfo --json`` (Slurm 22.05 data_parser v0.0.38 and later releases).
+#: Node JSON of Slurm 23.02 and later comes from ``scontrol show nodes --json`` (one record per
+#: node); ``sinfo --json`` of those releases groups nodes that share a state into one record
+#: with ONE reason, so it cannot be read per node.
+SCONTROL_JSON_SINCE = (23, 2)
+#: ``sinfo --json`` exists from Slurm 21.08 on; 21.08 and 22.05 list one record per node.
+SINFO_JSON_SINCE = (21, 8)
+
+#: Flags that go with a reason Slurm keeps: drained, down, failing, rebooting, powered down.
+#: On any other node a reason is stale (24.11 keeps the old one after ``State=RESUME``).
+_REASON_FLAGS = frozenset((
+    "DRAIN", "FAIL", "INVALID_REG", "REBOOT_REQUESTED", "REBOOT_ISSUED", "POWER_DOWN",
+    "POWERED_DOWN", "POWERING_DOWN",
+))
+
+
+def release_text(release):
+    # type: (Optional[Tuple[int, ...]]) -> str
+    """``(24, 11, 5)`` as ``"24.11.5"``; ``"unknown"`` for None."""
+    return ".".join(str(p) for p in release) if release else "unknown"
+
+
+def _reason(raw):
+    # type: (Dict[str, Any]) -> Tuple[str, Optional[str], Optional[int]]
+    """(reason, user, time) of a node record: ``reason`` is a string (22.05 sinfo, 23.02+
+    scontrol) or an object ``{description, user, time}`` (23.02+ sinfo)."""
+    reason = raw.get("reason")
+    if isinstance(reason, dict):
+        return (str(reason.get("description") or ""), reason.get("user") or None,
+                _time(reason.get("time")))
+    return (str(reason or ""), raw.get("reason_set_by_user") or None,
+            _time(raw.get("reason_changed_at")))
+
+
+def _node_from_json(raw, where):
+    # type: (Any, str) -> Dict[str, Any]
+    if not isinstance(raw, dict):
+        raise NodeParseError("%s listed a node that is not an object: %r" % (where, raw))
+    name = raw.get("name") or raw.get("hostname")
+    if not name:
+        raise NodeParseError("%s listed a node without a name: %r" % (where, raw))
+    try:
+        state = parse_state(raw.get("state"), raw.get("state_flags"))
+    except SlurmStateError as exc:
+        raise NodeParseError("%s: node %s: %s" % (where, name, exc))
+    gres = raw.get("gres")
+    if isinstance(gres, list):
+        gres = ",".join(str(g) for g in gres)
+    reason, reason_user, reason_time = _reason(raw)
+    return _node(
+        name=str(name),
+        state=state,
+        reason=reason,
+        reason_user=reason_user,
+        reason_time=reason_time,
+        partitions=_split_list(raw.get("partitions")),
+        cpus=_number(raw.get("cpus")),
+        memory=_number(raw.get("real_memory")),
+        gres="" if gres in (None, "(null)") else str(gres),
+        features=_split_list(raw.get("features")),
+        boot_time=_time(raw.get("boot_time")),
+        slurmd_start_time=_time(raw.get("slurmd_start_time")),
+    )
+
+
+def parse_nodes_json(text, command="scontrol show nodes --json"):
+    # type: (str, str) -> List[Dict[str, Any]]
+    """Nodes from a JSON document with one record per node: ``scontrol show nodes --json``
+    (Slurm 23.02 and later: data_parser v0.0.39 to v0.0.44) or ``sinfo --json`` of Slurm
+    21.08/22.05 (v0.0.37/v0.0.38). ``doc`` may also be the decoded document.
+
+    Fields per record (both sources): ``name``, ``state`` (a string plus ``state_flags`` in
+    22.05, a list later), ``reason`` (string, or ``{description, user, time}``),
+    ``reason_set_by_user``, ``reason_changed_at``, ``partitions``, ``cpus``, ``real_memory``,
+    ``gres``, ``features``, ``boot_time``, ``slurmd_start_time``; numbers plain or as
+    ``{set, infinite, number}`` objects.
 
     Args:
-        text: sinfo's whole stdout.
+        text: the command's whole stdout (or the decoded document).
+        command: the command that printed it, for messages.
 
     Returns:
         node dicts (see module docstring), in Slurm's order.
 
     Raises:
-        NodeParseError: not JSON, no ``nodes`` list, a node without a name, or a state that
-        is no Slurm node state.
+        NodeParseError: not JSON; an ``errors`` list; a shape this module does not know (the
+        message names the release from ``meta`` and the keys found); 23.02+ ``sinfo --json``
+        node groups; no node at all (a cluster has nodes: an empty list is a partial read);
+        a node without a name or with a state that is no Slurm node state.
     """
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise NodeParseError("sinfo --json printed no valid JSON: %s" % exc)
-    if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), list):
-        raise NodeParseError("sinfo --json output has no 'nodes' list")
-    nodes = []
-    for raw in doc["nodes"]:
-        name = raw.get("name") or raw.get("hostname")
-        if not name:
-            raise NodeParseError("sinfo --json listed a node without a name: %r" % (raw,))
+    if isinstance(text, dict):
+        doc = text
+    else:
         try:
-            state = parse_state(raw.get("state"), raw.get("state_flags"))
-        except SlurmStateError as exc:
-            raise NodeParseError("node %s: %s" % (name, exc))
-        gres = raw.get("gres")
-        if isinstance(gres, list):
-            gres = ",".join(str(g) for g in gres)
-        nodes.append(_node(
-            name=str(name),
-            state=state,
-            reason=raw.get("reason") or "",
-            reason_user=raw.get("reason_set_by_user"),
-            reason_time=_time(raw.get("reason_changed_at")),
-            partitions=_split_list(raw.get("partitions")),
-            cpus=_number(raw.get("cpus")),
-            memory=_number(raw.get("real_memory")),
-            gres="" if gres in (None, "(null)") else str(gres),
-            features=_split_list(raw.get("features")),
-            boot_time=_time(raw.get("boot_time")),
-            slurmd_start_time=_time(raw.get("slurmd_start_time")),
-        ))
-    return nodes
+            doc = json.loads(text)
+        except ValueError as exc:
+            raise NodeParseError("%s printed no valid JSON (truncated?): %s" % (command, exc))
+    if not isinstance(doc, dict):
+        raise NodeParseError("%s printed JSON that is not an object" % command)
+    release = json_release(doc) or "unknown"
+    errors = json_errors(doc)
+    if errors:
+        raise NodeParseError("%s (Slurm %s) answered with errors, so its node list is not "
+                             "trusted: %s" % (command, release, "; ".join(errors)))
+    if "nodes" not in doc and isinstance(doc.get("sinfo"), list):
+        raise NodeParseError(
+            "%s (Slurm %s) lists node groups under 'sinfo', one reason per group: it cannot be "
+            "read per node; read scontrol show nodes --json instead" % (command, release))
+    if not isinstance(doc.get("nodes"), list):
+        raise NodeParseError("%s (Slurm %s) printed a shape this collection does not know: no "
+                             "'nodes' list (keys: %s)"
+                             % (command, release, ", ".join(sorted(doc)) or "none"))
+    if not doc["nodes"]:
+        raise NodeParseError("%s (Slurm %s) listed no node at all: the controller's answer "
+                             "is incomplete, nothing is trusted" % (command, release))
+    where = "%s (Slurm %s)" % (command, release)
+    return [_node_from_json(raw, where) for raw in doc["nodes"]]
 
 
 def _text_time(value):
@@ -229,6 +304,9 @@ def parse_sinfo_text(text):
         )
         by_name[name] = node
         nodes.append(node)
+    if not nodes:
+        raise NodeParseError("sinfo listed no node at all: the controller's answer is "
+                             "incomplete, nothing is trusted")
     return nodes
 
 
@@ -240,26 +318,37 @@ def node_state(node):
 
 def read_nodes(cli, source="auto"):
     # type: (Any, str) -> Tuple[List[Dict[str, Any]], str]
-    """Read every node with ONE sinfo call; return ``(nodes, source)``.
+    """Read every node with ONE Slurm call (plus ``sinfo --version`` once per task); return
+    ``(nodes, source)``.
+
+    The release of the client commands decides the call: ``scontrol show nodes --json`` from
+    23.02 on (one record per node), ``sinfo --json`` on 21.08 and 22.05, ``sinfo -N -h -o``
+    text before that. Every read that may be partial fails (see :meth:`SlurmCLI.run_json` and
+    :func:`parse_nodes_json`): this never returns an empty or errored list as an answer.
 
     Args:
         cli: a :class:`SlurmCLI`.
-        source: ``json`` (``sinfo --json``, Slurm 21.08+), ``text`` (``sinfo -N -h -o``), or
-            ``auto``: JSON, and text only when this sinfo says it has no ``--json`` option
-            (one extra call); any other sinfo failure is reported as it is.
+        source: ``json`` (the release's JSON; fails on a release without it), ``text``
+            (``sinfo -N -h -o``, loses boot and slurmd start times), or ``auto``: JSON where
+            the release has it, else text.
+
+    Returns:
+        ``(nodes, source)``; ``source`` is ``json`` or ``text``.
 
     Raises:
-        SlurmCommandError: sinfo failed.
-        NodeParseError: its output could not be read.
+        SlurmCommandError: a command failed, timed out or answered with errors.
+        NodeParseError: its output could not be read, or holds no node.
     """
-    if source in ("auto", "json"):
-        rc, out, err = cli.run("sinfo", ["--json"], check=(source == "json"),
-                               what="read node states")
-        if rc == 0:
-            return parse_sinfo_json(out), "json"
-        if not _NO_JSON_OPTION.search(err or ""):
-            # sinfo knows --json but failed (controller down, ...): a second call would
-            # fail the same way, so report this one.
-            raise cli.failure("sinfo", rc, out, err, "read node states")
-    rc, out, err = cli.run("sinfo", ["-N", "-h", "-o", TEXT_FORMAT], what="read node states")
-    return parse_sinfo_text(out), "text"
+    release = cli.release()
+    if source == "text" or (source == "auto" and release < SINFO_JSON_SINCE):
+        rc, out, err = cli.run("sinfo", ["-N", "-h", "-o", TEXT_FORMAT], what="read node states")
+        return parse_sinfo_text(out), "text"
+    if release < SINFO_JSON_SINCE:
+        raise NodeParseError("Slurm %s has no JSON output (21.08 and later have); use "
+                             "source=text" % release_text(release))
+    if release >= SCONTROL_JSON_SINCE:
+        command = ["scontrol", ["show", "nodes", "--json"]]
+    else:
+        command = ["sinfo", ["--json"]]
+    doc = cli.run_json(command[0], command[1], what="read node states")
+    return parse_nodes_json(doc, " ".join([command[0]] + command[1])), "json"

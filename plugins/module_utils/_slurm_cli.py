@@ -20,6 +20,7 @@ __metaclass__ = type
 import json
 import os
 import pwd
+import re
 
 try:
     from typing import Any, Dict, List, Optional, Sequence, Tuple  # noqa: F401
@@ -37,6 +38,67 @@ SLURM_COMMON_ARGUMENT_SPEC = dict(
 
 #: rc that coreutils timeout(1) returns when it had to stop the command.
 TIMEOUT_RC = 124
+
+#: How bytes that are not UTF-8 are decoded (a reason or job name typed in Latin-1 on an old
+#: terminal): each becomes U+FFFD, so the output stays readable and the module's result stays
+#: serialisable. Python's ``replace`` codec error handler.
+DECODE_ERRORS = "replace"
+
+# "slurm 24.11.5", "slurm-wlm 22.05.8", "slurm 26.05.0-0rc1": what every Slurm command prints
+# for --version.
+_VERSION_RE = re.compile(r"^slurm(?:-wlm)?\s+(\d+)\.(\d+)(?:\.(\d+))?", re.IGNORECASE)
+
+# A line of stderr that reports a failure ("sinfo: error: ...", "slurm_load_node error: ...",
+# "fatal: ..."), as opposed to a warning or debug line.
+_STDERR_ERROR_RE = re.compile(r"(^|:\s)(error|fatal)\b|\berror:", re.IGNORECASE | re.MULTILINE)
+
+
+def parse_version(text):
+    # type: (str) -> Tuple[int, int, int]
+    """``(major, minor, micro)`` from the first line of ``<command> --version``.
+
+    Raises:
+        ValueError: the text is not a Slurm version line.
+    """
+    first = (text or "").strip().splitlines()
+    match = _VERSION_RE.match(first[0].strip()) if first else None
+    if not match:
+        raise ValueError("not a Slurm version line: %r" % (first[0] if first else text))
+    return (int(match.group(1)), int(match.group(2)), int(match.group(3) or 0))
+
+
+def json_release(doc):
+    # type: (Any) -> Optional[str]
+    """The Slurm release named in a ``--json`` document's ``meta`` (23.02+:
+    ``meta.slurm.release``; 22.05: ``meta.Slurm.release``), or None."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("meta"), dict):
+        return None
+    meta = doc["meta"]
+    for key in ("slurm", "Slurm"):
+        if isinstance(meta.get(key), dict) and meta[key].get("release"):
+            return str(meta[key]["release"])
+    return None
+
+
+def json_errors(doc):
+    # type: (Any) -> List[str]
+    """The entries of a ``--json`` document's ``errors`` list, one line each (``description``
+    or ``error``, ``errno``, ``source``). An empty list when there are none."""
+    errors = doc.get("errors") if isinstance(doc, dict) else None
+    if not errors:
+        return []
+    lines = []
+    for entry in errors if isinstance(errors, list) else [errors]:
+        if isinstance(entry, dict):
+            text = entry.get("description") or entry.get("error") or json.dumps(entry, sort_keys=True)
+            extra = ["%s=%s" % (k, entry[k]) for k in ("error_number", "errno", "source")
+                     if entry.get(k) not in (None, "", 0)]
+            if entry.get("description") and entry.get("error") and entry["error"] != text:
+                extra.insert(0, "error=%s" % entry["error"])
+            lines.append(text + (" (%s)" % ", ".join(extra) if extra else ""))
+        else:
+            lines.append(str(entry))
+    return lines
 
 
 def effective_user():
@@ -87,6 +149,7 @@ class SlurmCLI(object):
         self.environ = {}  # type: Dict[str, str]
         self.prefix = []  # type: List[str]
         self.user = None  # type: Optional[str]
+        self._release = None  # type: Optional[Tuple[int, int, int]]
         if params.get("slurm_conf"):
             if not os.path.isfile(params["slurm_conf"]):
                 # Slurm's commands would retry for a minute before saying so.
@@ -153,7 +216,8 @@ class SlurmCLI(object):
         if data is not None:
             extra["data"] = data
         rc, out, err = self.module.run_command(
-            run_cmd, environ_update=env, check_rc=False, use_unsafe_shell=False, **extra)
+            run_cmd, environ_update=env, check_rc=False, use_unsafe_shell=False,
+            errors=DECODE_ERRORS, **extra)
         if rc == TIMEOUT_RC and wrapped:
             raise SlurmCommandError(
                 "%s did not answer within %s seconds (command_timeout) while trying to %s"
@@ -189,20 +253,57 @@ class SlurmCLI(object):
             "%s failed (rc=%s) while trying to %s: %s" % (name, rc, what or "run it", detail),
             self.calls[-1], rc, out, err)
 
+    def release(self):
+        # type: () -> Tuple[int, int, int]
+        """The Slurm release of the client commands, ``(major, minor, micro)``, read once per
+        task from ``sinfo --version`` (local: it does not ask slurmctld).
+
+        Raises:
+            SlurmCommandError: sinfo failed or printed no version.
+        """
+        if self._release is None:
+            rc, out, err = self.run("sinfo", ["--version"], what="read the Slurm release")
+            try:
+                self._release = parse_version(out)
+            except ValueError as exc:
+                raise SlurmCommandError("sinfo --version: %s" % exc, self.calls[-1], rc, out, err)
+        return self._release
+
     def run_json(self, name, args, what=None):
         # type: (str, Sequence[str], Optional[str]) -> Any
         """Run a command that prints JSON (``--json``) and return the decoded document.
 
+        A read that may be partial is a failure, never an answer: besides a non-zero rc, the
+        document must be a JSON object (a truncated one does not decode), its ``errors`` list
+        (every release's data_parser) must be empty, and stderr must hold no error line
+        (22.05's sinfo exits 0 with an error when slurmctld does not answer).
+
         Raises:
-            SlurmCommandError: the command failed or printed something that is not JSON.
+            SlurmCommandError: any of the above, with Slurm's own words.
         """
         rc, out, err = self.run(name, args, what=what)
         try:
-            return json.loads(out)
+            doc = json.loads(out)
         except ValueError as exc:
             raise SlurmCommandError(
-                "%s printed no valid JSON while trying to %s: %s" % (name, what or "run it", exc),
+                "%s printed no valid JSON (truncated or not JSON) while trying to %s: %s"
+                % (name, what or "run it", exc), self.calls[-1], rc, out, err)
+        if not isinstance(doc, dict):
+            raise SlurmCommandError(
+                "%s printed JSON that is not an object while trying to %s"
+                % (name, what or "run it"), self.calls[-1], rc, out, err)
+        errors = json_errors(doc)
+        if errors:
+            raise SlurmCommandError(
+                "%s answered with errors while trying to %s (the controller may be unreachable; "
+                "the answer is not trusted): %s" % (name, what or "run it", "; ".join(errors)),
                 self.calls[-1], rc, out, err)
+        if _STDERR_ERROR_RE.search(err or ""):
+            first = [line for line in err.splitlines() if _STDERR_ERROR_RE.search(line)][0]
+            raise SlurmCommandError(
+                "%s exited 0 but reported an error while trying to %s (the answer is not "
+                "trusted): %s" % (name, what or "run it", first.strip()), self.calls[-1], rc, out, err)
+        return doc
 
     def fail(self, exc, **extra):
         # type: (SlurmCommandError, **Any) -> None

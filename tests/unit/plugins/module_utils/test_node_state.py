@@ -37,7 +37,11 @@ CASES = [
     ("idle!", None, "IDLE", {"POWER_DOWN"}),
     ("idle%", None, "IDLE", {"POWERING_DOWN"}),
     ("planned", None, "IDLE", {"PLANNED"}),
-    ("inval", None, None, {"INVALID_REG"}),
+    ("inval", None, None, {"DRAIN", "INVALID_REG"}),
+    ("invalid", None, None, {"DRAIN", "INVALID_REG"}),
+    ("allocated+", None, "ALLOCATED", {"COMPLETING"}),
+    ("ALLOCATED+", None, "ALLOCATED", {"COMPLETING"}),
+    ("alloc+", None, "ALLOCATED", {"COMPLETING"}),
     ("comp", None, None, {"COMPLETING"}),
     ("fail", None, None, {"FAIL"}),
     ("failg", None, None, {"FAIL"}),
@@ -75,7 +79,7 @@ def test_parse_state(spelling, state_flags, base, flags):
 
 
 @pytest.mark.parametrize("spelling", [
-    "", "   ", "bogus", "idle?", "IDLE++DRAIN", "IDLE+", "+DRAIN", "idle drain", 42, None, [],
+    "", "   ", "bogus", "idle?", "IDLE++DRAIN", "IDLE+", "mixed+", "allocated++", "+", "+DRAIN", "idle drain", 42, None, [],
 ])
 def test_parse_state_rejects(spelling):
     with pytest.raises(SlurmStateError):

@@ -15,7 +15,7 @@ import pytest
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import (
     TEXT_SEP,
     NodeParseError,
-    parse_sinfo_json,
+    parse_nodes_json,
     parse_sinfo_text,
 )
 
@@ -59,7 +59,8 @@ def test_text_one_node_many_partitions():
     ("idle*", "IDLE", ["NOT_RESPONDING"], False),
     ("mixed-", "MIXED", ["PLANNED"], True),
     ("idle~", "IDLE", ["POWERED_DOWN"], True),
-    ("inval", None, ["INVALID_REG"], True),
+    ("inval", None, ["DRAIN", "INVALID_REG"], True),
+    ("allocated+", "ALLOCATED", ["COMPLETING"], True),
 ])
 def test_text_states(state, base, flags, responding):
     (node,) = parse_sinfo_text(text_line("node01", "p", state))
@@ -87,7 +88,7 @@ def test_json_2205_state_flags():
                     "reason_changed_at": 1764500000, "partitions": ["debug", "train"],
                     "cpus": 2, "real_memory": 1000, "gres": "", "boot_time": 1764400000,
                     "slurmd_start_time": 1764400010, "features": "a,b"})
-    (node,) = parse_sinfo_json(out)
+    (node,) = parse_nodes_json(out)
     assert node["state"] == "DOWN"
     assert node["flags"] == ["DRAIN", "NOT_RESPONDING"]
     assert node["drained"] and not node["responding"]
@@ -102,7 +103,7 @@ def test_json_later_releases_state_list_and_number_objects():
                     "reason_changed_at": {"set": True, "infinite": False, "number": 1764500000},
                     "boot_time": {"set": False, "infinite": False, "number": 0},
                     "partitions": ["debug"], "cpus": 8, "real_memory": 64000, "gres": "gpu:h100:8"})
-    (node,) = parse_sinfo_json(out)
+    (node,) = parse_nodes_json(out)
     assert (node["state"], node["flags"]) == ("IDLE", ["DRAIN"])
     assert node["reason_time"] == 1764500000
     assert node["boot_time"] is None
@@ -113,4 +114,4 @@ def test_json_later_releases_state_list_and_number_objects():
                                  json_doc({"name": "x", "state": "sleepy"})])
 def test_json_errors(out):
     with pytest.raises(NodeParseError):
-        parse_sinfo_json(out)
+        parse_nodes_json(out)

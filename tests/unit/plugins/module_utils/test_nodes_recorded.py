@@ -14,7 +14,8 @@ import pytest
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import (
     TEXT_SEP,
-    parse_sinfo_json,
+    NodeParseError,
+    parse_nodes_json,
     parse_sinfo_text,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._remediation import plan_remediation
@@ -58,7 +59,7 @@ SCENARIOS = {
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_recorded_json(scenario):
-    nodes = dict((n["name"], n) for n in parse_sinfo_json(fixture("sinfo_json_%s.json" % scenario)))
+    nodes = dict((n["name"], n) for n in parse_nodes_json(fixture("sinfo_json_%s.json" % scenario)))
     assert sorted(nodes) == ["n1", "n2", "n3", "n4"]
     for name, (base, flags, reason) in SCENARIOS[scenario].items():
         node = nodes[name]
@@ -79,7 +80,7 @@ def test_most_scenarios_have_a_text_recording():
 
 @pytest.mark.parametrize("scenario", WITH_TEXT)
 def test_recorded_text_agrees_with_json(scenario):
-    from_json = dict((n["name"], n) for n in parse_sinfo_json(fixture("sinfo_json_%s.json" % scenario)))
+    from_json = dict((n["name"], n) for n in parse_nodes_json(fixture("sinfo_json_%s.json" % scenario)))
     from_text = parse_sinfo_text(text_from_pipes("sinfo_N_%s.txt" % scenario))
     assert [n["name"] for n in from_text] == ["n1", "n2", "n3", "n4"]
     for node in from_text:
@@ -102,7 +103,7 @@ def test_recorded_text_agrees_with_json(scenario):
 def test_recorded_policy_decisions():
     """The real states Slurm showed after each failure lead to the right action."""
     def plan(scenario):
-        nodes = parse_sinfo_json(fixture("sinfo_json_%s.json" % scenario))
+        nodes = parse_nodes_json(fixture("sinfo_json_%s.json" % scenario))
         return plan_remediation(nodes, max_nodes=100, max_percent=100)
     assert plan("crashed_n2")["reboot"] == ["n2"]
     assert plan("powered_on_down_n2")["resume"] == ["n2"]
@@ -119,3 +120,80 @@ def test_recorded_policy_decisions():
     mixed = plan("mixed")
     assert mixed["reboot"] == ["n2"]
     assert [s["name"] for s in mixed["skipped"]] == ["n1", "n3"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Slurm 24.11.5 (Debian trixie), recorded in podman (tests/unit/fixtures/slurm-24.11/README.md).
+# Each snapshot's `scontrol show nodes --json` is checked against the same moment's
+# `scontrol show node -o` text, which Slurm writes from the same node records.
+# ---------------------------------------------------------------------------------------------
+RELEASE_FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures")
+SNAPSHOTS_2411 = sorted(
+    d for d in os.listdir(os.path.join(RELEASE_FIXTURES, "slurm-24.11"))
+    if os.path.isfile(os.path.join(RELEASE_FIXTURES, "slurm-24.11", d, "scontrol-show-node-json.out")))
+
+
+def release_fixture(release, snapshot, name):
+    with open(os.path.join(RELEASE_FIXTURES, "slurm-" + release, snapshot, name), "rb") as handle:
+        return handle.read().decode("utf-8", "replace")
+
+
+def scontrol_text_nodes(text):
+    """{name: (NodeState, reason)} from ``scontrol show node -o`` (Reason=... is last but for
+    the `` [user@time]`` Slurm appends)."""
+    from ansible_collections.clusterops.slurm.plugins.module_utils._node_state import parse_state
+    import re
+    result = {}
+    for line in text.splitlines():
+        if not line.startswith("NodeName="):
+            continue
+        name = re.match(r"NodeName=(\S+)", line).group(1)
+        state = parse_state(re.search(r" State=(\S+)", line).group(1))
+        match = re.search(r" Reason=(.*?) \[[^\]]*\]\s*$", line)
+        result[name] = (state, match.group(1) if match else "")
+    return result
+
+
+# 09 was taken while n3 went from ALLOCATED+NOT_RESPONDING to DOWN: its two reads differ.
+@pytest.mark.parametrize("snapshot", [s for s in SNAPSHOTS_2411 if s != "09-during-node-fail"])
+def test_2411_scontrol_json_matches_scontrol_text(snapshot):
+    nodes = parse_nodes_json(release_fixture("24.11", snapshot, "scontrol-show-node-json.out"))
+    text = scontrol_text_nodes(release_fixture("24.11", snapshot, "scontrol-show-node.out"))
+    assert sorted(n["name"] for n in nodes) == sorted(text) == ["n1", "n2", "n3"]
+    for node in nodes:
+        state, reason = text[node["name"]]
+        assert (node["state"], node["flags"]) == (state.base, sorted(state.flags)), node["name"]
+        if node["reason"]:
+            assert node["reason"] == reason, node["name"]
+
+
+def test_2411_two_drained_nodes_keep_their_own_reasons():
+    """sinfo --json groups n1 and n2 (same state) into one record with one reason;
+    scontrol show nodes --json, which the reader uses from 23.02 on, keeps both."""
+    nodes = dict((n["name"], n) for n in parse_nodes_json(
+        release_fixture("24.11", "13-two-drained-different-reasons", "scontrol-show-node-json.out")))
+    assert (nodes["n1"]["reason"], nodes["n2"]["reason"]) == ("reason A", "reason B")
+    assert nodes["n1"]["drained"] and nodes["n2"]["drained"]
+    assert nodes["n3"]["flags"] == ["NOT_RESPONDING"] and not nodes["n3"]["responding"]
+
+
+@pytest.mark.parametrize("snapshot", SNAPSHOTS_2411)
+def test_2411_sinfo_json_groups_are_refused_naming_the_release(snapshot):
+    with pytest.raises(NodeParseError, match=r"Slurm 24\.11\.5\) lists node groups"):
+        parse_nodes_json(release_fixture("24.11", snapshot, "sinfo-json.out"), "sinfo --json")
+
+
+def test_2411_kill_task_failed_and_crash_are_planned():
+    nodes = parse_nodes_json(
+        release_fixture("24.11", "04-n1-down-n2-killtask", "scontrol-show-node-json.out"))
+    plan = plan_remediation(nodes, max_nodes=10, max_percent=100)
+    assert plan["reboot"] == ["n1", "n2"]
+    assert [s["name"] for s in plan["skipped"]] == ["n3"]
+
+
+def test_2411_reboot_states_are_left_alone():
+    nodes = parse_nodes_json(
+        release_fixture("24.11", "06-right-after-remediation", "scontrol-show-node-json.out"))
+    plan = plan_remediation(nodes, max_nodes=10, max_percent=100)
+    assert plan["reboot"] == [] and plan["resume"] == []
+    assert sorted(s["name"] for s in plan["skipped"]) == ["n1", "n2"]
