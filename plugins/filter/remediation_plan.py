@@ -36,9 +36,9 @@ options:
     type: list
     elements: str
     default:
-      - "^Kill task failed$"
+      - '^Kill task failed( \(JobId=[0-9]+[^()]*\))?$'
       - "^Not responding$"
-      - "^Node unexpectedly rebooted$"
+      - '^Node unexpectedly rebooted( boot_time=[0-9]+ last response=[0-9]+)?$'
       - "^batch job complete failure$"
       - "^Prolog error$"
       - "^Epilog error$"
@@ -46,7 +46,7 @@ options:
     description: Regular expressions of reasons that need a reboot, not only a resume.
     type: list
     elements: str
-    default: ["^Kill task failed$"]
+    default: ['^Kill task failed( \(JobId=[0-9]+[^()]*\))?$']
   scope:
     description:
       - A JMESPath expression applied to the node list that selects the nodes to consider

@@ -44,11 +44,15 @@ except ImportError:  # pragma: no cover
 #: Reasons Slurm itself (or a failed prolog/epilog) sets, safe to fix automatically. Anchored at
 #: both ends: Slurm writes them as exact strings, while an admin's free text that merely starts
 #: with them ("Kill task failed by admin for testing") or a reason Slurm extended after a failed
-#: reboot ("... : reboot issued : reboot timed out") must not match.
+#: reboot ("... : reboot issued : reboot timed out") must not match. The optional tails are the
+#: details newer releases append in a fixed form: since 25.05 the kill-task drain names the job
+#: step ("Kill task failed (JobId=7 batch)"); "Node unexpectedly rebooted" may carry
+#: "boot_time=N last response=N".
+KILL_TASK_FAILED = r"^Kill task failed( \(JobId=[0-9]+[^()]*\))?$"
 DEFAULT_ALLOW_REASONS = (
-    r"^Kill task failed$",
+    KILL_TASK_FAILED,
     r"^Not responding$",
-    r"^Node unexpectedly rebooted$",
+    r"^Node unexpectedly rebooted( boot_time=[0-9]+ last response=[0-9]+)?$",
     r"^batch job complete failure$",
     r"^Prolog error$",
     r"^Epilog error$",
@@ -56,7 +60,7 @@ DEFAULT_ALLOW_REASONS = (
 
 #: Reasons that need a reboot rather than a plain resume.
 DEFAULT_REBOOT_REASONS = (
-    r"^Kill task failed$",
+    KILL_TASK_FAILED,
 )
 
 _OWNED_ELSEWHERE = (

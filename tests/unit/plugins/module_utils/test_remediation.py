@@ -125,8 +125,31 @@ def test_report_has_one_line_per_listed_node():
     "clusterops.slurm remediation: reboot : reboot issued : reboot timed out",
     "Kill task failed: reboot by clusterops : reboot issued : reboot timed out",
     "NHC: Not responding",
+    "Kill task failed (by admin)",
+    "Kill task failed (JobId=7 batch) : reboot issued : reboot timed out",
+    "Kill task failed (JobId=abc)",
+    "Node unexpectedly rebooted by the admin",
 ])
 def test_only_slurms_exact_reasons_are_fixed(reason):
     plan = plan_remediation([node("n1", "IDLE+DRAIN", reason)], max_nodes=10, max_percent=100)
     assert plan["reboot"] == [] and plan["resume"] == []
     assert "allowlist" in plan["skipped"][0]["why"]
+
+
+@pytest.mark.parametrize("state, reason, action", [
+    # 22.05 and 24.11 write the bare words; 25.05+ name the job step.
+    ("IDLE+DRAIN", "Kill task failed", "reboot"),
+    ("IDLE+DRAIN", "Kill task failed (JobId=7 batch)", "reboot"),
+    ("MIXED+DRAIN", "Kill task failed (JobId=123456 StepId=0)", "reboot"),
+    ("IDLE+DRAIN", "Kill task failed (JobId=42.0)", "reboot"),
+    ("IDLE+DRAIN", "kill task failed (JobId=42 extern)", "reboot"),
+    ("DOWN+NOT_RESPONDING", "Not responding", "reboot"),
+    ("DOWN", "Node unexpectedly rebooted", "resume"),
+    ("DOWN", "Node unexpectedly rebooted boot_time=1796060320 last response=1796060300", "resume"),
+    ("MIXED+DRAIN", "Prolog error", "resume"),
+    ("IDLE+DRAIN", "Epilog error", "resume"),
+    ("IDLE+DRAIN", "batch job complete failure", "resume"),
+])
+def test_reasons_slurm_writes_on_every_release_are_healed(state, reason, action):
+    plan = plan_remediation([node("n1", state, reason)], max_nodes=10, max_percent=100)
+    assert plan[action] == ["n1"], plan["report"]
