@@ -366,9 +366,15 @@ def plan_action(jobs, action, job_id=None):
     - ``requeued``: running jobs (RUNNING, SUSPENDED, CONFIGURING...) are requeued; a job that is
       PENDING already is left alone. With no active job, the newest finished one the controller
       still lists (MinJobAge) is requeued: Slurm requeues finished batch jobs too.
-    - ``held``: active jobs not held yet (reason ``JobHeldUser``/``JobHeldAdmin``). Slurm holds
-      a RUNNING job too: it keeps running, and does not start again if it is requeued.
-    - ``released``: held jobs (``JobHeldUser``/``JobHeldAdmin``, REQUEUE_HOLD, SPECIAL_EXIT).
+    - ``held``: active jobs not held yet (:func:`_job_state.is_held`). Slurm holds a RUNNING
+      job too: it keeps running, and does not start again if it is requeued.
+    - ``released``: held jobs, whoever held them: a user or admin (``JobHeldUser`` /
+      ``JobHeldAdmin``) or Slurm itself (``launch failed requeued held`` after a launch or prolog
+      failure, ``job requeued in held state``, ``JobHoldMaxRequeue``, REQUEUE_HOLD,
+      SPECIAL_EXIT, RESV_DEL_HOLD): ``scontrol release`` is what frees each of them.
+    - A job whose state this collection does not know (``state_known`` false: a later release's
+      word) is never acted on and never counted as unchanged: it is refused, so the task fails
+      and a human looks at it.
 
     Returns:
         ``{"targets": [id, ...] (deduplicated, to pass to the command), "changed": [job, ...],
@@ -380,6 +386,12 @@ def plan_action(jobs, action, job_id=None):
     active = [j for j in jobs if j["active"]]
     for job in jobs:
         state = _state(job)
+        if not state.known:
+            refused[job["job_id"]] = (
+                "is in state %s, which this collection does not know (a later Slurm release?); "
+                "nothing is done to it: look at it with squeue -j %s" % (
+                    state.raw, job["job_id"]))
+            continue
         if action == "absent":
             (changed if job["active"] and state.word not in ("COMPLETING", "STAGE_OUT") else unchanged).append(job)
         elif action == "requeued":

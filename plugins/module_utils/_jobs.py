@@ -19,14 +19,28 @@ seconds (``SLURM_TIME_FORMAT=%s``). A job is returned as a plain dict (the ``job
 ``array_tasks`` (str, those pending tasks, e.g. ``5-100``, or None), ``array_max_running`` (int
 or None, the ``%N`` throttle), ``het_job_id``, ``het_job_offset`` (int or None), ``name``,
 ``user``, ``partition``, ``cluster``, ``comment`` (squeue only, else None), ``state`` (base state
-or None), ``flags`` (sorted list), ``state_raw`` (Slurm's words), ``active`` (bool),
-``cancelled_by`` (int uid or None), ``reason`` (str, ``""`` when none), ``exit_code`` and
+or None), ``flags`` (sorted list), ``state_raw`` (Slurm's words), ``state_known`` (bool: False
+when a word of the state is one this collection does not know, e.g. a later release's; such a
+job is neither active nor ended, and callers leave it to a human), ``active`` (bool), ``held``
+(bool: it waits for ``scontrol release``) and ``held_by`` (``user``, ``admin``, ``slurm`` or None;
+see ``_job_state.hold_kind``), ``cancelled_by`` (int uid or None), ``reason`` (str, ``""`` when
+none; squeue prints the text slurmctld wrote, e.g. ``launch failed requeued held``), ``exit_code`` and
 ``signal`` (int or None, from sacct's ``0:9`` or squeue's raw wait status), ``node_list`` (hostlist str, ``""`` when none),
 ``nodes`` (expanded list), ``submit_time``, ``start_time``, ``end_time`` (Unix seconds or None;
 None while the job has not started / ended), ``restart_count`` (int from squeue ``RestartCnt``,
 None when only accounting knows the job), ``requeued`` (bool), ``history`` (earlier runs of the
 same job that Slurm requeued, oldest first), ``steps`` (``.batch``, ``.extern``, ``.0`` ...)
 and ``source`` (``squeue`` when the controller knows the job, else ``sacct``).
+
+Text, not ``--json``, on every release (22.05-26.05): the ``-O``/``--format`` fields above are
+the same on each, carry every field used here, and stay small at scale, while the JSON changed
+shape with each data parser (22.05's exit codes and ``restart_cnt`` were wrong or missing; see
+tests/unit/plugins/module_utils/test_jobs_recorded.py). Text is decoded by the command layer
+with invalid bytes as U+FFFD, so a Latin-1 job name or comment is kept, not fatal.
+
+Nothing that is not a complete answer reads as "no jobs": a non-zero rc, an error on stderr
+with rc 0 (``sacct: error: Problem talking to the database``), an output cut short (a squeue
+record without its record separator, a sacct line without its newline) all raise.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -43,6 +57,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import 
 from ansible_collections.clusterops.slurm.plugins.module_utils._job_state import (
     JobState,
     JobStateError,
+    hold_kind,
     parse_job_state,
     state_matches,
 )
@@ -95,6 +110,9 @@ _STEP_ID = re.compile(r"^(?P<job>\d+)\.(?P<step>[A-Za-z0-9_+-]+)$")
 _THROTTLE = re.compile(r"^(?P<tasks>.*?)(?:%(?P<max>\d+))?$")
 # What squeue says when a single job id given with --jobs is not known (any more).
 _INVALID_JOB_ID = re.compile(r"Invalid job id specified", re.IGNORECASE)
+# A line of stderr that reports a failure: Slurm's error()/fatal() print "<prog>: error: ...",
+# the API's slurm_perror() "<function> error: ...".
+_STDERR_ERROR = re.compile(r"\b(?:error|fatal)\s*:", re.IGNORECASE)
 # What sacct says when the cluster keeps no accounting.
 _NO_ACCOUNTING = re.compile(r"accounting storage is disabled|not running a supported accounting_storage",
                             re.IGNORECASE)
@@ -216,6 +234,7 @@ def _state(text, where):
 def _job(job_id, raw_id, job_state, **fields):
     # type: (str, int, JobState, **Any) -> Dict[str, Any]
     state = job_state
+    held_by = hold_kind(state, fields.get("reason"))
     job = {
         "job_id": job_id,
         "job_id_raw": raw_id,
@@ -233,7 +252,10 @@ def _job(job_id, raw_id, job_state, **fields):
         "state": state.base,
         "flags": sorted(state.flags),
         "state_raw": state.raw,
+        "state_known": state.known,
         "active": state.active,
+        "held": held_by is not None,
+        "held_by": held_by,
         "cancelled_by": state.cancelled_by,
         "reason": "",
         "exit_code": None,
@@ -278,8 +300,12 @@ def parse_squeue(text):
     active (expected end) are not reported: ``start_time``/``end_time`` are None then.
 
     Raises:
-        JobParseError: a record with a wrong field count, or an unreadable id or state.
+        JobParseError: a record with a wrong field count, an unreadable id or state, or an output
+        that ends inside a record (cut short: the last record lacks its record separator).
     """
+    if text.strip() and not text.rstrip("\r\n").endswith(REC_END):
+        raise JobParseError("squeue output ends inside a record (cut short?): %r"
+                            % text.rstrip("\r\n")[-200:])
     jobs = []
     for number, record in enumerate(_split_records(text), 1):
         fields = record.split(SEP, len(SQUEUE_FIELDS) - 1)
@@ -320,7 +346,8 @@ def parse_squeue(text):
             start_time=None if state.base == "PENDING" else parse_time(row["StartTime"]),
             end_time=None if state.active else parse_time(row["EndTime"]),
             restart_count=restart,
-            requeued=bool(restart) or bool(state.flags & {"REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"}),
+            requeued=bool(restart) or bool(state.flags & {"REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED",
+                                                            "EXPEDITING"}),
             source="squeue",
         ))
     return jobs
@@ -336,6 +363,7 @@ def _record(row, state):
         "state": state.base,
         "flags": sorted(state.flags),
         "state_raw": state.raw,
+        "state_known": state.known,
         "cancelled_by": state.cancelled_by,
         "reason": "" if reason.lower() == "none" else reason,
         "exit_code": exit_code,
@@ -360,8 +388,11 @@ def parse_sacct(text):
     order; :func:`merge_jobs` sorts them out.
 
     Raises:
-        JobParseError: a line with too few fields, or an unreadable id or state.
+        JobParseError: a line with too few fields, an unreadable id or state, or an output whose
+        last line has no newline (cut short).
     """
+    if text.strip() and not text.endswith("\n"):
+        raise JobParseError("sacct output ends inside a line (cut short?): %r" % text[-200:])
     records = []  # type: List[Dict[str, Any]]
     last_by_raw = {}  # type: Dict[int, Dict[str, Any]]
     for number, line in enumerate(text.splitlines(), 1):
@@ -414,14 +445,14 @@ def parse_sacct(text):
             source="sacct",
         )
         job = _job(job_id, raw_id, state, **fields_)
-        # accounting alone never makes a job active: see merge_jobs
-        job["active"] = False
+        # accounting alone never makes a job active (see merge_jobs), nor held
+        job.update(active=False, held=False, held_by=None)
         records.append(job)
         last_by_raw[raw_id] = job
     return records
 
 
-_HISTORY_KEYS = ("state", "flags", "state_raw", "cancelled_by", "reason", "exit_code", "signal",
+_HISTORY_KEYS = ("state", "flags", "state_raw", "state_known", "cancelled_by", "reason", "exit_code", "signal",
                  "node_list", "nodes", "submit_time", "start_time", "end_time")
 
 
@@ -531,6 +562,24 @@ def job_matches_states(job, names):
     return state_matches(merged, names)
 
 
+def stderr_errors(err):
+    # type: (Optional[str]) -> List[str]
+    """The lines of a command's stderr that report an error (``sacct: error: ...``,
+    ``slurm_load_jobs error: ...``, ``fatal:``); warnings are not errors."""
+    return [line.strip() for line in (err or "").splitlines() if _STDERR_ERROR.search(line)]
+
+
+def _check_answer(cli, name, rc, out, err, what):
+    # type: (Any, str, int, str, str, str) -> None
+    """Raise unless ``rc`` is 0 and stderr reports no error: an error on stderr with rc 0 means
+    the command printed what it could, not everything (never read it as "no jobs")."""
+    if rc != 0:
+        raise cli.failure(name, rc, out, err, what)
+    errors = stderr_errors(err)
+    if errors:
+        raise cli.failure(name, rc, out, "\n".join(errors), what)
+
+
 def squeue_args(job_ids=None, names=None, users=None):
     # type: (Optional[Sequence[str]], Optional[Sequence[str]], Optional[Sequence[str]]) -> List[str]
     """squeue arguments: every state (finished jobs stay listed for MinJobAge), our format."""
@@ -550,15 +599,14 @@ def read_queue(cli, job_ids=None, names=None, users=None):
     finished more than MinJobAge ago) gives an empty list, not an error.
 
     Raises:
-        SlurmCommandError: squeue failed.
-        JobParseError: its output could not be read.
+        SlurmCommandError: squeue failed: rc not 0, or an error on stderr with rc 0.
+        JobParseError: its output could not be read, or was cut short.
     """
     rc, out, err = cli.run("squeue", squeue_args(job_ids, names, users), check=False,
                            what="read jobs", environ=TIME_ENVIRON)
-    if rc != 0:
-        if job_ids and _INVALID_JOB_ID.search(err or out or ""):
-            return []
-        raise cli.failure("squeue", rc, out, err, "read jobs")
+    if rc != 0 and job_ids and _INVALID_JOB_ID.search(err or out or ""):
+        return []
+    _check_answer(cli, "squeue", rc, out, err, "read jobs")
     return parse_squeue(out)
 
 
@@ -584,18 +632,22 @@ def sacct_args(job_ids=None, names=None, users=None, start=None, end=None):
 
 def read_accounting(cli, job_ids=None, names=None, users=None, start=None, end=None):
     # type: (Any, Optional[Names], Optional[Names], Optional[Names], Optional[int], Optional[int]) -> Optional[List[Dict[str, Any]]]
-    """Job records from slurmdbd (sacct), one call; None when the cluster keeps no accounting.
+    """Job records from slurmdbd (sacct), one call; None when the cluster keeps no accounting
+    (``Slurm accounting storage is disabled``: AccountingStorageType is none).
+
+    slurmdbd down or unreachable is a failure, never "no records": sacct then says e.g.
+    ``sacct: error: Sending PersistInit msg: Connection refused`` and ``sacct: error: Problem
+    talking to the database: Connection refused`` (src/sacct/options.c: rc 1).
 
     Raises:
-        SlurmCommandError: sacct failed for another reason.
-        JobParseError: its output could not be read.
+        SlurmCommandError: sacct failed for another reason, or printed an error with rc 0.
+        JobParseError: its output could not be read, or was cut short.
     """
     rc, out, err = cli.run("sacct", sacct_args(job_ids, names, users, start, end), check=False,
                            what="read job accounting", environ=TIME_ENVIRON)
-    if rc != 0:
-        if _NO_ACCOUNTING.search(err or out or ""):
-            return None
-        raise cli.failure("sacct", rc, out, err, "read job accounting")
+    if rc != 0 and _NO_ACCOUNTING.search(err or out or ""):
+        return None
+    _check_answer(cli, "sacct", rc, out, err, "read job accounting")
     return parse_sacct(out)
 
 

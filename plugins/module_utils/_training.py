@@ -316,7 +316,9 @@ def _job_brief(job):
     if job is None:
         return None
     return {"job_id": job["job_id"], "job_id_raw": job["job_id_raw"], "state": job["state"],
-            "flags": job.get("flags", []), "exit_code": job.get("exit_code"),
+            "flags": job.get("flags", []), "state_raw": job.get("state_raw"),
+            "held": job.get("held", False), "held_by": job.get("held_by"),
+            "exit_code": job.get("exit_code"),
             "signal": job.get("signal"), "cancelled_by": job.get("cancelled_by"),
             "requeued": job.get("requeued", False), "reason": job.get("reason"),
             "node_list": job.get("node_list"), "submit_time": job.get("submit_time"),
@@ -337,8 +339,20 @@ def decide(run, jobs, ckpt, state):
         ``{"name", "owner", "action": "none"|"resubmit"|"stop", "status", "needs_human": bool,
         "reason": str, "last_job": dict|None, "step": int|None, "checkpoint": str|None,
         "resubmissions": int, "max_resubmissions": int}``. ``status`` is one word: ``disabled``,
-        ``finished``, ``active``, ``not_started``, ``stopped``, ``cancelled``, ``failed``,
-        ``lost`` (our resubmission is not visible), ``ended`` (another final state).
+        ``finished``, ``active``, ``held``, ``unknown``, ``not_started``, ``stopped``,
+        ``cancelled``, ``failed``, ``lost`` (our resubmission is not visible), ``ended``
+        (another final state).
+
+    Jobs that are neither running nor ended are never resubmitted and never waited on forever:
+
+    - ``unknown``: a job of the run is in a state this collection does not know (``state_known``
+      false, a later Slurm release's word): it may be active; needs a human.
+    - ``held``: the run's active job waits for a release: Slurm held it itself (``launch failed
+      requeued held`` after a launch or prolog failure, ``job requeued in held state``,
+      ``JobHoldMaxRequeue``...) or a user or admin held it. Remediation does not release it (the
+      cause, often a node or prolog fault, must be fixed first, and a hold by a person is
+      deliberate) and does not submit a copy next to it; needs a human, who releases it
+      (``slurm_job state=released`` or ``scontrol release <id>``) or cancels it.
     """
     resubmissions = state.get("resubmissions") or []
     mine = run_jobs(run, jobs)
@@ -356,12 +370,25 @@ def decide(run, jobs, ckpt, state):
         return result("disabled", "disabled in the registry (enabled: false)")
     if ckpt.get("finished"):
         return result("finished", "finished (FINISHED marker in %s)" % run["checkpoint_dir"])
+    unknown = [j for j in mine if not j.get("state_known", True)]
+    if unknown:
+        return result("unknown", "job %s is in state %s, which this collection does not know (a "
+                      "later Slurm release?): it may still be active; not resubmitting" % (
+                          unknown[-1]["job_id"], unknown[-1].get("state_raw")), human=True)
     active = [j for j in mine if j.get("active")]
     if active:
         job = active[-1]
         if len(active) > 1:
             return result("active", "%d jobs of this run are active (%s): more than one needs a "
                           "human" % (len(active), ", ".join(j["job_id"] for j in active)), human=True)
+        if job.get("held"):
+            who = {"user": "its owner", "admin": "an administrator"}.get(
+                job.get("held_by") or "", "Slurm itself")
+            return result("held", "job %s is held by %s (%s): it will not run until released; fix "
+                          "the cause, then release it (clusterops.slurm.slurm_job state=released, "
+                          "or scontrol release %s) or cancel it" % (
+                              job["job_id"], who, job.get("reason") or job.get("state_raw"),
+                              job["job_id"]), human=True)
         why = "job %s is %s" % (job["job_id"], job["state"])
         if job.get("requeued"):
             why += " (Slurm requeued it itself after %s)" % (

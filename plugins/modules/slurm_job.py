@@ -19,11 +19,15 @@ description:
     (C(clusterops-key=<key>)).
   - The identity counts as present while a job of it is in one of the states C(PENDING),
     C(CONFIGURING), C(RUNNING), C(SUSPENDED), C(STOPPED), C(RESIZING), C(SIGNALING), C(REQUEUED),
-    C(REQUEUE_HOLD), C(REQUEUE_FED), C(SPECIAL_EXIT), C(RESV_DEL_HOLD), C(COMPLETING) or
-    C(STAGE_OUT). C(COMPLETING) is one of them on purpose - Slurm shows a job that it is requeueing
-    (after a node failure, or C(scontrol requeue)) as C(COMPLETING) before it is C(PENDING) again,
-    and a second copy must never be submitted in that window. A job that really ended leaves
-    C(COMPLETING) within seconds; run the task again then.
+    C(REQUEUE_HOLD), C(REQUEUE_FED), C(SPECIAL_EXIT), C(RESV_DEL_HOLD), C(EXPEDITING) (Slurm
+    25.11+, an expedited requeue in progress), C(COMPLETING) or C(STAGE_OUT). C(COMPLETING) is one
+    of them on purpose - Slurm shows a job that it is requeueing (after a node failure, or
+    C(scontrol requeue)) as C(COMPLETING) before it is C(PENDING) again, and a second copy must
+    never be submitted in that window. A job that really ended leaves C(COMPLETING) within
+    seconds; run the task again then. A held job (see V(released)) is present too.
+  - A job of the identity (or O(job_id)) in a state this collection does not know (a word of a
+    later Slurm release) is never acted on and no second copy is submitted next to it - the task
+    fails naming the job and its state, for a human to look at.
   - When C(sbatch) fails in a way that leaves open whether C(slurmctld) took the job (C(Socket
     timed out on send/recv operation), C(Unable to contact slurm controller), O(command_timeout)
     reached), the module waits O(retry_delay) seconds and looks the identity up with C(squeue)
@@ -36,9 +40,13 @@ description:
   - V(requeued) requeues (C(scontrol requeue)) running jobs; a job already C(PENDING) is no
     change. With no active job, the newest finished job the controller still lists (for
     C(MinJobAge) seconds after it ended) is requeued, as Slurm allows for batch jobs.
-  - V(held) holds (C(scontrol hold)) active jobs that are not held yet (reason C(JobHeldUser) or
-    C(JobHeldAdmin)); V(released) releases (C(scontrol release)) held ones. Slurm holds a
-    C(RUNNING) job too - it keeps running, and does not start again if it is requeued.
+  - V(held) holds (C(scontrol hold)) active jobs that are not held yet; V(released) releases
+    (C(scontrol release)) held ones. A job is held when a user or admin held it (reason
+    C(JobHeldUser), C(JobHeldAdmin)) and also when Slurm held it itself - reason C(launch failed
+    requeued held) (a launch or prolog failure), C(job requeued in held state), C(job requeued in
+    special exit state), C(JobHoldMaxRequeue), or the state C(REQUEUE_HOLD), C(SPECIAL_EXIT) or
+    C(RESV_DEL_HOLD). Slurm holds a C(RUNNING) job too - it keeps running, and does not start
+    again if it is requeued.
   - Every change is one command for all the jobs it concerns.
 author:
   - clusterops.slurm maintainers (!UNKNOWN)
@@ -357,6 +365,15 @@ def present(module, cli, user):
     if active:
         job = active[0]
         module.exit_json(changed=False, job_id=submission_id(job), cluster=job["cluster"], job=job,
+                         commands=cli.calls, **result)
+    unknown = [j for j in mine if not j["state_known"]]
+    if unknown:
+        module.fail_json(msg="not submitting: %s of this identity %s in a state this collection "
+                             "does not know (%s; a later Slurm release?) and may still be active; "
+                             "look at it with squeue" % (
+                                 ", ".join("job %s" % j["job_id"] for j in unknown),
+                                 "is" if len(unknown) == 1 else "are",
+                                 ", ".join(sorted(set(j["state_raw"] for j in unknown)))),
                          commands=cli.calls, **result)
     if module.check_mode:
         module.exit_json(changed=True, job_id=None, cluster=None, job=None, commands=cli.calls, **result)

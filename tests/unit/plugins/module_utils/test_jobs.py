@@ -40,7 +40,7 @@ def sacct_line(job_id, raw, state, exit_code="0:0", name="train", user="alice", 
     row = dict(JobID=job_id, JobIDRaw=raw, Cluster=cluster, User=user, Partition=partition,
                State=state, ExitCode=exit_code, Reason=reason, NodeList=nodes, Submit=submit,
                Start=start, End=end, JobName=name)
-    return SEP.join(row[f] for f in SACCT_FIELDS)
+    return SEP.join(row[f] for f in SACCT_FIELDS) + "\n"
 
 
 def squeue_record(job_id, raw, state, name="train", user="alice", reason="None", exit_code="0:0",
@@ -191,9 +191,15 @@ def test_sacct_name_with_pipes_and_spaces_kept():
 
 def test_sacct_bad_lines():
     with pytest.raises(JobParseError):
-        parse_sacct("5" + SEP + "5" + SEP + "COMPLETED")
+        parse_sacct("5" + SEP + "5" + SEP + "COMPLETED\n")
     with pytest.raises(JobParseError):
-        parse_sacct(sacct_line("5", "5", "RUNNABLE"))
+        parse_sacct(sacct_line("5", "5", ""))
+
+
+def test_sacct_state_of_a_later_release_is_kept_not_fatal():
+    (job,) = parse_sacct(sacct_line("5", "5", "RUNNABLE"))
+    assert (job["state"], job["state_raw"], job["state_known"], job["active"]) == (
+        None, "RUNNABLE", False, False)
 
 
 def test_squeue_array_records_and_throttle():
