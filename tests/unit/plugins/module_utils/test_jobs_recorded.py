@@ -9,19 +9,26 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import io
 import json
 import os
+import re
 
 import pytest
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._job_actions import (
+    has_key,
     parse_sbatch_output,
     uncertain_failure,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import (
+    REC_END,
+    JobParseError,
     merge_jobs,
     parse_sacct,
     parse_squeue,
+    read_jobs,
+    read_queue,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import SlurmCommandError
 
@@ -211,3 +218,273 @@ def test_recorded_json_of_22_05_is_not_used_and_why():
     squeue = dict((j["job_id"], j) for j in json.loads(fixture("squeue_json_states.json"))["jobs"])
     assert squeue[42]["exit_code"] == 768 and "restart_cnt" in squeue[42]
     assert squeue[47]["array_task_string"] == "3-100%2" and squeue[52]["het_job_offset"] == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Every release: the same kinds of jobs, recorded on Slurm 22.05.8 (devcluster/, written by
+# dev/cluster/record-jobs.sh) and on Slurm 24.11.5 (slurm-24.11/<snapshot>/<command>.out and
+# .rc, from ../shared/recordings/24.11: "-product" files are exactly our squeue -O / sacct
+# --format asks, see its README).
+# ---------------------------------------------------------------------------------------------
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures")
+
+
+def recorded(release, name):
+    """The text of a recorded output: ``devcluster/<name>`` for 22.05, ``slurm-<release>/<name>``
+    (``<snapshot>/<command>.out``) for the others. Read with invalid bytes as U+FFFD, as the
+    command layer decodes Slurm's output."""
+    folder = "devcluster" if release == "22.05" else "slurm-" + release
+    with io.open(os.path.join(ROOT, folder, name), encoding="utf-8", errors="replace") as handle:
+        return handle.read()
+
+
+def recorded_rc(release, name):
+    return int(recorded(release, name).strip())
+
+
+def raw_answers_2411():
+    """``slurm-24.11/raw-job-answers.txt``: each command's stdout and stderr, then ``rc=N``; in
+    order: squeue --jobs=<unknown id>, squeue --jobs=<two unknown ids>, sbatch, sbatch
+    --parsable, sbatch -p nosuch, sacct -P."""
+    answers = []
+    lines = []
+    for line in recorded("24.11", "raw-job-answers.txt").splitlines():
+        if re.match(r"^rc=\d+$", line):
+            answers.append((int(line[3:]), "\n".join(lines)))
+            lines = []
+        else:
+            lines.append(line)
+    return answers
+
+
+SQUEUE_0811 = "08-jobs/squeue-product.out"
+SACCT_0811 = "08-jobs/sacct-product.out"
+
+
+@pytest.mark.parametrize("release, squeue, name, expected", [
+    # (state, exit_code, signal, reason); 22.05's squeue prints the raw wait status (768, 9),
+    # 24.11's prints exit:signal (3:0, 0:9, 0:15)
+    ("22.05", "squeue_states.txt", "rec-fail", ("FAILED", 3, 0, "NonZeroExitCode")),
+    ("24.11", SQUEUE_0811, "nsl-fail", ("FAILED", 3, 0, "NonZeroExitCode")),
+    ("22.05", "squeue_states.txt", "rec-signal", ("FAILED", 0, 9, "JobLaunchFailure")),
+    ("24.11", SQUEUE_0811, "nsl-sig", ("FAILED", 0, 9, "RaisedSignal:9(Killed)")),
+    ("22.05", "squeue_states.txt", "rec-done", ("COMPLETED", 0, 0, "")),
+    ("24.11", SQUEUE_0811, "nsl-ok", ("COMPLETED", 0, 0, "")),
+    ("24.11", SQUEUE_0811, "nsl-cancel", ("CANCELLED", 0, 15, "")),
+    ("22.05", "squeue_states.txt", "rec-run", ("RUNNING", 0, 0, "")),
+    ("24.11", SQUEUE_0811, "nsl-train", ("RUNNING", 0, 0, "")),
+])
+def test_recorded_squeue_state_exit_code_reason_on_every_release(release, squeue, name, expected):
+    (job,) = [j for j in parse_squeue(recorded(release, squeue)) if j["name"] == name]
+    assert (job["state"], job["exit_code"], job["signal"], job["reason"]) == expected
+    assert job["state_known"] and not job["held"]
+    assert job["active"] is (expected[0] == "RUNNING")
+    if job["active"]:
+        assert job["start_time"] and job["end_time"] is None
+    else:
+        assert job["end_time"] >= job["start_time"] >= job["submit_time"]
+
+
+def test_recorded_24_11_squeue_every_field():
+    jobs = dict((j["name"], j) for j in parse_squeue(recorded("24.11", SQUEUE_0811)))
+    train = jobs["nsl-train"]
+    assert (train["job_id"], train["job_id_raw"], train["user"], train["partition"], train["cluster"],
+            train["node_list"], train["nodes"], train["comment"], train["restart_count"],
+            train["submit_time"], train["start_time"], train["end_time"]) == (
+        "1", 1, "root", "debug", "nsl", "n1", ["n1"], "clusterops-key=k1", 0,
+        1796061370, 1796061370, None)
+    assert jobs["nsl-ok"]["comment"] == ""
+
+
+@pytest.mark.parametrize("release, sacct, name, expected", [
+    # (state, cancelled_by, exit_code, signal, [(step, state, exit_code, signal)])
+    ("22.05", "sacct_states.txt", "rec-fail", ("REQUEUED", None, 3, 0, None)),
+    ("24.11", SACCT_0811, "nsl-fail", ("FAILED", None, 3, 0, [("batch", "FAILED", 3, 0)])),
+    ("24.11", SACCT_0811, "nsl-sig", ("FAILED", None, 0, 9, [("batch", "CANCELLED", 0, 9)])),
+    ("24.11", SACCT_0811, "nsl-cancel", ("CANCELLED", 0, 0, 0, [("batch", "CANCELLED", 0, 15)])),
+    ("24.11", SACCT_0811, "nsl-train", ("RUNNING", None, 0, 0, [("batch", "RUNNING", 0, 0)])),
+])
+def test_recorded_sacct_on_every_release(release, sacct, name, expected):
+    (job,) = [j for j in parse_sacct(recorded(release, sacct)) if j["name"] == name]
+    steps = [(s["step_id"], s["state"], s["exit_code"], s["signal"]) for s in job["steps"]]
+    assert (job["state"], job["cancelled_by"], job["exit_code"], job["signal"]) == expected[:4]
+    if expected[4] is not None:
+        assert steps == expected[4]
+    assert job["state_known"] and not job["active"] and not job["held"]
+
+
+@pytest.mark.parametrize("release, squeue, sacct, job_id, node_fail_on", [
+    ("22.05", "squeue_node_fail_requeued.txt", "sacct_node_fail_requeued.txt", "57", "n2"),
+    # 24.11, during the failure (reason None) and after it (reason BeginTime)
+    ("24.11", "09-during-node-fail/squeue-product.out", "09-during-node-fail/sacct-product.out",
+     "8", "n3"),
+    ("24.11", "10-after-node-fail/squeue-product.out", "10-after-node-fail/sacct-product.out",
+     "8", "n3"),
+])
+def test_recorded_requeued_after_node_fail_on_every_release(release, squeue, sacct, job_id,
+                                                             node_fail_on):
+    """The job of the crashed node, requeued by Slurm itself: one job, PENDING, active (never
+    to be submitted again), requeued, with the NODE_FAIL run as its history."""
+    jobs = dict((j["job_id"], j) for j in merge_jobs(parse_squeue(recorded(release, squeue)),
+                                                    parse_sacct(recorded(release, sacct))))
+    job = jobs[job_id]
+    assert (job["state"], job["active"], job["requeued"], job["restart_count"], job["held"]) == (
+        "PENDING", True, True, 1, False)
+    assert [(h["state"], h["node_list"]) for h in job["history"]] == [("NODE_FAIL", node_fail_on)]
+
+
+def test_recorded_24_11_cancelled_job_is_cancelled_by_its_state_not_its_exit_code():
+    """24.11 shows a cancelled job's exit code as 0:15 (squeue) / 0:0 (sacct); 26.05 as 143:0.
+    Only the state says CANCELLED; the exit code is reported as Slurm gave it."""
+    queued = parse_squeue(recorded("24.11", "09-during-node-fail/squeue-product.out"))
+    accounted = parse_sacct(recorded("24.11", "09-during-node-fail/sacct-product.out"))
+    jobs = dict((j["name"], j) for j in merge_jobs(queued, accounted))
+    assert (jobs["nsl-train"]["state"], jobs["nsl-train"]["exit_code"], jobs["nsl-train"]["signal"]) == (
+        "CANCELLED", 0, 15)
+    # nsl-cancel: squeue says CANCELLED, sacct adds who (uid 0)
+    assert (jobs["nsl-cancel"]["state"], jobs["nsl-cancel"]["cancelled_by"]) == ("CANCELLED", 0)
+
+
+def test_recorded_24_11_sbatch_answers():
+    answers = raw_answers_2411()
+    assert parse_sbatch_output(answers[2][1]) == (6, None)        # Submitted batch job 6
+    assert parse_sbatch_output(answers[3][1]) == (7, None)        # --parsable
+    rc, text = answers[4]
+    assert rc == 1 and "Invalid partition name specified" in text
+    assert not uncertain_failure(SlurmCommandError("x", ["sbatch"], rc, "", text))
+
+
+@pytest.mark.parametrize("release, text", [
+    ("22.05", lambda: captured("squeue_unknown_job.txt")),
+    ("24.11", lambda: (raw_answers_2411()[0][0], "", raw_answers_2411()[0][1])),
+])
+def test_recorded_unknown_job_id_is_no_job_on_every_release(release, text):
+    rc, out, err = text()
+    assert rc == 1 and "Invalid job id specified" in err
+    assert read_queue(FakeCLI([(rc, out, err)]), job_ids=["999999"]) == []
+
+
+class FakeCLI(object):
+    """The command layer's interface, answering with recorded (rc, stdout, stderr)."""
+
+    def __init__(self, answers):
+        self.answers = list(answers)
+        self.calls = []
+
+    def run(self, name, args, check=True, what=None, data=None, environ=None):
+        self.calls.append([name] + list(args))
+        return self.answers.pop(0)
+
+    def failure(self, name, rc, out, err, what=None):
+        return SlurmCommandError("%s failed (rc=%s) while trying to %s: %s" % (
+            name, rc, what, (err or out or "").strip().splitlines()[0]), self.calls[-1], rc, out, err)
+
+
+# Partial reads: never "no jobs"
+
+@pytest.mark.parametrize("release, name", [
+    ("22.05", "squeue_states.txt"),
+    ("24.11", SQUEUE_0811),
+    ("24.11", "10-after-node-fail/squeue-product.out"),
+])
+def test_recorded_squeue_cut_short_anywhere_inside_a_record_fails(release, name):
+    text = recorded(release, name)
+    complete = len(parse_squeue(text))
+    for cut in range(1, len(text) - 1):
+        head = text[:cut]
+        if head.endswith(REC_END) or head.endswith(REC_END + "\n"):
+            assert len(parse_squeue(head)) < complete   # a cut between records is undetectable
+            continue
+        with pytest.raises(JobParseError):
+            parse_squeue(head)
+
+
+@pytest.mark.parametrize("release, name", [
+    ("22.05", "sacct_states.txt"),
+    ("24.11", SACCT_0811),
+    ("24.11", "10-after-node-fail/sacct-product.out"),
+])
+def test_recorded_sacct_cut_short_inside_a_line_fails(release, name):
+    text = recorded(release, name)
+    for cut in range(1, len(text) - 1):
+        head = text[:cut]
+        if head.endswith("\n"):
+            continue
+        with pytest.raises(JobParseError):
+            parse_sacct(head)
+
+
+# What Slurm prints on stderr when slurmdbd cannot be reached (src/sacct/options.c: error()
+# then exit(1); the persist_conn lines come first), and an error with rc 0.
+SLURMDBD_DOWN = ("sacct: error: slurm_persist_conn_open_without_init: failed to open persistent "
+                 "connection to host:ctl:6819: Connection refused\n"
+                 "sacct: error: Sending PersistInit msg: Connection refused\n"
+                 "sacct: error: Problem talking to the database: Connection refused\n")
+
+
+@pytest.mark.parametrize("rc", [1, 0])
+def test_slurmdbd_down_is_a_failure_never_no_jobs(rc):
+    cli = FakeCLI([(rc, "", SLURMDBD_DOWN)])
+    with pytest.raises(SlurmCommandError) as info:
+        read_jobs(cli, names=["nsl-train"], users=["root"])
+    assert "Connection refused" in info.value.msg
+    assert [c[0] for c in cli.calls] == ["sacct"]    # squeue not even asked
+
+
+def test_recorded_records_with_an_error_on_stderr_and_rc_0_fail():
+    """24.11's recorded jobs, plus an error line on stderr: the listing may lack jobs."""
+    cli = FakeCLI([(0, recorded("24.11", SACCT_0811), ""),
+                   (0, recorded("24.11", SQUEUE_0811),
+                    "squeue: error: slurm_load_jobs: Unable to contact slurm controller")])
+    with pytest.raises(SlurmCommandError) as info:
+        read_jobs(cli, names=["nsl-train"], users=["root"])
+    assert "Unable to contact slurm controller" in info.value.msg
+    # warnings are not errors
+    cli = FakeCLI([(0, recorded("24.11", SACCT_0811), "sacct: Warning: something to note\n"),
+                   (0, recorded("24.11", SQUEUE_0811), "")])
+    jobs, accounting = read_jobs(cli, names=["nsl-train"], users=["root"])
+    assert accounting and len(jobs) == 5
+
+
+@pytest.mark.parametrize("release", ["22.05"])
+def test_recorded_accounting_disabled_is_no_accounting_not_a_failure(release):
+    rc, out, err = captured("sacct_accounting_disabled.txt")
+    cli = FakeCLI([(rc, out, err), (0, recorded(release, "squeue_states.txt"), "")])
+    jobs, accounting = read_jobs(cli, names=["rec-run"], users=["root"])
+    assert accounting is False and jobs
+
+
+# Bytes that are not UTF-8 (a Latin-1 job name or comment), decoded as U+FFFD by the command
+# layer: kept, never fatal.
+
+def latin1(text, old, new):
+    """``text`` with ``old`` replaced by ``new`` encoded in Latin-1 and decoded as the command
+    layer does (``errors="replace"``)."""
+    assert old in text
+    return text.replace(old, new.encode("latin-1").decode("utf-8", "replace"))
+
+
+@pytest.mark.parametrize("release, squeue, old", [
+    ("22.05", "squeue_states.txt", "rec-run"),
+    ("24.11", SQUEUE_0811, "nsl-train"),
+])
+def test_recorded_squeue_with_latin1_name_and_comment(release, squeue, old):
+    text = latin1(recorded(release, squeue), old, u"caf\u00e9-run")
+    if "clusterops-key=k1" in text:
+        text = latin1(text, "clusterops-key=k1", u"clusterops-key=k1 r\u00e9sum\u00e9")
+    jobs = dict((j["name"], j) for j in parse_squeue(text))
+    job = jobs[u"caf\ufffd-run"]
+    assert job["state"] == "RUNNING" and job["active"]
+    if release == "24.11":
+        assert job["comment"] == u"clusterops-key=k1 r\ufffdsum\ufffd"
+        assert has_key(job, "k1")
+    json.dumps(job)   # a module result stays serialisable
+
+
+def test_recorded_sacct_and_json_with_latin1_name():
+    text = latin1(recorded("24.11", SACCT_0811), "nsl-train", u"\u00e9t\u00e9")
+    (job,) = [j for j in parse_sacct(text) if j["job_id"] == "1"]
+    assert job["name"] == u"\ufffdt\ufffd" and job["state"] == "RUNNING"
+    doc = json.loads(latin1(recorded("24.11", "08-jobs/squeue-json.out"), '"nsl-train"', u'"\u00e9t\u00e9"'))
+    assert u"\ufffdt\ufffd" in [j["name"] for j in doc["jobs"]]
