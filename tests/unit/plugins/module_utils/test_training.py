@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import io
 import json
 import multiprocessing
 import os
@@ -16,6 +17,12 @@ import pytest
 
 from ansible_collections.clusterops.slurm.plugins.module_utils import _checkpoint as ckpt_lib
 from ansible_collections.clusterops.slurm.plugins.module_utils import _training as tr
+from ansible_collections.clusterops.slurm.plugins.module_utils._job_state import parse_job_state
+from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import (
+    merge_jobs,
+    parse_sacct,
+    parse_squeue,
+)
 
 OWNER = "alice"
 
@@ -115,6 +122,81 @@ def test_other_final_states_are_reported_not_resubmitted(state_name):
     d = tr.decide(run(), [job(7, state_name)], ckpt(40), state())
     assert (d["action"], d["needs_human"]) == ("none", True)
     assert state_name in d["reason"]
+
+
+# ---- jobs read from recorded Slurm outputs (22.05: devcluster/, 24.11: slurm-24.11/) --------------
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures")
+
+
+def recorded_jobs(squeue, sacct=None):
+    def read(name):
+        with io.open(os.path.join(FIXTURES, name), encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    return merge_jobs(parse_squeue(read(squeue)), parse_sacct(read(sacct)) if sacct else [])
+
+
+@pytest.mark.parametrize("squeue, sacct, name, job_id", [
+    ("devcluster/squeue_node_fail_requeued.txt", "devcluster/sacct_node_fail_requeued.txt",
+     "rec-node-fail", "57"),
+    ("slurm-24.11/09-during-node-fail/squeue-product.out",
+     "slurm-24.11/09-during-node-fail/sacct-product.out", "nsl-nf", "8"),
+    ("slurm-24.11/10-after-node-fail/squeue-product.out",
+     "slurm-24.11/10-after-node-fail/sacct-product.out", "nsl-nf", "8"),
+])
+def test_recorded_requeue_by_slurm_after_node_fail_is_active_on_every_release(squeue, sacct, name, job_id):
+    jobs = recorded_jobs(squeue, sacct)
+    (mine,) = [j for j in jobs if j["name"] == name]
+    d = tr.decide(run(name=name, owner=mine["user"]), jobs, ckpt(40), state())
+    assert (d["action"], d["status"], d["needs_human"]) == ("none", "active", False)
+    assert "job %s is PENDING (Slurm requeued it itself after NODE_FAIL)" % job_id in d["reason"]
+
+
+@pytest.mark.parametrize("squeue, name, who, reason", [
+    ("devcluster/squeue_states.txt", "rec-held", "its owner", "JobHeldUser"),        # sbatch -H
+    ("devcluster/squeue_held_running.txt", "rec-held", "an administrator", "JobHeldAdmin"),
+])
+def test_recorded_held_job_needs_a_human_never_waits_forever(squeue, name, who, reason):
+    jobs = recorded_jobs(squeue)
+    (mine,) = [j for j in jobs if j["name"] == name]
+    d = tr.decide(run(name=name, owner=mine["user"]), jobs, ckpt(40), state())
+    assert (d["action"], d["status"], d["needs_human"]) == ("none", "held", True)
+    assert "held by %s (%s)" % (who, reason) in d["reason"]
+    assert "scontrol release %s" % mine["job_id"] in d["reason"]
+    assert d["last_job"]["held"] is True
+
+
+@pytest.mark.parametrize("held_by, reason, who", [
+    ("slurm", "launch failed requeued held", "Slurm itself"),
+    ("slurm", "job requeued in held state", "Slurm itself"),
+    ("admin", "JobHeldAdmin", "an administrator"),
+])
+def test_held_job_is_reported_with_who_held_it(held_by, reason, who):
+    jobs = [job(7, "NODE_FAIL"), job(8, "PENDING", active=True, held=True, held_by=held_by,
+                                     reason=reason, state_raw="PENDING")]
+    d = tr.decide(run(), jobs, ckpt(40), state())
+    assert (d["action"], d["status"], d["needs_human"]) == ("none", "held", True)
+    assert "job 8 is held by %s (%s)" % (who, reason) in d["reason"]
+
+
+@pytest.mark.parametrize("jobs", [
+    [job(7, None, state_raw="WARPING", state_known=False)],
+    [job(7, "NODE_FAIL"), job(8, None, state_raw="WARPING", state_known=False)],
+    # even next to an active job: the unknown one may be active too
+    [job(8, None, state_raw="WARPING", state_known=False), job(9, "RUNNING", active=True)],
+])
+def test_unknown_state_is_never_resubmitted_and_needs_a_human(jobs):
+    d = tr.decide(run(), jobs, ckpt(40), state())
+    assert (d["action"], d["status"], d["needs_human"]) == ("none", "unknown", True)
+    assert "WARPING" in d["reason"] and "not resubmitting" in d["reason"]
+
+
+def test_expediting_is_slurm_requeueing_the_job_active():
+    (state_,) = [parse_job_state("EXPEDITING")]
+    jobs = [job(7, state_.base, active=state_.active, flags=sorted(state_.flags), requeued=True,
+                state_raw="EXPEDITING")]
+    d = tr.decide(run(), jobs, ckpt(40), state())
+    assert (d["action"], d["status"], d["needs_human"]) == ("none", "active", False)
 
 
 @pytest.mark.parametrize("status", ["invalid", "error"])
