@@ -17,7 +17,24 @@ description:
     C(clusterops.slurm.torchrun_launcher)), the jobs of every registered run with one C(sacct)
     and one C(squeue) call, and each run's checkpoint folder, then decides for each run.
   - A run whose C(FINISHED) marker exists, or that has a job queued, running or being requeued
-    (C(PENDING) after Slurm requeued it by itself included), is left alone.
+    (C(PENDING) after Slurm requeued it by itself included, and C(EXPEDITING) of Slurm 25.11+),
+    is left alone.
+  - A run whose job is held is reported as needing a human (RV(runs[].status) V(held)) and left
+    alone - neither released nor resubmitted. Slurm holds a job itself after a launch or prolog
+    failure (reason C(launch failed requeued held)), after C(scontrol requeuehold) or an
+    expedited requeue (C(job requeued in held state)), or when it was requeued too often
+    (C(JobHoldMaxRequeue)); a user or admin may hold it too. The cause (often a node that
+    M(clusterops.slurm.slurm_node) or the C(remediate.yml) playbook heals) comes first; then a
+    person releases it (M(clusterops.slurm.slurm_job) O(clusterops.slurm.slurm_job#module:state=released),
+    or C(scontrol release <id>)) or cancels it.
+  - A run with a job in a state this collection does not know (a word of a later Slurm
+    release) is reported as needing a human (V(unknown)) and never resubmitted: the job may
+    still be active.
+  - A read that is not a complete answer fails the task before anything is decided or
+    submitted - C(sacct) or C(squeue) exiting non-zero (slurmdbd down - C(Problem talking to the
+    database); controller unreachable), an error on their stderr with exit status 0, an output
+    cut short. Only C(Slurm accounting storage is disabled) is read as "no accounting", and the
+    runs are then decided from C(squeue) alone.
   - When the run's last job ended C(NODE_FAIL), C(FAILED), C(TIMEOUT), C(PREEMPTED) or
     C(BOOT_FAIL), the run's launcher is submitted again (C(sbatch <launcher>)) as the run's
     owner; the launcher resumes from the newest valid checkpoint.
@@ -128,9 +145,11 @@ runs:
       type: str
     status:
       description:
-        - V(disabled), V(finished), V(active), V(not_started), V(stopped) (by an earlier
-          remediation), V(cancelled), V(failed) (last job ended in a state that is resubmitted),
-          V(lost) (our resubmission is not visible), V(ended) (another final state).
+        - V(disabled), V(finished), V(active), V(held) (its job waits for a release; needs a
+          human), V(unknown) (a job in a state this collection does not know; needs a human),
+          V(not_started), V(stopped) (by an earlier remediation), V(cancelled), V(failed) (last
+          job ended in a state that is resubmitted), V(lost) (our resubmission is not visible),
+          V(ended) (another final state).
       type: str
     action:
       description:
@@ -145,7 +164,11 @@ runs:
       type: str
       sample: "job 41 ended NODE_FAIL; resubmission 1 of 5, resume from step 40"
     last_job:
-      description: The run's newest job (id, state, exit code, cancelled_by, requeued, times), or V(null).
+      description:
+        - The run's newest job (job_id, job_id_raw, state, flags, state_raw, held, held_by,
+          exit_code, signal, cancelled_by, requeued, reason, node_list, times), or V(null).
+          Whether it was cancelled comes from its state, never from its exit code (a cancelled
+          job shows C(0:15) on 24.11 and C(143:0) on 26.05).
       type: dict
     step:
       description: Step of the newest valid checkpoint, or V(null).

@@ -120,3 +120,51 @@ def test_a_broken_registry_entry_is_reported_not_fatal(run_module, tmp_path):
                         [sacct_call("root", SACCT), squeue_call("root")])
     assert result["needs_human"] == ["broken"] and result["resubmitted"] == [RUN]
     assert result["report"][-1].startswith("broken: registry entry unusable")
+
+
+# What sacct prints when slurmdbd cannot be reached (src/sacct/options.c: "Problem talking to
+# the database: %m", exit 1, after the persistent connection's own errors).
+SLURMDBD_DOWN = ("sacct: error: slurm_persist_conn_open_without_init: failed to open persistent "
+                 "connection to host:ctl:6819: Connection refused\n"
+                 "sacct: error: Sending PersistInit msg: Connection refused\n"
+                 "sacct: error: Problem talking to the database: Connection refused\n")
+
+
+def _captured(name):
+    text = recorded(name)
+    head, dummy, rest = text.partition("# stdout:\n")
+    stdout, dummy, stderr = rest.partition("# stderr:\n")
+    return int(head.split("# rc: ", 1)[1].splitlines()[0]), stdout, stderr
+
+
+def _failed(run_module, reg, calls, expect):
+    result = run_module(training_restart, args(reg), calls)
+    assert result["failed"] is True and expect in result["msg"]
+    assert not [c for c in result["commands"] if c[0].endswith("sbatch")]
+    return result
+
+
+def test_slurmdbd_down_fails_and_resubmits_nothing(run_module, tmp_path):
+    reg, folder = registry(tmp_path)
+    sacct = sacct_call("root", "")
+    for rc in (1, 0):   # whatever sacct's exit status, an error on stderr is not "no jobs"
+        _failed(run_module, reg, [(sacct[0], rc, "", SLURMDBD_DOWN)], "Connection refused")
+    assert not os.path.exists(str(folder / tr.STATE_FILE))
+
+
+def test_controller_unreachable_fails_and_resubmits_nothing(run_module, tmp_path):
+    reg, folder = registry(tmp_path)
+    rc, out, err = _captured("squeue_connect_failure.txt")     # recorded, rc 1
+    squeue = squeue_call("root")
+    _failed(run_module, reg, [sacct_call("root", SACCT), (squeue[0], rc, out, err)],
+            "Unable to contact slurm controller")
+    # the same words with rc 0
+    _failed(run_module, reg, [sacct_call("root", SACCT), (squeue[0], 0, "", err)],
+            "Unable to contact slurm controller")
+    assert not os.path.exists(str(folder / tr.STATE_FILE))
+
+
+def test_accounting_cut_short_fails_and_resubmits_nothing(run_module, tmp_path):
+    reg, folder = registry(tmp_path)
+    _failed(run_module, reg, [sacct_call("root", SACCT[:-7])], "cut short")
+    assert not os.path.exists(str(folder / tr.STATE_FILE))
