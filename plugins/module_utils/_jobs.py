@@ -61,6 +61,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._job_state import
     parse_job_state,
     state_matches,
 )
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import SlurmCommandError
 
 try:
     from typing import Any, Dict, List, Optional, Sequence, Tuple  # noqa: F401
@@ -573,11 +574,17 @@ def _check_answer(cli, name, rc, out, err, what):
     # type: (Any, str, int, str, str, str) -> None
     """Raise unless ``rc`` is 0 and stderr reports no error: an error on stderr with rc 0 means
     the command printed what it could, not everything (never read it as "no jobs")."""
-    if rc != 0:
-        raise cli.failure(name, rc, out, err, what)
     errors = stderr_errors(err)
+    if rc != 0:
+        exc = cli.failure(name, rc, out, err, what)
+        if len(errors) > 1:   # every error line: the last one often says the most
+            exc.msg = "%s failed (rc=%s) while trying to %s: %s" % (name, rc, what, "; ".join(errors))
+            exc.args = (exc.msg,)
+        raise exc
     if errors:
-        raise cli.failure(name, rc, out, "\n".join(errors), what)
+        raise SlurmCommandError(
+            "%s exited 0 but reported an error while trying to %s (the answer is not trusted): %s"
+            % (name, what, "; ".join(errors)), cli.calls[-1], rc, out, err)
 
 
 def squeue_args(job_ids=None, names=None, users=None):

@@ -18,9 +18,22 @@ description:
     every job it still knows), and returns one entry per job.
   - Both are read as delimited fields (C(sacct --parsable2 --delimiter), C(squeue -O) with a
     separator), never as fixed-width columns, and with times as Unix seconds.
-  - Each state is split into a base state and flags (C(squeue) prints C(COMPLETING) or
-    C(REQUEUE_HOLD) instead of the base); C(CANCELLED by 1234) becomes V(CANCELLED) with
-    RV(jobs[].cancelled_by); exit codes C(0:9) are split into exit code and signal.
+  - Each state is split into a base state and flags (C(squeue) prints C(COMPLETING),
+    C(REQUEUE_HOLD) or, from Slurm 25.11, C(EXPEDITING) instead of the base); C(CANCELLED by
+    1234) becomes V(CANCELLED) with RV(jobs[].cancelled_by); exit codes are split into exit code
+    and signal (C(0:9) of C(sacct) and of C(squeue) from 23.02, the raw wait status of 22.05's
+    C(squeue)). Whether a job was cancelled comes from its state only - a cancelled job's exit
+    code is C(0:15) on 24.11 and C(143:0) on 26.05.
+  - A state word this collection does not know (one a later Slurm release adds) does not fail
+    the listing - the job is returned with RV(jobs[].state_known) false, its words in
+    RV(jobs[].state_raw), and is neither active nor ended for the other modules.
+  - Held jobs (RV(jobs[].held)) are those that wait for C(scontrol release) - held by a user or
+    admin, or by Slurm itself (C(launch failed requeued held) after a launch or prolog failure,
+    C(job requeued in held state), C(JobHoldMaxRequeue), the C(REQUEUE_HOLD) state...).
+  - An answer that may be incomplete fails the task with Slurm's words, never reads as "no
+    jobs" - a non-zero exit status (slurmdbd down - C(Problem talking to the database),
+    controller unreachable), an error on stderr with exit status 0, an output cut short. Only
+    C(Slurm accounting storage is disabled) is read as RV(accounting) false.
   - Steps (C(.batch), C(.extern), C(.interactive), C(.0)...) are attached to their job under
     RV(jobs[].steps) and never listed as jobs. A pending array's tasks that Slurm shows as one
     line (C(57829110_[5-100]), C(123_[1-5%2])) are one entry.
@@ -176,13 +189,33 @@ jobs:
       type: str
       sample: PENDING
     flags:
-      description: Flag states Slurm printed (V(COMPLETING), V(REQUEUE_HOLD), V(CONFIGURING)...).
+      description: Flag states Slurm printed (V(COMPLETING), V(REQUEUE_HOLD), V(CONFIGURING), V(EXPEDITING)...).
       type: list
       elements: str
     state_raw:
       description: The state as Slurm wrote it.
       type: str
       sample: "CANCELLED by 1234"
+    state_known:
+      description: >-
+        False when a word of the state is unknown to this collection (a later Slurm release's);
+        then RV(jobs[].state) is V(null) unless another word names the base, RV(jobs[].active)
+        and RV(jobs[].held) are false, and the other modules act on no such job (a human should
+        look at it).
+      type: bool
+    held:
+      description: >-
+        True when the job waits for C(scontrol release) (what
+        O(clusterops.slurm.slurm_job#module:state=released) acts on); see RV(jobs[].held_by).
+      type: bool
+    held_by:
+      description: >-
+        V(user) (reason C(JobHeldUser)), V(admin) (C(JobHeldAdmin)), V(slurm) (Slurm held it
+        itself - C(launch failed requeued held), C(job requeued in held state), C(job requeued
+        in special exit state), C(JobHoldMaxRequeue), or the C(REQUEUE_HOLD), C(SPECIAL_EXIT),
+        C(RESV_DEL_HOLD) states), or V(null) when not held.
+      type: str
+      sample: slurm
     active:
       description: >-
         True while the controller lists the job as queued, running or not finished yet (the
@@ -194,7 +227,9 @@ jobs:
       description: The uid from C(CANCELLED by <uid>), else V(null).
       type: int
     reason:
-      description: Why the job waits or ended (squeue C(Reason), sacct C(Reason)), V("") when none.
+      description: >-
+        Why the job waits or ended (squeue C(Reason), sacct C(Reason)), V("") when none. squeue
+        prints the text slurmctld wrote when there is one (V(launch failed requeued held)).
       type: str
       sample: BeginTime
     exit_code:
@@ -229,16 +264,16 @@ jobs:
     history:
       description: >-
         Earlier runs of the same job that Slurm requeued into this one, oldest first (their
-        accounting records): state, flags, state_raw, cancelled_by, reason, exit_code, signal,
-        node_list, nodes, submit_time, start_time, end_time, steps.
+        accounting records): state, flags, state_raw, state_known, cancelled_by, reason,
+        exit_code, signal, node_list, nodes, submit_time, start_time, end_time, steps.
       type: list
       elements: dict
       sample: [{"state": "NODE_FAIL", "exit_code": 0, "signal": 0, "node_list": "n2"}]
     steps:
       description: >-
         The job's steps from accounting, each with step_id (V(batch), V(extern), V(0)...), job_step
-        (V(1234.batch)), name, state, flags, state_raw, cancelled_by, reason, exit_code, signal,
-        node_list, nodes, start_time, end_time. Empty with O(steps=false).
+        (V(1234.batch)), name, state, flags, state_raw, state_known, cancelled_by, reason,
+        exit_code, signal, node_list, nodes, start_time, end_time. Empty with O(steps=false).
       type: list
       elements: dict
     source:

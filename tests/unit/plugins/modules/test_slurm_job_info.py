@@ -11,6 +11,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import io
 import os
 import time
 
@@ -30,8 +31,15 @@ SACCT = ["/usr/bin/sacct", "--noheader", "--parsable2", "--delimiter=" + US, "--
 
 
 def recorded(name):
-    with open(os.path.join(FIXTURES, name)) as handle:
+    """A recorded output: ``devcluster/<name>`` (22.05), or ``slurm-24.11/...`` given as such."""
+    path = os.path.join(FIXTURES, "..", name) if name.startswith("slurm-") else os.path.join(FIXTURES, name)
+    with io.open(path, encoding="utf-8", errors="replace") as handle:
         return handle.read()
+
+
+# What sacct prints when slurmdbd cannot be reached (src/sacct/options.c).
+SLURMDBD_DOWN = ("sacct: error: Sending PersistInit msg: Connection refused\n"
+                 "sacct: error: Problem talking to the database: Connection refused\n")
 
 
 def captured(name):
@@ -139,6 +147,47 @@ CASES = [
          calls=[(SACCT + ["--name=x", "--allusers"], 0, "", ""),
                 (SQUEUE + ["--name=x"],) + captured("squeue_connect_failure.txt")],
          failed=True, msg_contains="Unable to contact slurm controller"),
+    dict(id="24.11: the job Slurm requeued after its node died: PENDING, requeued, NODE_FAIL in history",
+         args={"names": ["nsl-nf"]},
+         calls=[(SACCT + ["--name=nsl-nf", "--allusers"], 0,
+                 accounting("slurm-24.11/10-after-node-fail/sacct-product.out", ["nsl-nf"]), ""),
+                (SQUEUE + ["--name=nsl-nf"], 0,
+                 queue("slurm-24.11/10-after-node-fail/squeue-product.out", ["nsl-nf"]), "")],
+         jobs=[("8", "PENDING", True, True, ["NODE_FAIL"])],
+         fields={"8": dict(state_known=True, held=False, held_by=None, restart_count=1,
+                           reason="BeginTime")}),
+    dict(id="24.11: every kind of ended job, cancelled by its state (exit code 0:15 of squeue)",
+         args={"names": ["nsl-cancel", "nsl-fail", "nsl-sig", "nsl-ok", "nsl-train"]},
+         calls=[(SACCT + ["--name=nsl-cancel,nsl-fail,nsl-sig,nsl-ok,nsl-train", "--allusers"], 0,
+                 accounting("slurm-24.11/08-jobs/sacct-product.out"), ""),
+                (SQUEUE + ["--name=nsl-cancel,nsl-fail,nsl-sig,nsl-ok,nsl-train"], 0,
+                 queue("slurm-24.11/08-jobs/squeue-product.out"), "")],
+         jobs=[("1", "RUNNING", True, False, []), ("2", "COMPLETED", False, False, []),
+               ("3", "FAILED", False, False, []), ("4", "FAILED", False, False, []),
+               ("5", "CANCELLED", False, False, [])],
+         fields={"5": dict(cancelled_by=0, exit_code=0, signal=15), "3": dict(exit_code=3, signal=0),
+                 "4": dict(exit_code=0, signal=9), "1": dict(comment="clusterops-key=k1")}),
+    dict(id="slurmdbd down: the task fails with sacct's words, squeue is not asked",
+         args={"names": ["nsl-nf"]},
+         calls=[(SACCT + ["--name=nsl-nf", "--allusers"], 1, "", SLURMDBD_DOWN)],
+         failed=True, msg_contains="sacct failed (rc=1)"),
+    dict(id="an error on stderr with rc 0 is a failure, not a shorter list",
+         args={"names": ["nsl-nf"]},
+         calls=[(SACCT + ["--name=nsl-nf", "--allusers"], 0,
+                 accounting("slurm-24.11/10-after-node-fail/sacct-product.out", ["nsl-nf"]), SLURMDBD_DOWN)],
+         failed=True, msg_contains="Problem talking to the database: Connection refused"),
+    dict(id="squeue cut short: the task fails",
+         args={"names": ["nsl-nf"]},
+         calls=[(SACCT + ["--name=nsl-nf", "--allusers"], 0, "", ""),
+                (SQUEUE + ["--name=nsl-nf"], 0,
+                 queue("slurm-24.11/10-after-node-fail/squeue-product.out", ["nsl-nf"])[:-20], "")],
+         failed=True, msg_contains="cut short"),
+    dict(id="EXPEDITING is a valid states filter",
+         args={"names": ["nsl-nf"], "states": ["EXPEDITING"]},
+         calls=[(SACCT + ["--name=nsl-nf", "--allusers"], 0, "", ""),
+                (SQUEUE + ["--name=nsl-nf"], 0,
+                 queue("slurm-24.11/10-after-node-fail/squeue-product.out", ["nsl-nf"]), "")],
+         jobs=[]),
     dict(id="a bad state name fails before any call",
          args={"states": ["RUN"]}, calls=[], failed=True, msg_contains="states: not a Slurm job state"),
     dict(id="a bad time fails before any call",
@@ -160,6 +209,9 @@ def test_slurm_job_info(case, run_module):
     if "jobs" in case:
         assert [(j["job_id"], j["state"], j["active"], j["requeued"], [h["state"] for h in j["history"]])
                 for j in result["jobs"]] == case["jobs"]
+    for job_id, fields in case.get("fields", {}).items():
+        (job,) = [j for j in result["jobs"] if j["job_id"] == job_id]
+        assert dict((k, job[k]) for k in fields) == fields, job_id
     for job_id, steps in case.get("steps", {}).items():
         (job,) = [j for j in result["jobs"] if j["job_id"] == job_id]
         assert [s["step_id"] for s in job["steps"]] == steps
