@@ -10,6 +10,7 @@ import json
 import time
 
 from conftest import (
+    SLURM_CONF,
     is_healthy,
     make,
     module,
@@ -38,7 +39,11 @@ def test_node_info_reads_every_node_once(healthy):
     assert names == ["n1", "n2", "n3", "n4"]
     assert all(n["partitions"] == ["debug", "train"] for n in result["nodes"])
     assert all(isinstance(n["boot_time"], int) for n in result["nodes"])
-    assert result["source"] == "json" and len(result["commands"]) == 1
+    # the release once (sinfo --version, local), then ONE read: scontrol show nodes --json from
+    # 23.02 on (one record per node), sinfo --json before
+    assert result["source"] == "json"
+    assert [c[1:] for c in result["commands"]] in ([["--version"], ["--json"]],
+                                                   [["--version"], ["show", "nodes", "--json"]])
 
 
 def test_node_info_keeps_reasons_whole_and_filters_states(healthy):
@@ -222,3 +227,55 @@ def test_scope_limits_the_nodes_considered(healthy):
     assert "4 nodes in the cluster, 1 in scope" in proc.stdout
     after = nodes()
     assert "DRAIN" in after["n1"]["flags"] and "DRAIN" not in after["n2"]["flags"]
+
+
+def slurmctld_pids():
+    """Host pids of this dev cluster's slurmctld (on the host or in its release's container):
+    comm ``slurmctld`` and ``SLURM_CONF`` of this cluster in the environment."""
+    import os
+    want = ("SLURM_CONF=%s" % SLURM_CONF).encode()
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/comm" % entry) as handle:
+                if handle.read().strip() != "slurmctld":
+                    continue
+            with open("/proc/%s/environ" % entry, "rb") as handle:
+                if want in handle.read().split(b"\0"):
+                    pids.append(int(entry))
+        except OSError:
+            continue
+    return pids
+
+
+def test_stopped_controller_fails_loudly_and_changes_nothing(healthy, tmp_path):
+    """slurmctld stopped (SIGSTOP: the process is there, nothing answers): the read of nodes
+    may be partial, so remediate.yml fails with a clear message, acts on nothing, and says so
+    in its Prometheus textfile. 22.05's sinfo --json exits 0 with an errors list here."""
+    import os
+    import signal
+    drain("n1", "Prolog error")
+    pids = slurmctld_pids()
+    assert len(pids) == 1, pids
+    textfile = str(tmp_path / "remediate.prom")
+    os.kill(pids[0], signal.SIGSTOP)
+    try:
+        proc, recap = playbook(REMEDIATE, "-e", json.dumps({
+            "remediate_nodes_max_percent": 100, "remediate_prometheus_textfile": textfile}),
+            check=False)
+    finally:
+        os.kill(pids[0], signal.SIGCONT)
+    assert proc.returncode != 0 and recap["failed"] == 1, proc.stdout
+    assert "Slurm controller unreachable or answer incomplete" in proc.stdout, proc.stdout
+    assert "0 nodes in the cluster" not in proc.stdout
+    with open(textfile) as handle:
+        prom = handle.read()
+    assert "clusterops_remediate_slurm_readable 0" in prom and "clusterops_remediate_needs_human 1" in prom
+    # nothing acted on: n1 is still drained for its Prolog error once the controller answers
+    after = wait_for(lambda ns: "n1" in ns, "the controller answers again", timeout=60)
+    assert after["n1"]["flags"] >= {"DRAIN"} and after["n1"]["reason"] == "Prolog error"
+    # and the next run, with the controller back, heals it
+    proc, recap = playbook(REMEDIATE, *ALL)
+    wait_for(lambda ns: is_healthy(ns["n1"]), "n1 resumed")
