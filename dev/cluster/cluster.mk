@@ -1,6 +1,8 @@
 # Dev Slurm cluster targets. Included by the main Makefile
 # (`include dev/cluster/cluster.mk`); usable alone too:
-#   make -f dev/cluster/cluster.mk cluster-up NODES=4
+#   make -f dev/cluster/cluster.mk cluster-up NODES=4        (22.05 only: other releases need
+#                                                            the main Makefile's molecule-setup)
+# Every target takes SLURM=22.05 (default, on the host) | 24.11 | 26.05 (in podman).
 #
 # Targets:
 #   cluster-deps      install Debian packages (dev/cluster/install-deps.sh)
@@ -14,12 +16,24 @@
 #   cluster-reboot    NODE=n2: power-cycle a node (what RebootProgram does)
 #   cluster-slurmd-kill  NODE=n2: only slurmd dies; the node and its jobs stay up
 #   cluster-slurmd-start NODE=n2: start that slurmd again (boot time unchanged)
+#   cluster-prolog-fail  NODE=n2: the Prolog fails on n2 (drain "Prolog error", job held)
+#   cluster-prolog-ok    NODE=n2: the Prolog succeeds on n2 again
+#   cluster-slurmctld-stop       only slurmctld stops: the controller does not answer
+#   cluster-slurmctld-start      slurmctld starts again with its saved state
 
 # Directory of this fragment, valid wherever it is included from.
 DEVCLUSTER_MK_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 
+# Slurm release: 22.05 runs on the host (Debian 12's packages); 24.11 (Debian trixie) and 26.05
+# (Debian forky) run in a privileged podman container of a locally built image. Several
+# releases can run at once (own state dir, container and network namespace each).
+SLURM ?= 22.05
 # State dir: configs, logs, pid files, MariaDB datadir, munge key. Absolute.
+ifeq ($(SLURM),22.05)
 DEVCLUSTER_DIR ?= $(CURDIR)/.devcluster
+else
+DEVCLUSTER_DIR ?= $(CURDIR)/.devcluster-$(SLURM)
+endif
 # Debian's python3: the manager uses the stdlib only, and a pyenv shim on PATH
 # may point at an interpreter that is not installed.
 DEVCLUSTER_PYTHON ?= /usr/bin/python3
@@ -29,15 +43,19 @@ NODES ?= 4
 SLURMD_NODES ?=
 NODE ?=
 
-DEVCLUSTER := "$(DEVCLUSTER_PYTHON)" "$(DEVCLUSTER_MK_DIR)/devcluster.py" --dir "$(abspath $(DEVCLUSTER_DIR))"
+DEVCLUSTER := "$(DEVCLUSTER_PYTHON)" "$(DEVCLUSTER_MK_DIR)/devcluster.py" --slurm "$(SLURM)" --dir "$(abspath $(DEVCLUSTER_DIR))"
+# A containerised release needs podman (molecule-setup, from tests/molecule/molecule.mk: only
+# through the main Makefile) and builds its image on the first cluster-up.
+DEVCLUSTER_PREREQ := $(if $(filter 22.05,$(SLURM)),,molecule-setup)
 
 .PHONY: cluster-deps cluster-up cluster-down cluster-status cluster-env \
-        cluster-crash cluster-poweron cluster-reboot cluster-slurmd-kill cluster-slurmd-start
+        cluster-crash cluster-poweron cluster-reboot cluster-slurmd-kill cluster-slurmd-start \
+        cluster-prolog-fail cluster-prolog-ok cluster-slurmctld-stop cluster-slurmctld-start
 
 cluster-deps:
 	"$(DEVCLUSTER_MK_DIR)/install-deps.sh"
 
-cluster-up:
+cluster-up: $(DEVCLUSTER_PREREQ)
 	$(DEVCLUSTER) up --nodes "$(NODES)" $(if $(strip $(SLURMD_NODES)),--slurmd-nodes "$(SLURMD_NODES)")
 
 cluster-down:
@@ -50,6 +68,10 @@ cluster-status:
 cluster-env:
 	@$(DEVCLUSTER) env
 
-cluster-crash cluster-poweron cluster-reboot cluster-slurmd-kill cluster-slurmd-start:
+cluster-slurmctld-stop cluster-slurmctld-start:
+	$(DEVCLUSTER) $(patsubst cluster-%,%,$@)
+
+cluster-crash cluster-poweron cluster-reboot cluster-slurmd-kill cluster-slurmd-start \
+cluster-prolog-fail cluster-prolog-ok:
 	@test -n "$(NODE)" || { echo "usage: make $@ NODE=n2" >&2; exit 2; }
 	$(DEVCLUSTER) $(patsubst cluster-%,%,$@) "$(NODE)"

@@ -58,7 +58,10 @@ CLUSTER_NAME = "devcluster"
 SLURMCTLD_PORT = 16817
 SLURMDBD_PORT = 16819
 MARIADB_PORT = 16830
-SLURMD_PORT_BASE = 17000  # node nI listens on SLURMD_PORT_BASE + I
+SLURMD_PORT_BASE = 17000  # node nI listens on SLURMD_PORT_BASE + I (+ offset)
+# Containers share the host's network (so host-side tools, e.g. the tests' slurmctld proxy, reach
+# them): each release adds its own offset to every port above, so releases run side by side.
+PORT_OFFSETS = {"22.05": 0, "24.11": 6000, "26.05": 12000}
 
 DB_NAME = "slurm_acct_db"
 DB_USER = "slurm"
@@ -74,6 +77,26 @@ NODE_VAR = "CLUSTEROPS_DEV_NODE"
 DIR_VAR = "CLUSTEROPS_DEV_DIR"
 
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+# The release the host runs (Debian 12's Slurm): everything else runs in a podman container of
+# its own image (dev/cluster/images/build.sh), with this same script inside it.
+HOST_RELEASE = "22.05"
+CONTAINER_RELEASES = ("24.11", "26.05")
+IMAGE = "localhost/clusterops-slurm:{release}"
+CONTAINER = "clusterops-slurm-{release}"
+# Set by the host side on every `podman exec` of this script: the name of the container it runs in.
+CONTAINER_VAR = "CLUSTEROPS_DEV_CONTAINER"
+# In the images: bookworm's libmariadb.so.3 for slurmdbd (see images/Containerfile) and the
+# training venv (Debian's python3-torch through system site packages).
+BOOKWORM_LIBMARIADB = "/opt/clusterops/bookworm-libmariadb"
+CONTAINER_VENV = "/opt/clusterops/venv"
+# Same path inside every container and on the host: training registries, checkpoints, logs.
+SHARED_DIR = "/var/tmp/clusterops-shared"
+# Users the tests and the demo submit as, created in the containers with the host's uid/gid.
+DEV_USERS = ("clusterops-alice",)
+# Client commands that get a wrapper in <state dir>/bin for a containerised release.
+CLIENT_COMMANDS = ("sinfo", "scontrol", "squeue", "sacct", "sacctmgr", "sbatch", "scancel",
+                   "srun", "salloc", "sdiag", "sstat", "sprio", "sshare", "sreport", "strigger")
 
 
 class ClusterError(Exception):
@@ -100,6 +123,11 @@ class Paths:
         self.slurm_conf = os.path.join(self.etc, "slurm.conf")
         self.slurmdbd_conf = os.path.join(self.etc, "slurmdbd.conf")
         self.plugstack_conf = os.path.join(self.etc, "plugstack.conf")
+        # RebootProgram: a two-line script naming this state dir (26.05 runs RebootProgram with
+        # an environment holding only SLURM_NODE_NAME), which runs reboot-program.sh.
+        self.reboot_program = os.path.join(self.etc, "reboot-program")
+        # Client command wrappers of a containerised release (podman exec), see write_client_files.
+        self.bin = os.path.join(root, "bin")
         # Bind-mounted over /etc/hosts inside each node's mount namespace (see node_init).
         self.hosts = os.path.join(self.etc, "hosts")
         self.cluster_json = os.path.join(root, "cluster.json")
@@ -109,6 +137,10 @@ class Paths:
         self.run = os.path.join(root, "run")
         self.nodes_run = os.path.join(self.run, "nodes")
         self.power_requests = os.path.join(self.run, "power-requests")
+        # Prolog: succeeds, unless run/fail-prolog/<node> exists (fault injection: Slurm drains
+        # the node "Prolog error" and requeues the job held, "launch failed requeued held").
+        self.prolog = os.path.join(self.etc, "prolog")
+        self.fail_prolog = os.path.join(self.run, "fail-prolog")
         self.lock = os.path.join(self.run, "devcluster.lock")
         # munged insists that every directory above its socket is world-executable
         # and not world-writable; 0755 satisfies it.
@@ -142,6 +174,7 @@ class Paths:
             (self.run, 0o755),
             (self.nodes_run, 0o755),
             (self.power_requests, 0o755),
+            (self.fail_prolog, 0o755),
             (self.munge, 0o755),
             (self.mysql, 0o700),
             (self.mysql_tmp, 0o700),
@@ -368,8 +401,23 @@ def host_uptime_seconds():
 # The cluster
 # --------------------------------------------------------------------------
 class Cluster:
-    def __init__(self, root):
+    def __init__(self, root, release=HOST_RELEASE):
         self.p = Paths(root)
+        self.release = release
+        # The container this script runs in (set by the host side), or None on the host.
+        self.container = os.environ.get(CONTAINER_VAR) or None
+        # DEVCLUSTER_PORT_OFFSET moves a host cluster's ports (two checkouts on one machine).
+        offset = int(os.environ.get("DEVCLUSTER_PORT_OFFSET") or PORT_OFFSETS[release])
+        self.slurmctld_port = SLURMCTLD_PORT + offset
+        self.slurmdbd_port = SLURMDBD_PORT + offset
+        self.mariadb_port = MARIADB_PORT + offset
+        self.slurmd_port_base = SLURMD_PORT_BASE + offset
+
+    def slurm_version(self):
+        """'24.11.5' from `slurmctld -V` ("slurm 24.11.5"), or '' when it does not run."""
+        res = run(["slurmctld", "-V"], check=False)
+        words = res.stdout.split()
+        return words[1] if res.returncode == 0 and len(words) > 1 else ""
 
     # ---- environment -----------------------------------------------------
     def client_env(self):
@@ -389,6 +437,8 @@ class Cluster:
         }
         if node:
             env[NODE_VAR] = node
+        if self.container:
+            env[CONTAINER_VAR] = self.container
         return env
 
     def marker(self):
@@ -452,9 +502,9 @@ class Cluster:
             f"ClusterName={CLUSTER_NAME}",
             # slurmctld accepts "localhost" as its own name, whatever the hostname.
             "SlurmctldHost=localhost(127.0.0.1)",
-            f"SlurmctldPort={SLURMCTLD_PORT}",
+            f"SlurmctldPort={self.slurmctld_port}",
             # Default slurmd port; every node below overrides it with its own Port=.
-            f"SlurmdPort={SLURMD_PORT_BASE}",
+            f"SlurmdPort={self.slurmd_port_base}",
             "SlurmUser=root",
             "SlurmdUser=root",
             "",
@@ -490,7 +540,7 @@ class Cluster:
             "# Accounting through our private slurmdbd.",
             "AccountingStorageType=accounting_storage/slurmdbd",
             "AccountingStorageHost=127.0.0.1",
-            f"AccountingStoragePort={SLURMDBD_PORT}",
+            f"AccountingStoragePort={self.slurmdbd_port}",
             "# Connections to slurmdbd do NOT use AuthInfo: with auth/munge they take the",
             "# munged socket from AccountingStoragePass (Slurm's \"alternate MUNGE daemon\"",
             "# for slurmdbd). Without it slurmctld, sacct and sacctmgr would use",
@@ -499,8 +549,10 @@ class Cluster:
             "JobCompType=jobcomp/none",
             "",
             "# Failure handling.",
-            "# A node whose slurmd stops answering is marked DOWN after 10 s.",
-            "SlurmdTimeout=10",
+            f"# A node whose slurmd stops answering is marked DOWN after {self.slurmd_timeout()} s.",
+            "# In a container (24.11, 26.05) 10 s marked healthy nodes \"Not responding\" (ping",
+            "# gaps of up to 15 s were seen); 30 s was stable.",
+            f"SlurmdTimeout={self.slurmd_timeout()}",
             "SlurmctldTimeout=30",
             "MessageTimeout=10",
             "KillWait=5",
@@ -512,7 +564,9 @@ class Cluster:
             "# default means the dev cluster shows the same states the playbook sees.",
             "ReturnToService=0",
             "# `scontrol reboot` runs this on the node; it asks powerd to power-cycle it.",
-            f"RebootProgram={REBOOT_PROGRAM}",
+            f"RebootProgram={p.reboot_program}",
+            "# Succeeds unless `cluster-prolog-fail NODE=..` asked it to fail on that node.",
+            f"Prolog={p.prolog}",
             "# A node that was asked to reboot must register with a new boot time within",
             "# ResumeTimeout or it is set DOWN \"reboot timed out\". Our reboot takes ~2 s;",
             "# 60 s leaves room for a slow, loaded machine without making tests wait long.",
@@ -529,7 +583,7 @@ class Cluster:
         for i, node in enumerate(self.node_names(cfg), start=1):
             lines.append(
                 f"NodeName={node} NodeHostname=localhost NodeAddr=127.0.0.1 "
-                f"Port={SLURMD_PORT_BASE + i} CPUs={cpus} RealMemory=1024 State=UNKNOWN"
+                f"Port={self.slurmd_port_base + i} CPUs={cpus} RealMemory=1024 State=UNKNOWN"
             )
         lines += [
             "",
@@ -539,6 +593,59 @@ class Cluster:
         ]
         return "\n".join(lines)
 
+    def slurmd_timeout(self):
+        return 30 if self.container else 10
+
+    def render_reboot_program(self):
+        """RebootProgram: names the state dir and runs reboot-program.sh.
+
+        slurmd 22.05 passes its own environment (CLUSTEROPS_DEV_NODE, CLUSTEROPS_DEV_DIR) to
+        RebootProgram; 26.05 passes only SLURM_NODE_NAME, so the state dir is written here and
+        reboot-program.sh takes the node from either variable.
+        """
+        return "\n".join([
+            "#!/bin/sh",
+            "# Generated by dev/cluster/devcluster.py: the dev cluster's RebootProgram.",
+            f"PATH={SYSTEM_PATH}",
+            f"{DIR_VAR}={self.p.root}",
+            f"export PATH {DIR_VAR}",
+            f'exec {REBOOT_PROGRAM} "$@"',
+            "",
+        ])
+
+    def render_prolog(self):
+        return "\n".join([
+            "#!/bin/sh",
+            "# Generated by dev/cluster/devcluster.py: fails on a node while",
+            f"# {self.p.fail_prolog}/<node> exists (make cluster-prolog-fail NODE=<node>).",
+            'node="${SLURMD_NODENAME:-${SLURM_NODE_NAME:-}}"',
+            f'if [ -n "$node" ] && [ -e "{self.p.fail_prolog}/$node" ]; then',
+            '  echo "dev cluster: prolog failure injected on $node" >&2',
+            "  exit 1",
+            "fi",
+            "exit 0",
+            "",
+        ])
+
+    def prolog_fail(self, node, fail):
+        """Make the Prolog fail (or succeed again) on one node."""
+        self.check_node(node)
+        flag = os.path.join(self.p.fail_prolog, node)
+        if fail:
+            write_file(flag, "")
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(flag)
+        log(f"{node}: prolog {'fails from now on' if fail else 'succeeds again'}")
+
+    def slurmctld_stop(self):
+        """Stop only slurmctld (nodes, jobs, slurmdbd keep running): the controller is gone."""
+        if not self.daemon_pid("slurmctld"):
+            log("slurmctld is not running")
+            return
+        self.stop_daemon("slurmctld")
+        log("slurmctld stopped; `cluster-slurmctld-start` starts it again with its state")
+
     def render_slurmdbd_conf(self):
         p = self.p
         return "\n".join([
@@ -547,14 +654,14 @@ class Cluster:
             f"AuthInfo=socket={p.munge_socket}",
             "DbdHost=localhost",
             "DbdAddr=127.0.0.1",
-            f"DbdPort={SLURMDBD_PORT}",
+            f"DbdPort={self.slurmdbd_port}",
             "SlurmUser=root",
             f"PidFile={p.run}/slurmdbd.pid",
             f"LogFile={p.log}/slurmdbd.log",
             "DebugLevel=info",
             "StorageType=accounting_storage/mysql",
             "StorageHost=127.0.0.1",
-            f"StoragePort={MARIADB_PORT}",
+            f"StoragePort={self.mariadb_port}",
             f"StorageUser={DB_USER}",
             f"StoragePass={self.db_password()}",
             f"StorageLoc={DB_NAME}",
@@ -567,6 +674,8 @@ class Cluster:
         # slurmdbd refuses a slurmdbd.conf readable by others (it holds a password).
         write_file(p.slurmdbd_conf, self.render_slurmdbd_conf(), 0o600)
         write_file(p.plugstack_conf, "# empty: no SPANK plugins in the dev cluster\n")
+        write_file(p.reboot_program, self.render_reboot_program(), 0o755)
+        write_file(p.prolog, self.render_prolog(), 0o755)
         write_file(p.hosts, self.render_hosts(cfg))
         self.write_client_files()
 
@@ -588,9 +697,13 @@ class Cluster:
             self.node_names(cfg)) + "\n"
 
     def env_lines(self):
-        return [f"export SLURM_CONF={self.p.slurm_conf}"]
+        return [f"export SLURM_CONF={self.p.slurm_conf}", f"export DEVCLUSTER_DIR={self.p.root}",
+                f"export SLURM={HOST_RELEASE}"]
 
     def write_client_files(self):
+        if self.container:
+            ContainerCluster.write_client_files(self.p, self.container)
+            return
         write_file(self.p.env_sh, "# Source me: points Slurm commands at the dev cluster.\n"
                    + "\n".join(self.env_lines()) + "\n")
         write_file(self.p.inventory, "\n".join([
@@ -643,16 +756,18 @@ class Cluster:
         if not os.path.isdir(os.path.join(p.mysql_data, "mysql")):
             log("initialising private MariaDB datadir (mysql_install_db)")
             shutil.rmtree(p.mysql_data, ignore_errors=True)
-            run(["mysql_install_db", "--no-defaults", f"--datadir={p.mysql_data}",
+            # MariaDB 11 (trixie, forky) dropped the mysql_* names.
+            install_db = shutil.which("mariadb-install-db") or "mysql_install_db"
+            run([install_db, "--no-defaults", f"--datadir={p.mysql_data}",
                  "--user=root", "--auth-root-authentication-method=socket",
                  "--skip-test-db", "--skip-name-resolve"], timeout=180)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(p.mysql_socket)
-        log(f"starting MariaDB on 127.0.0.1:{MARIADB_PORT}")
+        log(f"starting MariaDB on 127.0.0.1:{self.mariadb_port}")
         self.spawn("mariadb", [
             "mariadbd", "--no-defaults", f"--datadir={p.mysql_data}",
             f"--socket={p.mysql_socket}", f"--pid-file={p.mysql}/mysqld.pid",
-            f"--port={MARIADB_PORT}", "--bind-address=127.0.0.1",
+            f"--port={self.mariadb_port}", "--bind-address=127.0.0.1",
             f"--log-error={p.log}/mariadb-error.log", f"--tmpdir={p.mysql_tmp}",
             "--user=root", "--skip-name-resolve", "--skip-log-bin",
             # Values Slurm's accounting docs recommend (smaller buffer pool).
@@ -681,13 +796,18 @@ class Cluster:
     def start_slurmdbd(self):
         if self.daemon_pid("slurmdbd"):
             return
-        log(f"starting slurmdbd on port {SLURMDBD_PORT}")
-        self.spawn("slurmdbd", ["slurmdbd", "-D"], self.daemon_env())
+        log(f"starting slurmdbd on port {self.slurmdbd_port}")
+        env = self.daemon_env()
+        if os.path.isdir(BOOKWORM_LIBMARIADB):
+            # slurmdbd 24.11/26.05 die against libmariadb3 11.8 ("Number of columns in result
+            # (=1) set execeeds maxmimum allowed number of columns (=0)"); bookworm's 10.11 works.
+            env["LD_LIBRARY_PATH"] = BOOKWORM_LIBMARIADB
+        self.spawn("slurmdbd", ["slurmdbd", "-D"], env)
 
         def ready():
             if not self.daemon_pid("slurmdbd"):
                 raise ClusterError(f"slurmdbd exited, see {self.p.log}/slurmdbd.log")
-            return tcp_listening(SLURMDBD_PORT)
+            return tcp_listening(self.slurmdbd_port)
         wait_for("slurmdbd", ready, 60)
         # Register the cluster before slurmctld connects (harmless if it exists).
         res = run(["sacctmgr", "-n", "-P", "show", "cluster", "format=Cluster"],
@@ -695,13 +815,13 @@ class Cluster:
         if CLUSTER_NAME not in res.stdout.split():
             run(["sacctmgr", "-i", "add", "cluster", CLUSTER_NAME], env=self.client_env())
 
-    def start_slurmctld(self):
+    def start_slurmctld(self, clean=True):
         if self.daemon_pid("slurmctld"):
             return
-        log(f"starting slurmctld on port {SLURMCTLD_PORT}")
+        log(f"starting slurmctld on port {self.slurmctld_port}")
         # -c: start from a clean state (no jobs, node states from slurm.conf), so
-        # every cluster-up gives the same pristine cluster.
-        self.spawn("slurmctld", ["slurmctld", "-D", "-c"], self.daemon_env())
+        # every cluster-up gives the same pristine cluster. slurmctld-start keeps the state.
+        self.spawn("slurmctld", ["slurmctld", "-D"] + (["-c"] if clean else []), self.daemon_env())
 
         def ready():
             if not self.daemon_pid("slurmctld"):
@@ -714,8 +834,8 @@ class Cluster:
         if self.daemon_pid("powerd"):
             return
         log("starting powerd (performs node reboots requested by RebootProgram)")
-        self.spawn("powerd", [sys.executable, os.path.abspath(__file__),
-                              "--dir", self.p.root, "powerd"], self.daemon_env())
+        self.spawn("powerd", [sys.executable, os.path.abspath(__file__), "--dir", self.p.root,
+                              "--slurm", self.release, "powerd"], self.daemon_env())
 
     # ---- nodes -----------------------------------------------------------
     def node_record(self, node):
@@ -942,7 +1062,8 @@ class Cluster:
         self.p.ensure_dirs()
         with flocked(self.p.lock):
             if self.daemon_pid("slurmctld"):
-                old = self.load_config()
+                old = self.load_config() or {}
+                old = {k: old.get(k) for k in cfg}
                 if old != cfg:
                     raise ClusterError(
                         f"cluster is already up with {old}; requested {cfg}. "
@@ -963,7 +1084,13 @@ class Cluster:
                 os.unlink(os.path.join(self.p.nodes_run, name))
             for name in os.listdir(self.p.power_requests):
                 os.unlink(os.path.join(self.p.power_requests, name))
-            write_json(self.p.cluster_json, cfg)
+            version = self.slurm_version()
+            write_json(self.p.cluster_json, dict(
+                cfg, slurm_version=version, slurm=".".join(version.split(".")[:2]),
+                container=self.container, shared_dir=SHARED_DIR if self.container else None,
+                venv=CONTAINER_VENV if self.container else None,
+                slurm_conf=self.p.slurm_conf, bin_dir=self.p.bin if self.container else None,
+                inventory=self.p.inventory))
             self.write_configs(cfg)
             try:
                 self.start_munged()
@@ -1066,10 +1193,212 @@ class Cluster:
             print("slurmctld is not running: cluster is down")
 
 
+# --------------------------------------------------------------------------
+# A release in a container (24.11, 26.05): the host side
+# --------------------------------------------------------------------------
+def container_init():
+    """pid 1 of a release's container: reaps orphans (our daemons are re-parented here when the
+    `podman exec` that started them ends) and exits on SIGTERM (`podman stop` is immediate)."""
+    stop = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.append(1))
+    while not stop:
+        reap_children()
+        time.sleep(0.5)
+    return 0
+
+
+class ContainerCluster:
+    """One privileged podman container per release, running this script inside it.
+
+    The state dir, the repository (read-only) and SHARED_DIR are bind-mounted at the same paths
+    inside, so every path in slurm.conf, cluster.json and the inventory means the same file on
+    both sides. The container shares the host's network (host-side tools reach its daemons) and
+    each release uses its own ports (PORT_OFFSETS), so several releases run at once. Inside, devcluster.py
+    starts the same daemons as on the host (with CONTAINER_VAR set): see Cluster.
+    """
+
+    def __init__(self, root, release):
+        self.p = Paths(root)
+        self.release = release
+        self.name = CONTAINER.format(release=release)
+        self.image = IMAGE.format(release=release)
+        self.repo = os.path.dirname(os.path.dirname(HERE))
+
+    # ---- podman ------------------------------------------------------------
+    def podman(self, *args, check=True, timeout=120):
+        return run(["podman"] + list(args), check=check, timeout=timeout)
+
+    def state(self):
+        """'running', 'stopped' or None (no such container)."""
+        res = self.podman("container", "inspect", "--format", "{{.State.Running}}", self.name,
+                          check=False)
+        if res.returncode != 0:
+            return None
+        return "running" if res.stdout.strip() == "true" else "stopped"
+
+    def inner(self, args):
+        """Run this script inside the container; its output goes straight to ours."""
+        argv = ["podman", "exec", "-e", f"{CONTAINER_VAR}={self.name}", self.name,
+                "/usr/bin/python3", os.path.abspath(__file__), "--dir", self.p.root,
+                "--slurm", self.release] + list(args)
+        return subprocess.run(argv, check=False).returncode  # noqa: S603 - fixed list
+
+    def require_running(self):
+        if self.state() != "running":
+            raise ClusterError(f"container {self.name} is not running: make cluster-up SLURM={self.release}")
+
+    # ---- users -------------------------------------------------------------
+    def ensure_users(self):
+        """DEV_USERS in the container with the host's uid/gid (created on the host first if
+        missing, as the tests and the demo would): files in SHARED_DIR have one owner."""
+        import grp  # pylint: disable=import-outside-toplevel
+        import pwd  # pylint: disable=import-outside-toplevel
+        for user in DEV_USERS:
+            try:
+                ent = pwd.getpwnam(user)
+            except KeyError:
+                run(["useradd", "-m", "-s", "/bin/bash", user])
+                ent = pwd.getpwnam(user)
+            group = grp.getgrgid(ent.pw_gid).gr_name
+            if self.podman("exec", self.name, "getent", "passwd", user, check=False).returncode == 0:
+                continue
+            if self.podman("exec", self.name, "getent", "group", group, check=False).returncode != 0:
+                self.podman("exec", self.name, "groupadd", "-g", str(ent.pw_gid), group)
+            self.podman("exec", self.name, "useradd", "-m", "-s", "/bin/bash", "-u",
+                        str(ent.pw_uid), "-g", str(ent.pw_gid), user)
+
+    # ---- commands ------------------------------------------------------------
+    def up(self, nodes, slurmd_nodes):
+        t0 = time.monotonic()
+        res = subprocess.run(["bash", os.path.join(HERE, "images", "build.sh"), self.release],
+                             check=False)  # noqa: S603,S607 - fixed list
+        if res.returncode != 0:
+            raise ClusterError(f"building {self.image} failed (dev/cluster/images/build.sh)")
+        self.p.ensure_dirs()
+        os.makedirs(SHARED_DIR, exist_ok=True)
+        os.chmod(SHARED_DIR, 0o1777)  # like /tmp: every user's runs, checkpoints and logs
+        state = self.state()
+        if state == "stopped":
+            self.podman("rm", "--force", self.name)
+        if state != "running":
+            log(f"starting container {self.name} from {self.image}")
+            self.podman(
+                "run", "--detach", "--privileged", "--network", "host",
+                "--shm-size", "1g", "--name", self.name,
+                "--label", f"org.clusterops.devcluster={self.p.root}",
+                "--volume", f"{self.repo}:{self.repo}:ro",
+                "--volume", f"{self.p.root}:{self.p.root}",
+                "--volume", f"{SHARED_DIR}:{SHARED_DIR}",
+                "--env", "LANG=C.UTF-8",
+                self.image, "/usr/bin/python3", os.path.abspath(__file__), "container-init")
+        self.ensure_users()
+        args = ["up", "--nodes", str(nodes)]
+        if slurmd_nodes is not None:
+            args += ["--slurmd-nodes", str(slurmd_nodes)]
+        if self.inner(args) != 0:
+            raise ClusterError(f"cluster-up inside {self.name} failed; logs in {self.p.log}")
+        log(f"Slurm {self.release} up in {time.monotonic() - t0:.1f}s (container {self.name}); "
+            f"`eval \"$(make -s cluster-env SLURM={self.release})\"` or `. {self.p.env_sh}`")
+
+    def down(self):
+        state = self.state()
+        if state == "running" and self.inner(["down"]) != 0:
+            raise ClusterError(f"cluster-down inside {self.name} failed")
+        if state is not None:
+            self.podman("rm", "--force", "--time", "10", self.name, timeout=60)
+            log(f"container {self.name} removed")
+        else:
+            log(f"cluster down (no container {self.name})")
+
+    def status(self):
+        if self.state() != "running":
+            print(f"state dir: {self.p.root}")
+            print(f"container {self.name} is not running: cluster is down")
+            return 0
+        print(f"container: {self.name} ({self.image})")
+        return self.inner(["status"])
+
+    # ---- client files (written from inside the container) --------------------
+    @staticmethod
+    def env_lines(paths, release):
+        return [
+            f"export SLURM_CONF={paths.slurm_conf}",
+            f"export DEVCLUSTER_DIR={paths.root}",
+            f"export SLURM={release}",
+            f'export PATH={paths.bin}:"$PATH"',
+        ]
+
+    @staticmethod
+    def render_wrapper(paths, container, command):
+        """<state dir>/bin/<command>: the release's own command, run in its container.
+
+        Root only (podman's root containers). Passes SLURM_*/S<CMD>_* variables, LANG, LC_ALL
+        and TZ; runs in the caller's folder when it exists inside (repository, state dir,
+        SHARED_DIR), else in /tmp; DEVCLUSTER_USER=<user> runs the command as that user.
+        """
+        repo = os.path.dirname(os.path.dirname(HERE))
+        return "\n".join([
+            "#!/bin/bash",
+            f"# Generated by dev/cluster/devcluster.py: `{command}` of the dev cluster in the",
+            f"# container {container} (root only). DEVCLUSTER_USER=<user> runs it as that user.",
+            f"args=(exec -i -e SLURM_CONF={paths.slurm_conf})",
+            "while IFS= read -r -d '' kv; do",
+            '  name="${kv%%=*}"',
+            '  case "${name}" in',
+            "    SLURM_CONF) ;;",
+            "    SLURM_*|SQUEUE_*|SINFO_*|SACCT_*|SBATCH_*|SALLOC_*|SRUN_*|SCONTROL_*|SCANCEL_*|"
+            "SACCTMGR_*|SDIAG_*|SSTAT_*|SPRIO_*|SSHARE_*|SREPORT_*|LANG|LC_ALL|TZ)",
+            '      args+=(-e "${name}") ;;',
+            "  esac",
+            "done < <(env -0)",
+            'case "${PWD}" in',
+            f"  {repo}|{repo}/*|{paths.root}|{paths.root}/*|{SHARED_DIR}|{SHARED_DIR}/*)"
+            ' args+=(-w "${PWD}") ;;',
+            "  *) args+=(-w /tmp) ;;",
+            "esac",
+            '[[ -n "${DEVCLUSTER_USER:-}" ]] && args+=(--user "${DEVCLUSTER_USER}")',
+            f'exec podman "${{args[@]}}" {container} {command} "$@"',
+            "",
+        ])
+
+    @staticmethod
+    def write_client_files(paths, container):
+        release = container.rsplit("-", 1)[-1]
+        os.makedirs(paths.bin, exist_ok=True)
+        for command in CLIENT_COMMANDS:
+            write_file(os.path.join(paths.bin, command),
+                       ContainerCluster.render_wrapper(paths, container, command), 0o755)
+        write_file(paths.env_sh, f"# Source me: points Slurm commands at the dev cluster "
+                   f"(Slurm {release}, container {container}).\n"
+                   + "\n".join(ContainerCluster.env_lines(paths, release)) + "\n")
+        write_file(paths.inventory, "\n".join([
+            "# Generated by dev/cluster/devcluster.py: the dev cluster as an Ansible inventory.",
+            f"# Modules run inside the container {container}, with Slurm {release}'s own commands.",
+            "all:",
+            "  children:",
+            "    slurm_controller:",
+            "      hosts:",
+            "        localhost:",
+            "          ansible_connection: containers.podman.podman",
+            f"          ansible_host: {container}",
+            "          ansible_python_interpreter: /usr/bin/python3",
+            f"          clusterops_dev_venv: {CONTAINER_VENV}",
+            f"          clusterops_dev_shared_dir: {SHARED_DIR}",
+            "      vars:",
+            f"        slurm_conf: {paths.slurm_conf}",
+            "",
+        ]))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     ap.add_argument("--dir", default=os.environ.get("DEVCLUSTER_DIR", ".devcluster"),
                     help="state directory (default: $DEVCLUSTER_DIR or ./.devcluster)")
+    ap.add_argument("--slurm", default=HOST_RELEASE,
+                    choices=(HOST_RELEASE,) + CONTAINER_RELEASES,
+                    help=f"Slurm release (default {HOST_RELEASE}, on the host; the others run "
+                         "in a podman container)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     up = sub.add_parser("up", help="start the cluster (idempotent)")
     up.add_argument("--nodes", type=int, default=4)
@@ -1081,10 +1410,15 @@ def main(argv=None):
     for name, text in (("crash", "power loss of a node"), ("poweron", "boot a node"),
                        ("reboot", "power-cycle a node"),
                        ("slurmd-kill", "kill only the node's slurmd (jobs survive)"),
-                       ("slurmd-start", "start the node's slurmd again (same boot time)")):
+                       ("slurmd-start", "start the node's slurmd again (same boot time)"),
+                       ("prolog-fail", "the Prolog fails on the node from now on"),
+                       ("prolog-ok", "the Prolog succeeds on the node again")):
         sp = sub.add_parser(name, help=text)
         sp.add_argument("node")
+    sub.add_parser("slurmctld-stop", help="stop slurmctld only (the controller does not answer)")
+    sub.add_parser("slurmctld-start", help="start slurmctld again, keeping its state")
     sub.add_parser("powerd", help=argparse.SUPPRESS)
+    sub.add_parser("container-init", help=argparse.SUPPRESS)
     ni = sub.add_parser("node-init", help=argparse.SUPPRESS)
     ni.add_argument("argv", nargs=argparse.REMAINDER)
     args = ap.parse_args(argv)
@@ -1093,13 +1427,18 @@ def main(argv=None):
     if args.cmd == "node-init":
         cmd = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
         return node_init(cmd)
+    if args.cmd == "container-init":
+        return container_init()
+    if args.slurm != HOST_RELEASE and not os.environ.get(CONTAINER_VAR):
+        return main_container(args)
 
     if os.geteuid() != 0 and args.cmd not in ("env",):
         print("devcluster: must run as root (SlurmUser=root, private daemons)",
               file=sys.stderr)
         return 1
     try:
-        c = Cluster(args.dir)
+        c = Cluster(args.dir, args.slurm)
+        check_release(c.p, args.slurm)
         if args.cmd == "up":
             c.up(args.nodes, args.slurmd_nodes)
         elif args.cmd == "down":
@@ -1116,8 +1455,57 @@ def main(argv=None):
             c.reboot(args.node)
         elif args.cmd in ("slurmd-kill", "slurmd-start"):
             c.slurmd_signal(args.node, start=args.cmd == "slurmd-start")
+        elif args.cmd in ("prolog-fail", "prolog-ok"):
+            c.prolog_fail(args.node, args.cmd == "prolog-fail")
+        elif args.cmd == "slurmctld-stop":
+            c.p.ensure_dirs()
+            with flocked(c.p.lock):
+                c.slurmctld_stop()
+        elif args.cmd == "slurmctld-start":
+            c.p.ensure_dirs()
+            with flocked(c.p.lock):
+                c.start_slurmctld(clean=False)
         elif args.cmd == "powerd":
             c.powerd()
+    except ClusterError as exc:
+        print(f"devcluster: ERROR: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def check_release(paths, release):
+    """Refuse a state dir that holds another release's cluster (SLURM= and DEVCLUSTER_DIR mixed)."""
+    cfg = read_json(paths.cluster_json) or {}
+    if cfg.get("slurm") and cfg["slurm"] != release:
+        raise ClusterError(f"{paths.root} holds a Slurm {cfg['slurm']} dev cluster, not {release}: "
+                           "give SLURM= and DEVCLUSTER_DIR= of the same release")
+
+
+def main_container(args):
+    """The host side of a containerised release (SLURM=24.11 or 26.05)."""
+    if os.geteuid() != 0 and args.cmd != "env":
+        print("devcluster: must run as root (podman's root containers)", file=sys.stderr)
+        return 1
+    try:
+        c = ContainerCluster(args.dir, args.slurm)
+        check_release(c.p, args.slurm)
+        if args.cmd == "up":
+            c.up(args.nodes, args.slurmd_nodes)
+        elif args.cmd == "down":
+            c.down()
+        elif args.cmd == "status":
+            return c.status()
+        elif args.cmd == "env":
+            print("\n".join(ContainerCluster.env_lines(c.p, args.slurm)))
+        elif args.cmd in ("crash", "poweron", "reboot", "slurmd-kill", "slurmd-start",
+                          "prolog-fail", "prolog-ok"):
+            c.require_running()
+            return c.inner([args.cmd, args.node])
+        elif args.cmd in ("slurmctld-stop", "slurmctld-start"):
+            c.require_running()
+            return c.inner([args.cmd])
+        else:
+            raise ClusterError(f"{args.cmd} runs inside the container only")
     except ClusterError as exc:
         print(f"devcluster: ERROR: {exc}", file=sys.stderr)
         return 1

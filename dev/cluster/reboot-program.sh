@@ -4,6 +4,9 @@
 # slurmd runs this, with its own environment, when slurmctld asks the node to
 # reboot (`scontrol reboot ...`). No argument names the node, so devcluster.py
 # starts each slurmd with CLUSTEROPS_DEV_NODE=<node> and CLUSTEROPS_DEV_DIR=<state dir>.
+# Slurm 26.05 runs RebootProgram with an environment holding only SLURM_NODE_NAME: the node
+# comes from there, and the state dir from <state dir>/etc/reboot-program, which slurm.conf
+# names as RebootProgram and which runs this script.
 #
 # We run inside the node's PID namespace: anything we start here (even with
 # setsid/nohup) dies with the node when it is powered off, so we cannot do the
@@ -11,7 +14,8 @@
 # namespaces) turns into a power cycle of this one node, and return at once.
 set -euo pipefail
 
-node="${CLUSTEROPS_DEV_NODE:?CLUSTEROPS_DEV_NODE is not set: not a dev-cluster slurmd}"
+node="${CLUSTEROPS_DEV_NODE:-${SLURM_NODE_NAME:-}}"
+[[ -n "${node}" ]] || { echo "reboot-program: neither CLUSTEROPS_DEV_NODE nor SLURM_NODE_NAME is set" >&2; exit 1; }
 state_dir="${CLUSTEROPS_DEV_DIR:?CLUSTEROPS_DEV_DIR is not set: not a dev-cluster slurmd}"
 requests="${state_dir}/run/power-requests"
 

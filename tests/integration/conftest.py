@@ -21,10 +21,25 @@ import time
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-STATE_DIR = os.environ.get("DEVCLUSTER_DIR", os.path.join(REPO, ".devcluster"))
+#: The dev cluster's release: SLURM=22.05 (default, on the host), 24.11 or 26.05 (in podman), as
+#: for `make cluster-up SLURM=...`; DEVCLUSTER_DIR, when set, names its state dir.
+SLURM_RELEASE = os.environ.get("SLURM") or "22.05"
+STATE_DIR = os.environ.get("DEVCLUSTER_DIR") or os.path.join(
+    REPO, ".devcluster" if SLURM_RELEASE == "22.05" else ".devcluster-" + SLURM_RELEASE)
 SLURM_CONF = os.path.join(STATE_DIR, "etc", "slurm.conf")
 INVENTORY = os.path.join(STATE_DIR, "inventory.yml")
+#: Client command wrappers of a containerised release (`podman exec`, root only); absent for 22.05.
+SLURM_BIN = os.path.join(STATE_DIR, "bin")
 VENV_BIN = os.path.dirname(sys.executable)
+
+
+def cluster_info():
+    """<state dir>/cluster.json: slurm_version, container, venv and shared_dir (containers)."""
+    try:
+        with open(os.path.join(STATE_DIR, "cluster.json")) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return {}
 
 
 def slurm_env():
@@ -35,6 +50,10 @@ def slurm_env():
     env["ANSIBLE_FORCE_COLOR"] = "0"
     env["ANSIBLE_NOCOLOR"] = "1"
     env["PATH"] = VENV_BIN + os.pathsep + env.get("PATH", "")
+    if os.path.isdir(SLURM_BIN):
+        env["PATH"] = SLURM_BIN + os.pathsep + env["PATH"]
+    env["SLURM"] = SLURM_RELEASE
+    env["DEVCLUSTER_DIR"] = STATE_DIR
     env["LC_ALL"] = "C.UTF-8"
     return env
 
@@ -47,16 +66,28 @@ def run(cmd, check=True, timeout=300, **kwargs):
     return proc
 
 
+def _number(value):
+    """23.02+ writes numbers as {"set": bool, "infinite": bool, "number": n}."""
+    if isinstance(value, dict):
+        return value.get("number") if value.get("set") else None
+    return value
+
+
 def nodes():
-    """{name: {"state": "IDLE+DRAIN"-like compound, "reason": str, "boot_time": int}} from sinfo --json."""
-    out = run(["sinfo", "--json"]).stdout
+    """{name: {"state": "IDLE+DRAIN"-like compound, "reason": str, "boot_time": int}}, one entry
+    per node: 22.05's `sinfo --json` (a flat node list), else `scontrol show nodes --json` (23.02+
+    `sinfo --json` groups nodes that share a state under one reason)."""
+    doc = json.loads(run(["sinfo", "--json"]).stdout)
+    if "nodes" not in doc:
+        doc = json.loads(run(["scontrol", "show", "nodes", "--json"]).stdout)
     result = {}
-    for node in json.loads(out)["nodes"]:
+    for node in doc["nodes"]:
         state = node["state"]
         parts = [p.upper() for p in (state if isinstance(state, list) else [state])]
         parts += [f.upper() for f in node.get("state_flags", [])]
         result[node["name"]] = {"state": "+".join(parts), "flags": set(parts[1:]), "base": parts[0],
-                                "reason": node.get("reason") or "", "boot_time": node.get("boot_time")}
+                                "reason": node.get("reason") or "",
+                                "boot_time": _number(node.get("boot_time"))}
     return result
 
 
@@ -77,6 +108,8 @@ def is_healthy(node):
 
 
 def make(target, **variables):
+    variables.setdefault("SLURM", SLURM_RELEASE)
+    variables.setdefault("DEVCLUSTER_DIR", STATE_DIR)
     args = ["make", "-s", target] + ["%s=%s" % kv for kv in variables.items()]
     return run(args, timeout=600)
 
