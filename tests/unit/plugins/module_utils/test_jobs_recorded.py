@@ -21,6 +21,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._job_actions impo
     parse_sbatch_output,
     uncertain_failure,
 )
+from ansible_collections.clusterops.slurm.plugins.module_utils._job_state import parse_job_state
 from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import (
     REC_END,
     JobParseError,
@@ -488,3 +489,50 @@ def test_recorded_sacct_and_json_with_latin1_name():
     assert job["name"] == u"\ufffdt\ufffd" and job["state"] == "RUNNING"
     doc = json.loads(latin1(recorded("24.11", "08-jobs/squeue-json.out"), '"nsl-train"', u'"\u00e9t\u00e9"'))
     assert u"\ufffdt\ufffd" in [j["name"] for j in doc["jobs"]]
+
+
+# The JSON the same Slurm printed at the same moment, as an oracle for the text readers (the
+# collection reads text on every release; see _jobs' docstring). 23.02+ JSON shapes: numbers
+# and times as {set, infinite, number}, exit codes as {status: [...], return_code: {...},
+# signal: {id: {...}, name}}, states as lists (squeue job_state; sacct state.current).
+
+def json_number(value):
+    """A number of Slurm's JSON: ``{"set": true, "infinite": false, "number": N}`` (23.02+) is N,
+    unset or infinite is None; a plain number (22.05) is itself."""
+    if isinstance(value, dict):
+        return value["number"] if value.get("set") and not value.get("infinite") else None
+    return value
+
+
+def json_exit(value):
+    """``(exit_code, signal)`` as the text gives them, from a 23.02+ exit code object."""
+    code, sig = json_number(value["return_code"]), json_number(value["signal"]["id"])
+    return (code if code is not None else 0), (sig if sig is not None else 0)
+
+
+@pytest.mark.parametrize("snapshot", ["08-jobs", "09-during-node-fail", "10-after-node-fail"])
+def test_recorded_24_11_text_agrees_with_the_json_of_the_same_moment(snapshot):
+    squeue = dict((j["job_id_raw"], j) for j in parse_squeue(recorded("24.11", snapshot + "/squeue-product.out")))
+    doc = json.loads(recorded("24.11", snapshot + "/squeue-json.out"))
+    assert doc["errors"] == [] and doc["meta"]["slurm"]["release"] == "24.11.5"
+    assert doc["jobs"]     # squeue --json lists the active jobs only (no --states=all)
+    for entry in doc["jobs"]:
+        job = squeue[entry["job_id"]]
+        state = parse_job_state(entry["job_state"])
+        assert (job["state"], job["flags"], job["active"]) == (state.base, sorted(state.flags), state.active)
+        assert job["restart_count"] == entry["restart_cnt"]
+        assert job["submit_time"] == json_number(entry["submit_time"])
+        assert job["name"] == entry["name"] and job["comment"] == entry["comment"]
+        assert (job["exit_code"], job["signal"]) == json_exit(entry["exit_code"])
+        # held <=> JSON hold / priority 0 (none of these jobs is held)
+        assert job["held"] is (entry["hold"] or json_number(entry["priority"]) == 0) is False
+        assert job["reason"] == (entry["state_description"] or entry["state_reason"] or "").replace("None", "")
+    sacct = dict((j["job_id_raw"], j) for j in parse_sacct(recorded("24.11", snapshot + "/sacct-product.out")))
+    for entry in json.loads(recorded("24.11", snapshot + "/sacct-json.out"))["jobs"]:
+        job = sacct[entry["job_id"]]
+        assert job["state"] == parse_job_state(entry["state"]["current"]).base
+        assert (job["exit_code"], job["signal"]) == json_exit(entry["exit_code"])
+        assert (job["submit_time"], job["start_time"], job["end_time"]) == (
+            entry["time"]["submission"], entry["time"]["start"] or None, entry["time"]["end"] or None)
+        assert [(s["job_step"], s["state"]) for s in job["steps"]] == [
+            (s["step"]["id"], parse_job_state(s["state"]).base) for s in entry["steps"]]
