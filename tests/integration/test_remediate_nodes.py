@@ -279,3 +279,25 @@ def test_stopped_controller_fails_loudly_and_changes_nothing(healthy, tmp_path):
     # and the next run, with the controller back, heals it
     proc, recap = playbook(REMEDIATE, *ALL)
     wait_for(lambda ns: is_healthy(ns["n1"]), "n1 resumed")
+
+
+def test_reason_with_bytes_that_are_not_utf8_is_read_and_left_alone(healthy):
+    """An admin typed the reason in Latin-1 ("für" as b"f\\xfcr"): Slurm stores the bytes as
+    they are. Every node is still read (U+FFFD for the bad byte), the node is left alone as
+    drained on purpose, and the play stays green."""
+    import subprocess
+    from conftest import slurm_env
+    subprocess.check_call([b"scontrol", b"update", b"NodeName=n2", b"State=DRAIN",
+                           b"Reason=Wartung f\xfcr GPU"], env=slurm_env())
+    try:
+        rc, result = module("clusterops.slurm.slurm_node_info", {"nodes": ["n2"]})
+        assert rc == 0, result
+        assert result["nodes"][0]["reason"] == u"Wartung f\ufffdr GPU"
+        assert result["nodes"][0]["drained"]
+        proc, recap = playbook(REMEDIATE, *ALL)
+        assert recap["failed"] == 0 and recap["changed"] == 0, proc.stdout
+        assert "n2: skipped, reason not in the allowlist" in proc.stdout
+    finally:
+        # a reason in UTF-8 again (24.11 keeps the last one after a resume), then back to service
+        drain("n2", "clusterops test cleanup")
+        scontrol("update", "NodeName=n2", "State=RESUME")
