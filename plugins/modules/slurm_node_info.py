@@ -13,9 +13,17 @@ module: slurm_node_info
 short_description: Read the state of Slurm nodes
 version_added: 0.1.0
 description:
-  - Reads every node of the cluster with one C(sinfo) call (C(sinfo --json), or
-    C(sinfo -N) text where this Slurm has no JSON output) and returns the nodes that match
-    O(nodes) and O(states).
+  - Reads every node of the cluster with one Slurm call and returns the nodes that match
+    O(nodes) and O(states). The release of the client commands (C(sinfo --version), once per
+    task, local) picks the call - C(scontrol show nodes --json) from Slurm 23.02 on (one record
+    per node; C(sinfo --json) of those releases groups nodes with one reason per group),
+    C(sinfo --json) on 21.08 and 22.05, C(sinfo -N) text before.
+  - A read that may be partial fails the task and is never returned as an answer - a JSON
+    C(errors) list (22.05's C(sinfo --json) exits 0 with one when slurmctld does not answer),
+    rc 0 with an error on stderr, a truncated document, no node at all.
+  - Bytes that are not UTF-8 in a reason (typed in Latin-1) are read as U+FFFD.
+  - A reason on a node in service (neither drained, down, failing, rebooting nor powered down)
+    is left over from before (Slurm 24.11 keeps it after a resume) and returned empty.
   - Each node's state is split into a base state and flags, whatever spelling Slurm used,
     so that a node is drained whenever its C(DRAIN) flag is set, whatever its base state.
   - A node that C(sinfo) lists once per partition is returned once, with all its partitions.
@@ -47,7 +55,10 @@ options:
     default: []
   source:
     description:
-      - Where to read the states from. V(auto) uses C(sinfo --json) and falls back to text.
+      - Where to read the states from. V(json) is the release's JSON (C(scontrol show nodes --json)
+        from 23.02, C(sinfo --json) on 21.08/22.05) and fails on a release without it.
+        V(text) is C(sinfo -N -h -o), without boot and slurmd start times. V(auto) is JSON where
+        the release has it, else text.
     type: str
     choices: [auto, json, text]
     default: auto
@@ -120,7 +131,9 @@ nodes:
       description: False when the NOT_RESPONDING flag is set.
       type: bool
     reason:
-      description: Why the node is down or drained, kept whole; empty when none (JSON C(reason), sinfo C(%E)).
+      description: >-
+        Why the node is down, drained, failing, rebooting or powered down, kept whole; empty when
+        none, and on a node in service (JSON C(reason) or C(reason.description), sinfo C(%E)).
       type: str
       sample: "Kill task failed [root@2026-09-21T15:02:11]"
     reason_user:
@@ -170,9 +183,14 @@ total:
   returned: success
   type: int
 source:
-  description: Which sinfo output was read, V(json) or V(text).
+  description: Which output was read, V(json) or V(text).
   returned: success
   type: str
+slurm_release:
+  description: The release of the Slurm client commands, from C(sinfo --version).
+  returned: success
+  type: str
+  sample: "24.11.5"
 commands:
   description: The Slurm commands this task ran, each as an argument list.
   returned: always
@@ -196,6 +214,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import (
     NodeParseError,
     node_state,
     read_nodes,
+    release_text,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
     SlurmCLI,
@@ -255,6 +274,7 @@ def main():
         missing=missing,
         total=total,
         source=source,
+        slurm_release=release_text(cli.release()),
         commands=cli.calls,
     )
 
