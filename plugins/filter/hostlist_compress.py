@@ -22,7 +22,10 @@ description:
     duplicates.
   - The number of a name is its last run of digits (V(rack1node3) has prefix V(rack1node)). Names are only merged
     into a range when their zero padding agrees (V(n9,n10) gives V(n[9-10]), V(n1,n01) gives V(n[1,01])). Names
-    with text after their digits (V(n1-ib)) are written as they are, since Slurm 22.05 rejects text after a bracket.
+    with text after their digits (V(n1-ib), V(node0001-int)) are written as they are, because
+    C(scontrol show hostlist) never writes a shared suffix, not even in Slurm 23.11 and newer, which read one (and
+    22.05 rejects it).
+  - The result is the same for every Slurm release; O(release) only decides whether names may hold braces.
 options:
   _input:
     description:
@@ -31,6 +34,12 @@ options:
     type: list
     elements: string
     required: true
+  release:
+    description:
+      - The Slurm release the string is for, as V(22.05), V(24.11.5) or the output of C(sinfo --version).
+      - From 25.05 names must not hold V({) or V(}), which would make the string a hostlist function.
+    type: str
+    default: '26.05'
 seealso:
   - plugin: clusterops.slurm.hostlist_expand
     plugin_type: filter
@@ -49,6 +58,11 @@ EXAMPLES = r"""
       - "{{ ['n3', 'n1', 'n2', 'n1'] | unique | sort | clusterops.slurm.hostlist_compress }}"
   # -> ['n[3,1-2,1]', 'n[1-3]']
 
+- name: Names with text after their number are kept as they are, like scontrol show hostlist does
+  ansible.builtin.debug:
+    msg: "{{ ['node0001-int', 'node0002-int', 'node3', 'node4'] | clusterops.slurm.hostlist_compress }}"
+  # -> node0001-int,node0002-int,node[3-4]
+
 - name: The hosts of an inventory group as one Slurm node list
   ansible.builtin.command:
     argv: [scontrol, update, "nodename={{ groups['compute'] | clusterops.slurm.hostlist_compress }}", state=RESUME]
@@ -64,15 +78,17 @@ _value:
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import (
+    DEFAULT_RELEASE,
     HostlistError,
     compress_hostlist,
 )
 
 
-def hostlist_compress(value):
-    """Compress a list of host names to a Slurm hostlist string, keeping order and duplicates."""
+def hostlist_compress(value, release=DEFAULT_RELEASE):
+    """Compress a list of host names to a Slurm hostlist string, keeping order and duplicates. Raises
+    AnsibleFilterError for any HostlistError."""
     try:
-        return compress_hostlist(value)
+        return compress_hostlist(value, release=release)
     except HostlistError as exc:
         raise AnsibleFilterError('hostlist_compress: %s' % (exc,))
 

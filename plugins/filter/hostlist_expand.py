@@ -15,14 +15,21 @@ author:
   - clusterops.slurm maintainers (!UNKNOWN)
 description:
   - Expands a Slurm hostlist expression such as V(nodeA,nodeB[001,003],rack[0-1]node[0-1]) to the list of host
-    names, exactly as C(scontrol show hostnames) of Slurm 22.05 does.
+    names, exactly as C(scontrol show hostnames) of the Slurm release O(release) does.
   - Order and duplicates are kept. Zero padding is the width of each range's low bound (V(node[001-002]) gives
-    V(node001) and V(node002)). Several bracket groups in one name expand with the first group outermost.
+    V(node001) and V(node002)). Several bracket groups in one name expand with the first group outermost
+    (V(rack[1-2]-node[01-02]) gives V(rack1-node01), V(rack1-node02), V(rack2-node01), V(rack2-node02)).
+  - Since Slurm 23.11 the text after the last bracket group is a suffix shared by every host
+    (V(node[0001-0002]-int) gives V(node0001-int) and V(node0002-int)); Slurm 22.05 rejects it, and so does this
+    filter with O(release=22.05).
   - Items are separated by commas or whitespace; whitespace around items is ignored.
   - Malformed input fails the task with a clear message instead of guessing, where Slurm sometimes accepts it
-    silently; empty items (V(a,,b)), unbalanced brackets, descending (V([5-1])) or non-numeric ranges, text after
-    the last bracket group (V(n[1-2]x), which Slurm 22.05 rejects), a range of more than 65536 hosts, and more than
-    1,000,000 hosts in all.
+    silently; empty items (V(a,,b)), unbalanced or nested brackets, descending (V([5-1])), stepped (V([1-9:2]), no
+    release has a step syntax) or non-numeric ranges, a range of more than 65536 hosts, and more than 1,000,000
+    hosts in all.
+  - From Slurm 25.05 an expression holding V({) is a hostlist function (V(feature{gpu}), V(switch{s1})) that only
+    slurmctld can expand; the filter fails on it for those releases (ask the cluster with
+    C(scontrol show hostnames)).
 options:
   _input:
     description:
@@ -30,6 +37,14 @@ options:
       - An empty string gives an empty list.
     type: raw
     required: true
+  release:
+    description:
+      - The Slurm release whose rules apply, as V(22.05), V(24.11.5) or the output of C(sinfo --version)
+        (V(slurm 24.11.5)). Releases before 22.05 follow the 22.05 rules, releases after 26.05 the 26.05 ones.
+      - It decides whether a shared suffix after the brackets is accepted (23.11 and newer) and whether V({)
+        starts a hostlist function (25.05 and newer).
+    type: str
+    default: '26.05'
 seealso:
   - plugin: clusterops.slurm.hostlist_compress
     plugin_type: filter
@@ -43,8 +58,23 @@ EXAMPLES = r"""
 
 - name: Several bracket groups, first group outermost
   ansible.builtin.debug:
-    msg: "{{ 'rack[0-1]node[0-1]' | clusterops.slurm.hostlist_expand }}"
-  # -> ['rack0node0', 'rack0node1', 'rack1node0', 'rack1node1']
+    msg: "{{ 'rack[1-2]-node[01-02]' | clusterops.slurm.hostlist_expand }}"
+  # -> ['rack1-node01', 'rack1-node02', 'rack2-node01', 'rack2-node02']
+
+- name: A shared suffix after the brackets (Slurm 23.11 and newer)
+  ansible.builtin.debug:
+    msg: "{{ 'node[0001-0002]-int' | clusterops.slurm.hostlist_expand }}"
+  # -> ['node0001-int', 'node0002-int']
+
+- name: Ask the cluster for its release, once
+  ansible.builtin.command:
+    argv: [sinfo, --version]
+  register: sinfo_version
+  changed_when: false
+
+- name: Expand with the rules of that release (a suffix such as node[1-2]-int fails on 22.05)
+  ansible.builtin.debug:
+    msg: "{{ slurm_nodelist | clusterops.slurm.hostlist_expand(release=sinfo_version.stdout) }}"
 
 - name: The first host of a node list (the batch host of a job)
   ansible.builtin.set_fact:
@@ -64,21 +94,23 @@ _value:
   description: The host names, in the order of the expression, duplicates kept.
   type: list
   elements: string
-  sample: [nodeA, nodeB001, nodeB003, nodeC]
+  sample: [nodeA, nodeB001, nodeB003, nodeC, node0001-int]
 """
 
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import (
+    DEFAULT_RELEASE,
     HostlistError,
     expand_hostlist,
 )
 
 
-def hostlist_expand(value):
-    """Expand a hostlist expression (string or list of strings) to a list of host names."""
+def hostlist_expand(value, release=DEFAULT_RELEASE):
+    """Expand a hostlist expression (string or list of strings) to a list of host names, by the rules of the
+    Slurm ``release`` (default the newest tested). Raises AnsibleFilterError for any HostlistError."""
     try:
-        return expand_hostlist(value)
+        return expand_hostlist(value, release=release)
     except HostlistError as exc:
         raise AnsibleFilterError('hostlist_expand: %s' % (exc,))
 

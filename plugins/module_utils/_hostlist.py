@@ -6,50 +6,80 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 # Do not use this from other collections or standalone plugins/modules!
 
-"""Slurm hostlist expressions: expand, compress, first host.
+"""Slurm hostlist expressions: expand, compress, first host, per Slurm release.
 
 Pure standard library, Python 3.8+: this file is shipped to target hosts inside modules.
 
-Semantics are those of Slurm 22.05 (checked against ``scontrol`` 22.05.8, see
-``tests/integration/test_hostlist_vs_slurm.py``):
+Semantics are those of ``scontrol show hostnames`` / ``scontrol show hostlist`` of the release given as
+``release`` (default :data:`DEFAULT_RELEASE`, the newest one tested), read from Slurm's
+``src/common/hostlist.c`` of each release and checked against the real ``scontrol`` of 22.05.8, 24.11.5 and
+26.05.5 (``tests/integration/test_hostlist_vs_slurm.py``). Where releases differ:
+
+=================================  ================  ===========================================================
+rule                               releases          Slurm source
+=================================  ================  ===========================================================
+shared suffix after the brackets   23.11 and newer   ``_hostlist_create_bracketed``: text after the last ``]``
+(``node[0001-0002]-int``)                            becomes a suffix (commit 0994b5f1, NEWS 23.11: "Allow for a
+                                                     shared suffix to be used with the hostlist format"); 22.05
+                                                     rejects it (``Invalid hostlist``)
+newline separates items            23.02 and newer   separators ``"\\t, \\n"`` (commit 0a614b81); 22.05 keeps a
+                                                     newline inside the host name
+``[`` without ``]`` rejected       23.02 and newer   commit f520d2a1; 22.05 turns ``node[1-2`` into ``node]``
+hostlist functions                 25.05 and newer   ``hostlist_create_client``: a string holding ``{`` is sent to
+(``feature{gpu}``, ``block{b1}``)                    slurmctld to expand (``feature{}``, ``switch{}``...); before,
+                                                     ``{`` is an ordinary character of a name
+=================================  ================  ===========================================================
+
+Everything else is the same in 22.05, 24.11 and 26.05 (the parsing and printing functions of hostlist.c are
+unchanged between 24.11.5 and 26.05, and between 22.05.8 and 23.11 but for the rows above; 21.08 equals 22.05):
 
 ``scontrol show hostnames EXPR`` (what :func:`expand_hostlist` reproduces)
   - Items are separated by commas; Slurm also splits on spaces and tabs (``"n1 n2"`` is two hosts). Here any
-    whitespace separates items, newlines too (Slurm would keep a newline inside the host name).
-  - A bracket group holds comma-separated numbers or ``lo-hi`` ranges: ``nodeB[001,003]``.
+    whitespace separates items.
+  - A bracket group holds comma-separated numbers or ``lo-hi`` ranges: ``nodeB[001,003]``, ``n[1,3-5]``. There is
+    no step syntax in any release (``n[1-9:2]`` is ``Invalid hostlist``), nor letters (box ranges ``[0x1]`` exist only
+    on multi-dimensional BlueGene-style clusters, never on Linux clusters).
   - Zero padding is the width of ``lo``: ``node[001-002]`` -> node001, node002; ``n[09-10]`` -> n09, n10;
     ``n[9-10]`` -> n9, n10; ``n[009-10]`` -> n009, n010.
   - Two bracket groups in one name expand with the first group outermost:
     ``rack[0-1]node[0-1]`` -> rack0node0, rack0node1, rack1node0, rack1node1. With three or more groups Slurm's
     order is odd but kept here: the last group is the innermost loop, the second-to-last the outermost, then down
     to the first: ``e[1-2][3-4]x[5-6]`` -> e13x5, e13x6, e23x5, e23x6, e14x5, e14x6, e24x5, e24x6.
+  - 23.11 and newer: the text after the LAST bracket group is a suffix shared by every host of the item:
+    ``node[0001-0002]-int`` -> node0001-int, node0002-int; ``rack[1-2]-node[01-02]-int`` -> rack1-node01-int,
+    rack1-node02-int, rack2-node01-int, rack2-node02-int; ``node[1-2].ib.cluster`` -> node1.ib.cluster, ...;
+    ``n[1-2]5`` -> n15, n25. 22.05 rejects any text after the last bracket (``Invalid hostlist: n[1-2]x``), and
+    so does this module for ``release="22.05"``.
   - Order and duplicates are kept: ``n3,n1,n1`` -> n3, n1, n1; ``n[1-3,2]`` -> n1, n2, n3, n2.
-  - Text after the LAST bracket group is rejected by 22.05 (``Invalid hostlist: n[1-2]x``), so it is here too.
   - One range may hold at most 65536 hosts (``Too many hosts in range``), and so may a bracket group that is not
     the last of its name (``a[1-40000,1-30000]b[1]`` is invalid, ``a[1-40000,1-30000]`` is not); so here too.
 
-``scontrol show hostlist NAMES`` (what :func:`compress_hostlist` reproduces)
-  - 22.05 keeps the order and the duplicates; it only merges a host into the range just before it:
+``scontrol show hostlist NAMES`` (what :func:`compress_hostlist` reproduces; the same in every release)
+  - It keeps the order and the duplicates; it only merges a host into the range just before it:
     ``n3,n1,n2`` -> ``n[3,1-2]``, ``n1,n1,n2`` -> ``n[1,1-2]``, ``a1,b1,a2`` -> ``a1,b1,a2``,
     ``rack0node0,rack0node1,rack1node0`` -> ``rack0node[0-1],rack1node0`` (one bracket group per item).
   - The number of a name is its LAST run of digits (``rack1node3``: prefix ``rack1node``, number 3); a name with
-    text after its digits (``n1x``) has no number and is never merged.
+    text after its digits (``n1x``, ``node0001-int``, ``node1.ib``) has no number and is never merged: Slurm
+    never writes a suffix form, even in 23.11+ (``node0001-int,node0002-int`` stays as it is, and
+    ``scontrol show hostlist node[0001-0002]-int`` prints ``node0001-int,node0002-int``).
   - Consecutive ranges with the same prefix share one bracket even when their widths differ: ``n1,n01`` ->
     ``n[1,01]``; ``n08,n9`` -> ``n[08,9]``. Hosts are only merged into a range when the zero padding agrees:
     ``n9,n10`` -> ``n[9-10]``, ``n09,n10`` -> ``n[09-10]``, ``n9,n010`` -> ``n[9,010]``.
   - ``scontrol show hostlistsorted`` sorts (``n3,n1,n1`` -> ``n[1,1,3]``) but keeps duplicates. This module has no
     sorted variant: sort the list yourself first if you want one.
 
-Deliberate differences from Slurm 22.05 (it accepts these silently and gives odd results; here they raise
-:class:`HostlistError`): empty items (``a,,b``, a trailing comma), unbalanced or nested brackets (Slurm turns
-``node[1-2`` into the host ``node]``), whitespace or signs inside brackets (``n[ 1-2]`` gives n01, n02), an open
-range ``n[1-]``, and more than :data:`MAX_HOSTS` hosts in one expression. Numbers are not clamped to 64 bits
-(Slurm turns ``n18446744073709551616`` into ``n18446744073709551615``).
+Deliberate differences from Slurm (it accepts these silently and gives odd results; here they raise
+:class:`HostlistError`, in every release): empty items (``a,,b``, a trailing comma), unbalanced or nested
+brackets (22.05 turns ``node[1-2`` into the host ``node]``; 23.11+ turns ``n[1-2]]`` into ``n1]``, ``n2]``),
+whitespace or signs inside brackets (``n[ 1-2]`` gives n01, n02), an open range ``n[1-]``, and more than
+:data:`MAX_HOSTS` hosts in one expression. Numbers are not clamped to 64 bits (Slurm turns
+``n18446744073709551616`` into ``n18446744073709551615``). Hostlist functions (25.05+) raise: only slurmctld
+knows their nodes. Newlines always separate items (22.05 would keep one inside a name).
 
 Why not python-hostlist (PyPI ``python-hostlist`` 2.3.0, GPL-2.0-or-later, well kept): its
 ``collect_hostlist`` sorts and de-duplicates (``n3,n1,n1,n2`` -> ``n[1-3]``), its ``expand_hostlist`` drops
-duplicates by default and accepts ``n[1-2]x`` which Slurm 22.05 rejects, and it would have to be pip-installed on
-every target host, whereas module_utils ship inside the module payload.
+duplicates by default and has no per-release rules, and it would have to be pip-installed on every target host,
+whereas module_utils ship inside the module payload.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -62,12 +92,17 @@ import re
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 __all__ = [
+    'DEFAULT_RELEASE',
+    'HOSTLIST_FUNCTIONS_SINCE',
     'HostlistError',
     'MAX_HOSTS',
     'MAX_RANGE',
+    'RELEASES',
+    'SUFFIX_SINCE',
     'compress_hostlist',
     'expand_hostlist',
     'first_host',
+    'release_tuple',
 ]
 
 MAX_HOSTS = 1000000
@@ -77,19 +112,78 @@ MAX_RANGE = 65536
 """Most hosts in one ``lo-hi`` range (Slurm's ``MAX_RANGE``, ``Too many hosts in range``), and in one bracket group
 that is not the last of its name (Slurm's ``MAX_PREFIX_CNT``)."""
 
+RELEASES = ('22.05', '24.11', '26.05')
+"""The Slurm releases whose ``scontrol`` this module was compared with (``tests/integration``)."""
+
+DEFAULT_RELEASE = '26.05'
+"""The release whose rules apply when none is given: the newest one of :data:`RELEASES`."""
+
+SUFFIX_SINCE = (23, 11)
+"""First release that accepts a shared suffix after the last bracket group (``node[0001-0002]-int``)."""
+
+HOSTLIST_FUNCTIONS_SINCE = (25, 5)
+"""First release whose ``scontrol`` sends an expression holding ``{`` to slurmctld as a hostlist function."""
+
+Release = Union[str, Tuple[int, ...], None]
+"""A Slurm release: ``"24.11"``, ``"24.11.5"``, ``"slurm 24.11.5"`` (``sinfo --version``), ``(24, 11)``,
+``(24, 11, 5)``; None for :data:`DEFAULT_RELEASE`."""
+
 _RANGE_RE = re.compile(r'\A([0-9]+)(?:-([0-9]+))?\Z')
 _NUMBERED_RE = re.compile(r'\A(.*?)([0-9]+)\Z', re.DOTALL)
+_RELEASE_RE = re.compile(r'\A(?:slurm(?:-wlm)?\s+)?([0-9]{1,3})\.([0-9]{1,2})(?:\.[0-9]+)?(?:-\S*)?\Z', re.IGNORECASE)
 _FORBIDDEN_IN_NAME = frozenset(',[]')
+_FUNCTION_CHARS = frozenset('{}')
 
 HostlistExpr = Union[str, Iterable[str]]
 
 
 class HostlistError(ValueError):
-    """A hostlist expression or host name list that cannot be expanded or compressed."""
+    """A hostlist expression or host name list that cannot be expanded or compressed, or an unknown release."""
+
+
+class _Rules:
+    """What one Slurm release accepts (see the table in the module docstring)."""
+
+    __slots__ = ('name', 'suffix', 'functions')
+
+    def __init__(self, version):
+        # type: (Tuple[int, int]) -> None
+        self.name = '%d.%02d' % version
+        self.suffix = version >= SUFFIX_SINCE
+        self.functions = version >= HOSTLIST_FUNCTIONS_SINCE
+
+
+def release_tuple(release=DEFAULT_RELEASE):
+    # type: (Release) -> Tuple[int, int]
+    """``(major, minor)`` of a Slurm release given as text or as a version tuple.
+
+    ``"24.11"``, ``"24.11.5"``, ``"slurm 24.11.5"``, ``"slurm-wlm 22.05.8"``, ``"26.05.0-0rc1"``, ``(24, 11)`` and
+    ``(24, 11, 5)`` all name a release; None means :data:`DEFAULT_RELEASE`. Releases before 22.05 follow the 22.05
+    rules (21.08's hostlist.c is the same) and releases after 26.05 the 26.05 ones.
+
+    :raises HostlistError: (a ``ValueError``) for anything else, e.g. ``"24"``, ``"latest"``, ``24.11`` (a float).
+    """
+    if release is None:
+        release = DEFAULT_RELEASE
+    if isinstance(release, tuple):
+        if (2 <= len(release) <= 3 and all(isinstance(part, int) and not isinstance(part, bool) and part >= 0
+                                           for part in release)):
+            return release[0], release[1]
+    elif isinstance(release, str):
+        match = _RELEASE_RE.match(release.strip())
+        if match:
+            return int(match.group(1)), int(match.group(2))
+    raise HostlistError('unknown Slurm release %r: expected a release such as "24.11", "24.11.5" or (24, 11, 5)'
+                        % (release,))
+
+
+def _rules(release):
+    # type: (Release) -> _Rules
+    return _Rules(release_tuple(release))
 
 
 # One bracket group: list of (lo, hi, width). A parsed word: (literal parts, groups) with
-# len(parts) == len(groups) + 1 and parts[-1] == '' whenever there is a group.
+# len(parts) == len(groups) + 1; parts[-1] is the shared suffix (23.11+), '' when there is none.
 _Range = Tuple[int, int, int]
 _Word = Tuple[List[str], List[List[_Range]]]
 
@@ -101,7 +195,8 @@ def _parse_range(text, expr):
         if text == '':
             raise HostlistError('empty range inside brackets in hostlist %r' % (expr,))
         raise HostlistError(
-            'invalid range %r in hostlist %r: expected N or LO-HI with digits 0-9 only' % (text, expr))
+            'invalid range %r in hostlist %r: expected N or LO-HI with digits 0-9 only (no step, no sign)'
+            % (text, expr))
     lo_text, hi_text = match.group(1), match.group(2)
     lo = int(lo_text)
     hi = lo if hi_text is None else int(hi_text)
@@ -113,9 +208,14 @@ def _parse_range(text, expr):
     return lo, hi, len(lo_text)
 
 
-def _parse_word(word, expr):
-    # type: (str, str) -> _Word
-    """Split one host pattern like ``rack[0-1]node[0-1]`` into literal parts and bracket groups."""
+def _parse_word(word, expr, rules):
+    # type: (str, str, _Rules) -> _Word
+    """Split one host pattern like ``rack[0-1]node[0-1]-int`` into literal parts and bracket groups."""
+    if rules.functions and _FUNCTION_CHARS.intersection(word):
+        raise HostlistError(
+            'hostlist function %r in hostlist %r: Slurm %s (25.05+) sends it to slurmctld to expand (feature{}, '
+            'switch{}, block{}...); it cannot be expanded without the cluster: ask it with '
+            '"scontrol show hostnames"' % (word, expr, rules.name))
     parts = []  # type: List[str]
     groups = []  # type: List[List[_Range]]
     pos = 0
@@ -142,10 +242,10 @@ def _parse_word(word, expr):
         if in_group > MAX_RANGE:
             raise HostlistError('a bracket group before the last one in hostlist %r (item %r) holds %d hosts; '
                                 'Slurm allows at most %d there' % (expr, word, in_group, MAX_RANGE))
-    if groups and parts[-1]:
+    if groups and parts[-1] and not rules.suffix:
         raise HostlistError(
-            'text %r after the last bracket group in hostlist %r (item %r): Slurm 22.05 rejects it'
-            % (parts[-1], expr, word))
+            'text %r after the last bracket group in hostlist %r (item %r): Slurm %s rejects it (a shared suffix '
+            'such as node[1-2]-int needs Slurm 23.11 or newer)' % (parts[-1], expr, word, rules.name))
     return parts, groups
 
 
@@ -186,8 +286,9 @@ def _split_items(expr):
     return items
 
 
-def _parse(expr):
-    # type: (HostlistExpr) -> List[_Word]
+def _parse(expr, release):
+    # type: (HostlistExpr, Release) -> List[_Word]
+    rules = _rules(release)
     if isinstance(expr, str):
         exprs = [expr]  # type: Sequence[str]
     elif isinstance(expr, (bytes, bytearray, dict)) or expr is None:
@@ -205,7 +306,7 @@ def _parse(expr):
     total = 0
     for one in exprs:
         for item in _split_items(one):
-            word = _parse_word(item, one)
+            word = _parse_word(item, one, rules)
             total += _word_count(word)
             if total > MAX_HOSTS:
                 raise HostlistError('hostlist %r expands to more than %d hosts' % (one, MAX_HOSTS))
@@ -215,7 +316,7 @@ def _parse(expr):
 
 def _slurm_group_order(count):
     # type: (int) -> List[int]
-    """Indexes of the bracket groups of one name, outermost loop first, as Slurm 22.05 expands them.
+    """Indexes of the bracket groups of one name, outermost loop first, as Slurm expands them (every release).
 
     Slurm (``_push_range_list`` in src/common/hostlist.c) takes the LAST group as the innermost loop and
     then recurses from the second-to-last group (outermost) down to the first one: for 3 groups the order is
@@ -244,36 +345,41 @@ def _iter_word(word):
         yield ''.join(part + number for part, number in zip(parts, numbers)) + parts[-1]
 
 
-def expand_hostlist(expr):
-    # type: (HostlistExpr) -> List[str]
-    """Expand a Slurm hostlist expression to host names, like ``scontrol show hostnames EXPR``.
+def expand_hostlist(expr, release=DEFAULT_RELEASE):
+    # type: (HostlistExpr, Release) -> List[str]
+    """Expand a Slurm hostlist expression to host names, like ``scontrol show hostnames EXPR`` of ``release``.
 
-    :param expr: a hostlist string such as ``"nodeA,nodeB[001,003],rack[0-1]node[0-1]"``, or a list (any
-        iterable but a string, bytes or dict) of such strings whose expansions are concatenated.
+    :param expr: a hostlist string such as ``"nodeA,nodeB[001,003],rack[0-1]node[0-1],node[0001-0002]-int"``, or
+        a list (any iterable but a string, bytes or dict) of such strings whose expansions are concatenated.
         An empty or blank string expands to ``[]``.
+    :param release: the Slurm release whose rules apply (see :func:`release_tuple` for the spellings); default
+        :data:`DEFAULT_RELEASE`. It decides whether a shared suffix after the brackets is accepted (23.11+) and
+        whether ``{`` starts a hostlist function (25.05+).
     :returns: host names, as ``List[str]``, in the order written, duplicates kept; bracket groups expand in
         Slurm's order (first group outermost for two groups; see the module docstring for three or more), zero
-        padding taken from the width of each range's low bound.
-    :raises HostlistError: (a ``ValueError``) for a wrong type, an empty item (``a,,b``), unbalanced or nested
-        brackets, an empty, non-numeric or descending range (``[]``, ``[a-b]``, ``[5-1]``), whitespace inside
-        brackets, text after the last bracket group (``n[1-2]x``), a range (or a group before the last) of more
-        than :data:`MAX_RANGE` hosts, or more than :data:`MAX_HOSTS` hosts in all.
+        padding taken from the width of each range's low bound, the shared suffix (23.11+) appended to each.
+    :raises HostlistError: (a ``ValueError``) for a wrong type, an unknown release, an empty item (``a,,b``),
+        unbalanced or nested brackets, an empty, non-numeric, stepped or descending range (``[]``, ``[a-b]``,
+        ``[1-9:2]``, ``[5-1]``), whitespace inside brackets, text after the last bracket group (``n[1-2]x``) before
+        Slurm 23.11, a hostlist function (``feature{gpu}``) from Slurm 25.05, a range (or a group before the
+        last) of more than :data:`MAX_RANGE` hosts, or more than :data:`MAX_HOSTS` hosts in all.
     """
     hosts = []  # type: List[str]
-    for word in _parse(expr):
+    for word in _parse(expr, release):
         hosts.extend(_iter_word(word))
     return hosts
 
 
-def first_host(expr):
-    # type: (HostlistExpr) -> str
+def first_host(expr, release=DEFAULT_RELEASE):
+    # type: (HostlistExpr, Release) -> str
     """Return the first host name of a hostlist expression without expanding the rest.
 
-    The whole expression is still validated. ``first_host("nodeA,nodeB[001,003]")`` -> ``"nodeA"``.
+    The whole expression is still validated with the rules of ``release`` (as :func:`expand_hostlist`).
+    ``first_host("nodeA,nodeB[001,003]")`` -> ``"nodeA"``.
 
     :raises HostlistError: as :func:`expand_hostlist`, and for an expression with no hosts.
     """
-    for word in _parse(expr):
+    for word in _parse(expr, release):
         for host in _iter_word(word):
             return host
     raise HostlistError('hostlist %r holds no host' % (expr,))
@@ -308,23 +414,29 @@ def _widths(digits):
     return 1, len(digits)
 
 
-def compress_hostlist(hosts):
-    # type: (Iterable[str]) -> str
-    """Compress host names to a Slurm hostlist string, like ``scontrol show hostlist`` of Slurm 22.05.
+def compress_hostlist(hosts, release=DEFAULT_RELEASE):
+    # type: (Iterable[str], Release) -> str
+    """Compress host names to a Slurm hostlist string, like ``scontrol show hostlist`` (the same in every release).
 
-    ``expand_hostlist(compress_hostlist(x)) == list(x)`` for any list ``x`` of valid names: order and
-    duplicates are kept. A host is merged into the range just before it when it has the same prefix, the next
-    number and a compatible zero padding (``n9,n10`` -> ``n[9-10]``, ``n1,n01`` -> ``n[1,01]``); consecutive
-    ranges with one prefix share a bracket (``n3,n1,n2`` -> ``n[3,1-2]``). The number is the last run of digits
-    of the name; names with text after it (``n1x``) are written as they are, never merged, since Slurm 22.05
-    rejects text after a bracket. Slurm 22.05's ``scontrol show hostlist`` gives the same string; its
-    ``scontrol show hostlistsorted`` sorts (keeping duplicates), which this function never does.
+    ``expand_hostlist(compress_hostlist(x, release), release) == list(x)`` for any list ``x`` of valid names:
+    order and duplicates are kept. A host is merged into the range just before it when it has the same prefix,
+    the next number and a compatible zero padding (``n9,n10`` -> ``n[9-10]``, ``n1,n01`` -> ``n[1,01]``);
+    consecutive ranges with one prefix share a bracket (``n3,n1,n2`` -> ``n[3,1-2]``). The number is the last run
+    of digits of the name; names with text after it (``n1x``, ``node0001-int``, ``node1.ib``) are written as they
+    are, never merged: Slurm 23.11+ reads a shared suffix (``node[0001-0002]-int``) but its
+    ``scontrol show hostlist`` never writes one, and 22.05 would reject it. Its ``scontrol show hostlistsorted``
+    sorts (keeping duplicates), which this function never does.
 
     :param hosts: host names (any iterable of ``str`` but a single string); ``[]`` gives ``""``.
+    :param release: the Slurm release the string is for (see :func:`release_tuple`); default
+        :data:`DEFAULT_RELEASE`. It only decides whether ``{`` and ``}`` may appear in a name (not from 25.05,
+        where they would make the string a hostlist function).
     :returns: the hostlist string, ``str``.
-    :raises HostlistError: (a ``ValueError``) for a string or non-iterable instead of a list, a non-string or
-        empty name, or a name holding a comma, a bracket or whitespace (it would not expand back to itself).
+    :raises HostlistError: (a ``ValueError``) for a string or non-iterable instead of a list, an unknown release,
+        a non-string or empty name, a name holding a comma, a bracket or whitespace (it would not expand back to
+        itself), or, from 25.05, a brace.
     """
+    rules = _rules(release)
     if isinstance(hosts, (str, bytes, bytearray)):
         raise HostlistError('expected a list of host names, got a string %r; expand it first' % (hosts,))
     try:
@@ -339,6 +451,9 @@ def compress_hostlist(hosts):
             raise HostlistError('empty host name in list')
         if _FORBIDDEN_IN_NAME.intersection(name) or any(char.isspace() for char in name):
             raise HostlistError('host name %r holds a comma, a bracket or whitespace' % (name,))
+        if rules.functions and _FUNCTION_CHARS.intersection(name):
+            raise HostlistError('host name %r holds a brace: Slurm %s (25.05+) would read the hostlist as a '
+                                'hostlist function' % (name, rules.name))
         match = _NUMBERED_RE.match(name)
         if match is None:
             runs.append(name)
