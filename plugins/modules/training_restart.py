@@ -28,7 +28,7 @@ description:
     person releases it (M(clusterops.slurm.slurm_job) O(clusterops.slurm.slurm_job#module:state=released),
     or C(scontrol release <id>)) or cancels it.
   - A run with a job in a state this collection does not know (a word of a later Slurm
-    release) is reported as needing a human (V(unknown)) and never resubmitted: the job may
+    release) is reported as needing a human (V(unknown)) and never resubmitted, as the job may
     still be active.
   - A read that is not a complete answer fails the task before anything is decided or
     submitted - C(sacct) or C(squeue) exiting non-zero (slurmdbd down - C(Problem talking to the
