@@ -98,9 +98,10 @@ def _split_list(value):
 
 def _node(name, state, reason, reason_user, reason_time, partitions, cpus, memory, gres,
           features, boot_time, slurmd_start_time):
-    if reason and not (state.down or state.flags & _REASON_FLAGS):
-        # A reason on a node in service is left over from before (Slurm 24.11 keeps it after
-        # State=RESUME); it says nothing about the node now.
+    if not reason or not (state.down or state.flags & _REASON_FLAGS):
+        # No reason, or one on a node in service, left over from before (Slurm 24.11 keeps it
+        # after State=RESUME): it says nothing about the node now, and neither does its user
+        # (24.11's sinfo %u prints "root" for a node without a reason).
         reason, reason_user, reason_time = "", None, None
     return {
         "name": name,

@@ -115,3 +115,41 @@ def test_json_later_releases_state_list_and_number_objects():
 def test_json_errors(out):
     with pytest.raises(NodeParseError):
         parse_nodes_json(out)
+
+
+def test_2411_text_user_without_reason_is_none():
+    """24.11's sinfo %u prints root for a node with no reason (22.05: Unknown)."""
+    line = TEXT_SEP.join(["n1", "debug*", "idle", "1", "100", "(null)", "(null)", "root",
+                          "Unknown", "none"])
+    (node,) = parse_sinfo_text(line)
+    assert (node["reason"], node["reason_user"], node["reason_time"]) == ("", None, None)
+
+
+@pytest.mark.parametrize("state, kept", [
+    (["IDLE"], False), (["MIXED"], False), (["ALLOCATED", "COMPLETING"], False),
+    (["IDLE", "DRAIN"], True), (["DOWN"], True), (["IDLE", "FAIL"], True),
+    (["IDLE", "REBOOT_REQUESTED"], True), (["IDLE", "POWERED_DOWN"], True),
+    (["DOWN", "DRAIN", "INVALID_REG"], True),
+])
+def test_reason_is_kept_only_where_slurm_keeps_one(state, kept):
+    (node,) = parse_nodes_json(json_doc({"name": "n1", "state": state, "reason": "r",
+                                         "reason_set_by_user": "root", "reason_changed_at": 5}))
+    assert (node["reason"], node["reason_user"], node["reason_time"]) == (
+        ("r", "root", 5) if kept else ("", None, None))
+
+
+@pytest.mark.parametrize("doc, match", [
+    ({"meta": {"Slurm": {"release": "22.05.8"}}, "errors": [{"error": "Unspecified error",
+                                                              "errno": -1}], "nodes": []},
+     r"Slurm 22\.05\.8\) answered with errors.*Unspecified error"),
+    ({"meta": {"slurm": {"release": "24.11.5"}}, "errors": [], "nodes": []},
+     r"Slurm 24\.11\.5\) listed no node at all"),
+    ({"meta": {"slurm": {"release": "26.05.5"}}, "errors": [], "sinfo": []},
+     r"Slurm 26\.05\.5\) lists node groups"),
+    ({"meta": {"slurm": {"release": "27.05.0"}}, "errors": [], "node_records": []},
+     r"Slurm 27\.05\.0\) printed a shape this collection does not know.*node_records"),
+    ([], r"not an object"),
+])
+def test_json_partial_or_unknown_documents_name_the_release(doc, match):
+    with pytest.raises(NodeParseError, match=match):
+        parse_nodes_json(json.dumps(doc))
