@@ -9,6 +9,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import glob
 import io
 import json
 import os
@@ -21,7 +22,10 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._job_actions impo
     parse_sbatch_output,
     uncertain_failure,
 )
-from ansible_collections.clusterops.slurm.plugins.module_utils._job_state import parse_job_state
+from ansible_collections.clusterops.slurm.plugins.module_utils._job_state import (
+    hold_kind,
+    parse_job_state,
+)
 from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import (
     REC_END,
     JobParseError,
@@ -536,3 +540,49 @@ def test_recorded_24_11_text_agrees_with_the_json_of_the_same_moment(snapshot):
             entry["time"]["submission"], entry["time"]["start"] or None, entry["time"]["end"] or None)
         assert [(s["job_step"], s["state"]) for s in job["steps"]] == [
             (s["step"]["id"], parse_job_state(s["state"]).base) for s in entry["steps"]]
+
+
+# Every JSON document recorded from a real cluster of any release (slurm-<release>/<snapshot>/
+# squeue-json.out, sacct-json.out): the state words, holds and exit codes Slurm wrote there, read
+# the way the text readers read them. New recordings are picked up as they are added.
+
+def json_recordings(command):
+    params = []
+    for path in sorted(glob.glob(os.path.join(ROOT, "slurm-*", "*", command + "-json.out"))):
+        with io.open(path, encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
+        rc_path = path[:-len(".out")] + ".rc"
+        rc = int(open(rc_path).read().strip()) if os.path.exists(rc_path) else 0
+        if rc == 0 and text.strip():      # no accounting (24.11 01-04) or controller stopped: no document
+            params.append(pytest.param(text, id=os.path.relpath(path, ROOT)))
+    return params
+
+
+def _reason(entry):
+    """What squeue prints as the reason (src/squeue/print.c): the description slurmctld wrote,
+    else the reason code's name."""
+    return entry.get("state_description") or entry.get("state_reason") or ""
+
+
+@pytest.mark.parametrize("text", json_recordings("squeue"))
+def test_every_recorded_squeue_json_state_and_hold_is_read(text):
+    doc = json.loads(text)
+    assert doc["errors"] == []
+    for entry in doc["jobs"]:
+        state = parse_job_state(entry["job_state"])
+        assert state.known, entry["job_state"]
+        held_by = hold_kind(state, _reason(entry))
+        if state.active and state.base == "PENDING":
+            # Slurm's own view: a held pending job has hold true / priority 0
+            held = entry["hold"] or json_number(entry["priority"]) == 0
+            assert (held_by is not None) is held, (entry["job_id"], entry["job_state"], _reason(entry))
+
+
+@pytest.mark.parametrize("text", json_recordings("sacct"))
+def test_every_recorded_sacct_json_state_is_known(text):
+    doc = json.loads(text)
+    assert doc["errors"] == []
+    for entry in doc["jobs"]:
+        assert parse_job_state(entry["state"]["current"]).known, entry["state"]
+        for step in entry["steps"]:
+            assert parse_job_state(step["state"]).known, step["state"]
