@@ -80,7 +80,8 @@ REC_END = "\x1e"
 #: ``SLURM_TIME_FORMAT`` for every read: strftime ``%s``, Unix seconds, whatever the time zone.
 TIME_ENVIRON = {"SLURM_TIME_FORMAT": "%s"}
 
-#: squeue(1) ``-O`` fields, in this order. ``JobID`` is the unique numeric id,
+#: squeue(1) ``-O`` fields, in this order (names are matched without case; every one is in the
+#: field table of src/squeue/opts.c of 22.05, 24.11 and 26.05). ``JobID`` is the unique numeric id,
 #: ``JobArrayID`` the id as Slurm writes it (``%i``: ``123_4``, ``123_[5-100]``, ``1234+1``),
 #: which also gives the array and heterogeneous job parts. The free-text comment comes last.
 SQUEUE_FIELDS = (
@@ -91,7 +92,10 @@ SQUEUE_FIELDS = (
 SQUEUE_FORMAT = ",".join("%s:%s" % (f, SEP) for f in SQUEUE_FIELDS[:-1]) + ",%s:%s" % (
     SQUEUE_FIELDS[-1], REC_END)
 
-#: sacct(1) ``--format`` fields, in this order; the job name (free text) last.
+#: sacct(1) ``--format`` fields, in this order; the job name (free text) last. Every one is in the
+#: field table of src/sacct/sacct.c of 22.05, 24.11 and 26.05; ``ExitCode`` is ``exit:signal``
+#: there (26.05 reports a process killed by a signal the shell way, ``143:0``, where 24.11 said
+#: ``0:15``: a job's end is read from its state, never from its exit code).
 SACCT_FIELDS = (
     "JobID", "JobIDRaw", "Cluster", "User", "Partition", "State", "ExitCode", "Reason",
     "NodeList", "Submit", "Start", "End", "JobName",
