@@ -182,6 +182,18 @@ CASES = [
                 (SQUEUE + ["--name=nsl-nf"], 0,
                  queue("slurm-24.11/10-after-node-fail/squeue-product.out", ["nsl-nf"])[:-20], "")],
          failed=True, msg_contains="cut short"),
+    # bytes that are not UTF-8 (a job name and comment typed in Latin-1), decoded by the command
+    # layer as U+FFFD, in the recorded 24.11 answers
+    dict(id="a Latin-1 job name and comment are listed with U+FFFD, never fatal",
+         args={"job_ids": ["1"]},
+         calls=[(SACCT + ["--jobs=1", "--allusers"], 0,
+                 accounting("slurm-24.11/08-jobs/sacct-product.out", raw_ids=["1"]).replace(
+                     "nsl-train", u"nsl-tr\ufffdin"), ""),
+                (SQUEUE + ["--jobs=1"], 0,
+                 queue("slurm-24.11/08-jobs/squeue-product.out", raw_ids=["1"]).replace(
+                     "nsl-train", u"nsl-tr\ufffdin").replace("key=k1", u"key=k1 \ufffdt\ufffd"), "")],
+         jobs=[("1", "RUNNING", True, False, [])],
+         fields={"1": dict(name=u"nsl-tr\ufffdin", comment=u"clusterops-key=k1 \ufffdt\ufffd")}),
     dict(id="EXPEDITING is a valid states filter",
          args={"names": ["nsl-nf"], "states": ["EXPEDITING"]},
          calls=[(SACCT + ["--name=nsl-nf", "--allusers"], 0, "", ""),
