@@ -17,9 +17,11 @@ import re
 
 import pytest
 
+from ansible_collections.clusterops.slurm.plugins.module_utils import _training as tr
 from ansible_collections.clusterops.slurm.plugins.module_utils._job_actions import (
     has_key,
     parse_sbatch_output,
+    plan_action,
     uncertain_failure,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._job_state import (
@@ -28,8 +30,10 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._job_state import
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import (
     REC_END,
+    SEP,
     JobParseError,
     merge_jobs,
+    parse_exit_code,
     parse_sacct,
     parse_squeue,
     read_jobs,
@@ -586,3 +590,89 @@ def test_every_recorded_sacct_json_state_is_known(text):
         assert parse_job_state(entry["state"]["current"]).known, entry["state"]
         for step in entry["steps"]:
             assert parse_job_state(step["state"]).known, step["state"]
+
+
+# Recordings of dev/cluster/record-fixtures.sh (slurm-<release>/jobs/): a job running, held by
+# its user (sbatch -H), held by an admin (scontrol hold), held by Slurm itself after a prolog
+# failure ("launch failed requeued held"), an array, a het job, a failed and a cancelled one.
+
+def record_fixture_releases(snapshot, *commands):
+    return sorted(os.path.basename(os.path.dirname(os.path.dirname(p)))[len("slurm-"):]
+                  for p in glob.glob(os.path.join(ROOT, "slurm-*", snapshot, commands[0] + ".out"))
+                  if all(os.path.exists(os.path.join(os.path.dirname(p), c + ".out")) for c in commands))
+
+
+def squeue_product(release, snapshot):
+    """Our ``squeue -O`` record layout, every field as Slurm printed it in that snapshot:
+    id, array id, name, user, state, reason and node list from the recorded ``squeue -o
+    %A|%i|%j|%u|%T|%r|%N`` (squeue-text), exit code, times, restart count, partition, cluster and
+    comment from the ``squeue --json`` taken right after it (record-fixtures.sh records no -O
+    output). Only the jobs both list (squeue --json lists no finished job)."""
+    doc = json.loads(recorded(release, snapshot + "/squeue-json.out"))
+    by_id = dict((j["job_id"], j) for j in doc["jobs"])
+    records = []
+    for line in recorded(release, snapshot + "/squeue-text.out").splitlines():
+        raw, array_id, name, user, state, reason, nodes = line.split("|", 6)
+        entry = by_id.get(int(raw))
+        if entry is None:
+            continue
+        code, sig = json_exit(entry["exit_code"])
+
+        def seconds(key):
+            value = json_number(entry[key])
+            return str(value) if value else "N/A"
+        fields = [raw, array_id, name, user, state, reason, "%d:%d" % (code, sig), nodes,
+                  seconds("submit_time"), seconds("start_time"), seconds("end_time"),
+                  str(entry["restart_cnt"]), entry["partition"], entry["cluster"],
+                  entry["comment"] or "(null)"]
+        records.append(SEP.join(fields) + REC_END + "\n")
+    return "".join(records)
+
+
+@pytest.mark.parametrize("release", record_fixture_releases("jobs", "squeue-text", "squeue-json"))
+def test_recorded_held_jobs_on_every_release(release):
+    jobs = dict((j["name"], j) for j in parse_squeue(squeue_product(release, "jobs")))
+    assert dict((n, (jobs[n]["state"], jobs[n]["held"], jobs[n]["held_by"])) for n in (
+        "running", "held-user", "held-admin", "held-by-slurm")) == {
+        "running": ("RUNNING", False, None),
+        "held-user": ("PENDING", True, "user"),
+        "held-admin": ("PENDING", True, "admin"),
+        "held-by-slurm": ("PENDING", True, "slurm"),
+    }
+    slurm_held = jobs["held-by-slurm"]
+    assert slurm_held["reason"] == "launch failed requeued held" and slurm_held["active"]
+    assert slurm_held["restart_count"] == 1 and slurm_held["requeued"]
+    # slurm_job state=released releases it; state=held leaves it alone
+    plan = plan_action([slurm_held], "released")
+    assert plan["targets"] == [str(slurm_held["job_id_raw"])] and not plan["refused"]
+    assert plan_action([slurm_held], "held")["targets"] == []
+    # training remediation: needs a human, neither waits forever nor resubmits
+    run = tr._validate_run({"format": tr.RUN_FORMAT, "format_version": 1, "name": "held-by-slurm",
+                            "owner": "root", "launcher": "/reg/l.sbatch", "checkpoint_dir": "/ckpt"},
+                           "/reg/held-by-slurm")
+    decision = tr.decide(run, list(jobs.values()), {"step": 40, "status": "valid"}, {"resubmissions": []})
+    assert (decision["action"], decision["status"], decision["needs_human"]) == ("none", "held", True)
+    assert "held by Slurm itself (launch failed requeued held)" in decision["reason"]
+
+
+@pytest.mark.parametrize("release", record_fixture_releases("jobs", "sacct-text", "sacct-json"))
+def test_recorded_sacct_exit_codes_and_states_agree_with_json(release):
+    """``sacct -P -o JobID,JobIDRaw,JobName,User,State,ExitCode,Reason,NodeList`` against
+    ``sacct --json`` of the same snapshot: exit codes ``exit:signal`` and the cancelled-by word."""
+    lines = recorded(release, "jobs/sacct-text.out").splitlines()
+    header = lines[0].split("|")
+    rows = [dict(zip(header, line.split("|"))) for line in lines[1:]]
+    by_id = dict((j["job_id"], j) for j in json.loads(recorded(release, "jobs/sacct-json.out"))["jobs"])
+    seen = 0
+    for row in rows:
+        if "." in row["JobIDRaw"] or int(row["JobIDRaw"]) not in by_id:
+            continue
+        entry = by_id[int(row["JobIDRaw"])]
+        text_state = parse_job_state(row["State"])
+        if text_state.base != parse_job_state(entry["state"]["current"]).base:
+            continue   # the job moved on between the two commands
+        seen += 1
+        assert parse_exit_code(row["ExitCode"]) == json_exit(entry["exit_code"]), row
+        if text_state.base == "CANCELLED":
+            assert text_state.cancelled_by == 0   # all cancelled by root in the recording
+    assert seen >= 5
