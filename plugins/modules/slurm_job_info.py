@@ -70,8 +70,9 @@ options:
   states:
     description:
       - Keep only jobs whose base state, a flag or the word Slurm printed is one of these, long
-        or compact (V(PENDING), V(PD), V(NODE_FAIL), V(OUT_OF_MEMORY), V(COMPLETING)...),
-        compared whole. It is the current state; earlier runs are in RV(jobs[].history).
+        or compact (V(PENDING), V(PD), V(NODE_FAIL), V(OUT_OF_MEMORY), V(COMPLETING),
+        V(EXPEDITING)...), compared whole. It is the current state; earlier runs are in
+        RV(jobs[].history). A name that is no Slurm job state fails the task before any call.
     type: list
     elements: str
     default: []
