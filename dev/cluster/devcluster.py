@@ -676,6 +676,13 @@ class Cluster:
         write_file(p.plugstack_conf, "# empty: no SPANK plugins in the dev cluster\n")
         write_file(p.reboot_program, self.render_reboot_program(), 0o755)
         write_file(p.prolog, self.render_prolog(), 0o755)
+        if self.container:
+            # The container is this cluster's machine: its default slurm.conf is the cluster's,
+            # so commands run without SLURM_CONF (a user's login shell after `su -`) find it.
+            os.makedirs("/etc/slurm", exist_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink("/etc/slurm/slurm.conf")
+            os.symlink(p.slurm_conf, "/etc/slurm/slurm.conf")
         write_file(p.hosts, self.render_hosts(cfg))
         self.write_client_files()
 
@@ -1108,8 +1115,9 @@ class Cluster:
                 raise ClusterError(
                     f"{exc}\nThe cluster is left as it is for inspection (logs in "
                     f"{self.p.log}); run cluster-down to clean up.") from None
-            log(f"cluster up in {time.monotonic() - t0:.1f}s; "
-                f"`eval \"$(make cluster-env)\"` or `. {self.p.env_sh}`")
+            log(f"cluster up in {time.monotonic() - t0:.1f}s"
+                + ("" if self.container else
+                   f"; `eval \"$(make cluster-env)\"` or `. {self.p.env_sh}`"))
 
     def _leftover_pids(self):
         """Processes we started that are still alive (marker env or node namespace)."""
@@ -1290,7 +1298,7 @@ class ContainerCluster:
                 "--volume", f"{self.repo}:{self.repo}:ro",
                 "--volume", f"{self.p.root}:{self.p.root}",
                 "--volume", f"{SHARED_DIR}:{SHARED_DIR}",
-                "--env", "LANG=C.UTF-8",
+                "--env", "LANG=C.UTF-8", "--env", f"SLURM_CONF={self.p.slurm_conf}",
                 self.image, "/usr/bin/python3", os.path.abspath(__file__), "container-init")
         self.ensure_users()
         args = ["up", "--nodes", str(nodes)]

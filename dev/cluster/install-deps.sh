@@ -17,6 +17,9 @@ packages=(
   slurm-client
   munge
   mariadb-server
+  # bookworm's libmariadb.so.3 (10.11): the images of Slurm 24.11/26.05 carry a copy for
+  # slurmdbd, which dies against the newer suites' libmariadb3 11.8 (dev/cluster/images/).
+  libmariadb3
   util-linux
   procps
   coreutils
