@@ -113,6 +113,8 @@ _NONE_WORDS = frozenset(("", "unknown", "none", "n/a", "(null)", "none assigned"
 _JOB_ID = re.compile(r"^(?P<id>\d+)(?:_(?:(?P<task>\d+)|\[(?P<tasks>[^\]]*)\])|\+(?P<offset>\d+))?$")
 _STEP_ID = re.compile(r"^(?P<job>\d+)\.(?P<step>[A-Za-z0-9_+-]+)$")
 _THROTTLE = re.compile(r"^(?P<tasks>.*?)(?:%(?P<max>\d+))?$")
+# Flags of a job that Slurm requeues or requeued (EXPEDITING: an expedited requeue, 25.11+).
+_REQUEUE_FLAGS = frozenset(("REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "EXPEDITING"))
 # What squeue says when a single job id given with --jobs is not known (any more).
 _INVALID_JOB_ID = re.compile(r"Invalid job id specified", re.IGNORECASE)
 # A line of stderr that reports a failure: Slurm's error()/fatal() print "<prog>: error: ...",
@@ -351,8 +353,7 @@ def parse_squeue(text):
             start_time=None if state.base == "PENDING" else parse_time(row["StartTime"]),
             end_time=None if state.active else parse_time(row["EndTime"]),
             restart_count=restart,
-            requeued=bool(restart) or bool(state.flags & {"REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED",
-                                                            "EXPEDITING"}),
+            requeued=bool(restart) or bool(state.flags & _REQUEUE_FLAGS),
             source="squeue",
         ))
     return jobs

@@ -331,12 +331,11 @@ def test_recorded_sacct_on_every_release(release, sacct, name, expected):
     ("24.11", "10-after-node-fail/squeue-product.out", "10-after-node-fail/sacct-product.out",
      "8", "n3"),
 ])
-def test_recorded_requeued_after_node_fail_on_every_release(release, squeue, sacct, job_id,
-                                                             node_fail_on):
+def test_recorded_requeued_after_node_fail_on_every_release(release, squeue, sacct, job_id, node_fail_on):
     """The job of the crashed node, requeued by Slurm itself: one job, PENDING, active (never
     to be submitted again), requeued, with the NODE_FAIL run as its history."""
-    jobs = dict((j["job_id"], j) for j in merge_jobs(parse_squeue(recorded(release, squeue)),
-                                                    parse_sacct(recorded(release, sacct))))
+    merged = merge_jobs(parse_squeue(recorded(release, squeue)), parse_sacct(recorded(release, sacct)))
+    jobs = dict((j["job_id"], j) for j in merged)
     job = jobs[job_id]
     assert (job["state"], job["active"], job["requeued"], job["restart_count"], job["held"]) == (
         "PENDING", True, True, 1, False)

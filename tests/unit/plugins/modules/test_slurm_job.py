@@ -104,6 +104,9 @@ def call(cmd, result):
 
 
 EMPTY = (0, "", "")
+# the reason slurmctld writes after a launch or prolog failure (job_mgr.c; recorded on 26.05 by
+# dev/cluster/record-fixtures.sh), in the recorded 24.11 PENDING record of nsl-nf
+HELD_BY_SLURM = with_field(queue(NF_2411, "nsl-nf"), "Reason", "launch failed requeued held")
 
 CASES = [
     dict(id="nothing of that identity: sbatch once, the id from --parsable",
@@ -273,23 +276,18 @@ CASES = [
          args={"name": "nsl-nf", "script_content": SCRIPT},
          calls=[call(lookup("nsl-nf"), (0, queue(NF_2411, "nsl-nf"), ""))],
          changed=False, job_id=8),
-    # the reason slurmctld writes after a launch or prolog failure (job_mgr.c), in the recorded
-    # 24.11 PENDING record of nsl-nf
     dict(id="released: a job Slurm held itself after a launch failure is released",
          args={"name": "nsl-nf", "state": "released"},
-         calls=[call(lookup("nsl-nf"), (0, with_field(queue(NF_2411, "nsl-nf"), "Reason",
-                                                       "launch failed requeued held"), "")),
+         calls=[call(lookup("nsl-nf"), (0, HELD_BY_SLURM, "")),
                 call(["/usr/bin/scontrol", "release", "8"], captured("scontrol_release_held.txt"))],
          changed=True, job_ids=["8"], job_id=8),
     dict(id="held: a job Slurm held itself is held already: nothing runs",
          args={"name": "nsl-nf", "state": "held"},
-         calls=[call(lookup("nsl-nf"), (0, with_field(queue(NF_2411, "nsl-nf"), "Reason",
-                                                       "launch failed requeued held"), ""))],
+         calls=[call(lookup("nsl-nf"), (0, HELD_BY_SLURM, ""))],
          changed=False, job_ids=[]),
     dict(id="present: a job Slurm held itself counts as present (release it, never a copy)",
          args={"name": "nsl-nf", "script_content": SCRIPT},
-         calls=[call(lookup("nsl-nf"), (0, with_field(queue(NF_2411, "nsl-nf"), "Reason",
-                                                       "launch failed requeued held"), ""))],
+         calls=[call(lookup("nsl-nf"), (0, HELD_BY_SLURM, ""))],
          changed=False, job_id=8, submitted=False),
     # a state word of a later release (none can be recorded yet), in the recorded 24.11 record
     dict(id="present: a job in a state of a later release: no copy, the task fails",
