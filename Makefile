@@ -28,6 +28,9 @@ $(VENV)/.installed: requirements.txt requirements-test.txt requirements-molecule
 	@# Never run `venv` over a working venv (another python would rewrite its pyvenv.cfg); a
 	@# broken one is made anew.
 	@if [ -e $(VENV)/pyvenv.cfg ] && ! $(VENV_PY) -c 'import math' 2>/dev/null; then rm -rf $(VENV); fi
+	@# `python3 -m venv` needs Debian's python3-venv (ensurepip): install it first when missing, so
+	@# that `make unit`, `make packaging` or `make lint` alone work on a new machine too.
+	@test -x $(VENV_PY) || $(PYTHON) -c 'import ensurepip' 2>/dev/null || bash dev/cluster/install-deps.sh
 	test -x $(VENV_PY) || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -r requirements-test.txt

@@ -4,15 +4,24 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """execution-environment.yml and meta/execution-environment.yml: `ansible-builder create`
 produces a build context that installs this collection with its Python and system needs.
-(`ansible-builder build` needs the base image's registry: not run here.)"""
+(`ansible-builder build` needs the base image's registry: not run here.)
+
+`ansible-builder create` names its output after the container runtime it guesses from PATH:
+`Containerfile` when podman is installed, `Dockerfile` when only the docker client is (a new
+machine of this project's kind has the docker client and gets podman only at the Molecule step).
+So the runtime's file is asked for explicitly: ansible-builder 3.2's `create` has no
+`--container-runtime` (only `build` has), its `--output-filename Containerfile` is the same
+choice. The tests run it with podman hidden from PATH and with a podman on PATH."""
 
 from __future__ import absolute_import, division, print_function
 
 import os
 import re
 import shutil
+import subprocess
 import tarfile
 
+import pytest
 import yaml
 
 from conftest import REPO, clean_env, run, tool
@@ -27,15 +36,54 @@ def pinned(requirements, name):
     raise AssertionError("%s not pinned in %s" % (name, requirements))
 
 
-def test_builder_create_context(tmp_path, collection_tarball):
+# The exact command execution-environment.yml and docs/awx.md document.
+BUILDER_CREATE = ["create", "-f", "execution-environment.yml", "-c", "context", "--output-filename", "Containerfile"]
+
+
+def path_without(command, path):
+    """PATH with every directory that holds an executable `command` left out (/bin too, which is
+    /usr/bin on a merged-/usr Debian)."""
+    return os.pathsep.join(d for d in path.split(os.pathsep)
+                           if d and not os.access(os.path.join(d, command), os.X_OK))
+
+
+def builder_create(tmp_path, collection_tarball, podman):
+    """`ansible-builder create` as documented, with podman "absent" (hidden from PATH) or "present"
+    (a stand-in podman first on PATH: ansible-builder only looks for it, create never runs it)."""
     # The layout the EE file documents: the file and build/<tarball> side by side.
     shutil.copy(os.path.join(REPO, "execution-environment.yml"), str(tmp_path))
     (tmp_path / "build").mkdir()
     shutil.copy(str(collection_tarball), str(tmp_path / "build"))
-    run([tool("ansible-builder"), "create", "-f", "execution-environment.yml", "-c", "context"],
-        env=clean_env(tmp_path), cwd=tmp_path)
+    env = clean_env(tmp_path)
+    env["PATH"] = path_without("podman", env["PATH"])
+    if podman == "present":
+        stand_in = tmp_path / "podman-bin"
+        stand_in.mkdir()
+        (stand_in / "podman").write_text("#!/bin/sh\necho 'stand-in podman: not to be run' >&2\nexit 99\n")
+        (stand_in / "podman").chmod(0o755)
+        env["PATH"] = str(stand_in) + os.pathsep + env["PATH"]
+    run([tool("ansible-builder")] + BUILDER_CREATE, env=env, cwd=tmp_path)
+    return tmp_path / "context"
 
-    context = tmp_path / "context"
+
+@pytest.mark.parametrize("podman", ["absent", "present"])
+def test_builder_create_writes_a_containerfile_with_or_without_podman(tmp_path, collection_tarball, podman):
+    context = builder_create(tmp_path, collection_tarball, podman)
+    assert sorted(p.name for p in context.iterdir()) == ["Containerfile", "_build"]
+
+
+def test_documented_builder_command_is_the_tested_one():
+    """execution-environment.yml and docs/awx.md tell people to run exactly BUILDER_CREATE's options."""
+    documented = "ansible-builder create --output-filename Containerfile"
+    for path in ("execution-environment.yml", os.path.join("docs", "awx.md")):
+        with open(os.path.join(REPO, path)) as f:
+            text = f.read()
+        assert documented in text, "%s does not show `%s`" % (path, documented)
+        assert not re.search(r"ansible-builder create(?! --output-filename Containerfile)", text), path
+
+
+def test_builder_create_context(tmp_path, collection_tarball):
+    context = builder_create(tmp_path, collection_tarball, "absent")
     containerfile = (context / "Containerfile").read_text()
     definition = yaml.safe_load((tmp_path / "execution-environment.yml").read_text())
     assert definition["version"] == 3
@@ -54,6 +102,21 @@ def test_builder_create_context(tmp_path, collection_tarball):
     # The final stage installs what introspection of the collections found.
     assert "introspect.py introspect" in containerfile
     assert "install-from-bindep" in containerfile
+
+
+def test_tarball_holds_no_git_ignored_file(collection_tarball):
+    """galaxy.yml's build_ignore keeps every git-ignored path (venv, dev cluster state folders of
+    each release, caches) out of the tarball, whatever the working tree holds right now."""
+    with tarfile.open(str(collection_tarball)) as tar:
+        names = [name for name in tar.getnames() if name not in ("MANIFEST.json", "FILES.json")]
+    git = shutil.which("git")
+    if git is None:
+        pytest.fail("git not found on PATH: run make deps (dev/cluster/install-deps.sh installs it)")
+    proc = subprocess.run([git, "-C", REPO, "check-ignore", "--no-index", "--stdin"],
+                          input="\n".join(names) + "\n", stdout=subprocess.PIPE, universal_newlines=True,
+                          check=False)
+    assert proc.returncode in (0, 1), proc
+    assert proc.stdout.split() == []
 
 
 def test_collection_declares_its_ee_needs(collection_tarball):
