@@ -74,7 +74,10 @@ brackets (22.05 turns ``node[1-2`` into the host ``node]``; 23.11+ turns ``n[1-2
 whitespace or signs inside brackets (``n[ 1-2]`` gives n01, n02), an open range ``n[1-]``, and more than
 :data:`MAX_HOSTS` hosts in one expression. Numbers are not clamped to 64 bits (Slurm turns
 ``n18446744073709551616`` into ``n18446744073709551615``). Hostlist functions (25.05+) raise: only slurmctld
-knows their nodes. Newlines always separate items (22.05 would keep one inside a name).
+knows their nodes (measured on a 26.05.5 dev cluster: ``feature{gpu}`` with no node of that feature gives no host
+and rc 0; ``n[1-2],switch{x}`` without a topology plugin logs "controller failed to expand hostlist function" and
+then reads ``switch{x}`` as a host name; without a reachable controller the same after about 20 s of retries).
+Newlines always separate items (22.05 would keep one inside a name).
 
 Why not python-hostlist (PyPI ``python-hostlist`` 2.3.0, GPL-2.0-or-later, well kept): its
 ``collect_hostlist`` sorts and de-duplicates (``n3,n1,n1,n2`` -> ``n[1-3]``), its ``expand_hostlist`` drops
