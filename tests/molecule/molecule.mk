@@ -1,15 +1,20 @@
 # Molecule scenarios on podman (extensions/molecule/<name>/), for `include tests/molecule/molecule.mk`
 # in the Makefile. Uses the Makefile's VENV and its venv/collection targets.
-#   make molecule                      every scenario (first run: image builds, ~1.5-3.5 min)
-#   make molecule SCENARIOS=cluster    only these
-#   make molecule-images               only the cached local images
+#   make molecule                              every scenario; `cluster` once per Slurm release
+#                                              (22.05, 24.11, 26.05; first run: image builds)
+#   make molecule SCENARIOS=cluster            only these
+#   make molecule SLURM_RELEASES="24.11"       `cluster` on these releases only
+#   make molecule-images                       only the cached local images
+# SLURM_RELEASES defaults to CLUSTEROPS_SLURM_RELEASES from the environment, else all three.
 .PHONY: molecule molecule-setup molecule-images
+
+SLURM_RELEASES ?= $(or $(CLUSTEROPS_SLURM_RELEASES),22.05 24.11 26.05)
 
 molecule-setup: venv collection ## podman + runc + debootstrap (apt), containers.conf, pinned molecule
 	VENV=$(VENV) bash tests/molecule/setup-podman.sh
 
-molecule-images: molecule-setup ## Local Debian 12 and Slurm images for Molecule (cached)
-	bash tests/molecule/images/build.sh
+molecule-images: molecule-setup ## Local Debian images with Slurm 22.05/24.11/26.05 for Molecule (cached)
+	bash tests/molecule/images/build.sh $(SLURM_RELEASES)
 
-molecule: molecule-setup ## Molecule scenarios on podman (SCENARIOS=name ... for some)
-	VENV=$(VENV) bash tests/molecule/run.sh $(SCENARIOS)
+molecule: molecule-setup ## Molecule scenarios on podman (SCENARIOS=name ..., SLURM_RELEASES="24.11 ...")
+	VENV=$(VENV) CLUSTEROPS_SLURM_RELEASES="$(SLURM_RELEASES)" bash tests/molecule/run.sh $(SCENARIOS)
