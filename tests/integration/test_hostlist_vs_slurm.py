@@ -431,3 +431,57 @@ def test_random_host_lists_match_scontrol(slurm):
         compressed = compress_hostlist(hosts, release=slurm.version)
         assert compressed == lines[0], 'seed %d: %r' % (SEED, hosts)
         assert expand_hostlist(compressed, release=slurm.version) == hosts, 'seed %d: %r' % (SEED, hosts)
+
+
+# Recording: the answers of this scontrol for the unit tests (tests/unit/fixtures/hostlist/), so that `make unit`
+# compares every release without a cluster. Run once per release:
+#   .venv/bin/python tests/integration/test_hostlist_vs_slurm.py --record tests/unit/fixtures/hostlist
+#   HOSTLIST_SLURM_IMAGE=localhost/clusterops-slurm:24.11 .venv/bin/python tests/integration/... --record ...
+RECORD_SEED = 20261130
+RECORD_RANDOM_CASES = 150
+RECORD_MAX_HOSTS = 200
+
+
+def record(folder):
+    """Write ``scontrol-<release>.json`` into ``folder``: every table expression and a fixed-seed random set,
+    each with scontrol's answer and what the module must do with it (``expect``: ``same`` = the same hosts or
+    string, or a HostlistError where Slurm rejects; ``we_reject`` = Slurm accepts, the module raises)."""
+    import json
+    import tempfile
+
+    scontrol = Scontrol(tempfile.mkdtemp(prefix='hostlist-record-'))
+    scontrol.ask([('hostnames', 'probe[1-2]')])
+    release = release_tuple(scontrol.version.strip())
+    rng = random.Random(RECORD_SEED)
+    entries = []
+    for expr, dummy in EXPRESSIONS + SUFFIX_EXPRESSIONS:
+        entries.append(('hostnames', expr, 'same'))
+    entries += [('hostnames', expr, 'same') for expr in REJECTED_BY_BOTH]
+    entries += [('hostnames', expr, 'we_reject') for expr, dummy in SLURM_ACCEPTS_WE_REJECT]
+    if release < HOSTLIST_FUNCTIONS_SINCE:  # from 25.05 the answer is the controller's (see the test above)
+        entries.append(('hostnames', 'feature{gpu}', 'same'))
+    entries += [('hostlist', ','.join(hosts), 'same') for hosts in HOST_LISTS]
+    entries += [('hostnames', _random_expression(rng, release >= SUFFIX_SINCE), 'same')
+                for dummy in range(RECORD_RANDOM_CASES)]
+    entries += [('hostlist', ','.join(_random_host_list(rng)), 'same') for dummy in range(RECORD_RANDOM_CASES)]
+    scontrol.ask([(what, expr) for what, expr, dummy in entries])
+    answers = []
+    for what, expr, expect in entries:
+        ok, out, dummy, rc = scontrol.answers[(what, expr)]
+        if rc != 0 and 'Invalid hostlist' not in '\n'.join(out + scontrol.answers[(what, expr)][2]):
+            raise SystemExit('%r: scontrol failed (rc=%d), not recorded: %s' % (expr, rc, scontrol.why(what, expr)))
+        if len(out) > RECORD_MAX_HOSTS:
+            continue
+        answers.append({'what': what, 'expr': expr, 'ok': ok, 'stdout': out if ok else [], 'expect': expect})
+    path = os.path.join(folder, 'scontrol-%d.%02d.json' % release)
+    with open(path, 'w') as handle:  # one answer a line: small diffs when re-recorded
+        handle.write('{"version": %s,\n "source": %s,\n "answers": [\n%s\n]}\n' % (
+            json.dumps(scontrol.version.strip()), json.dumps(IMAGE or 'scontrol on PATH'),
+            ',\n'.join(json.dumps(answer, sort_keys=True) for answer in answers)))
+    print('%s: %d answers of %s' % (path, len(answers), scontrol.version.strip()))
+
+
+if __name__ == '__main__':
+    if len(sys.argv) != 3 or sys.argv[1] != '--record':
+        raise SystemExit('usage: %s --record FOLDER' % (sys.argv[0],))
+    record(sys.argv[2])
