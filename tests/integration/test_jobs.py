@@ -3,8 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """slurm_job and slurm_job_info against the real dev cluster: submit once, check mode, cancel,
-hold/release/requeue, a job on a crashed node, submitting as another user, and sbatch answers
-lost on the way back (a proxy in front of slurmctld)."""
+hold/release/requeue, a job Slurm held itself after a prolog failure, a job on a crashed node,
+submitting as another user, and sbatch answers lost on the way back (a proxy in front of
+slurmctld)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -212,6 +213,41 @@ def test_hold_release_requeue(jobs):
     assert rc == 0 and result["changed"]
     wait_job(lambda rows: [(r["state"], r["reason"]) for r in rows] == [("PENDING", "JobHeldAdmin")],
              "the job requeued and still held", name)
+
+
+def test_job_held_by_slurm_after_a_prolog_failure(jobs):
+    """A prolog that fails on the job's node: Slurm drains the node, requeues the job and holds
+    it ("launch failed requeued held"). slurm_job_info says held by Slurm, present submits no
+    copy, held is no change, released releases it (then it only waits for its begin time)."""
+    name = job_name("prolog")
+    make("cluster-prolog-fail", NODE="n2")
+    try:
+        rc, submitted = module("clusterops.slurm.slurm_job", submit_args(name, extra_args=["--nodelist=n2"]))
+        assert rc == 0, submitted
+        job_id = submitted["job_id"]
+        rows = wait_job(lambda rows: len(rows) == 1 and "held" in rows[0]["reason"],
+                        "Slurm holding the job", name, timeout=120)
+        assert [(r["state"], r["reason"]) for r in rows] == [("PENDING", "launch failed requeued held")]
+        rc, info = module("clusterops.slurm.slurm_job_info", {"names": [name], "accounting": False})
+        assert rc == 0, info
+        (job,) = info["jobs"]
+        assert (job["state"], job["active"], job["held"], job["held_by"], job["state_known"]) == (
+            "PENDING", True, True, "slurm", True), job
+        rc, again = module("clusterops.slurm.slurm_job", submit_args(name, extra_args=["--nodelist=n2"]))
+        assert rc == 0 and not again["changed"] and again["job_id"] == job_id, again
+        rc, held = module("clusterops.slurm.slurm_job", {"name": name, "state": "held"})
+        assert rc == 0 and not held["changed"], held
+    finally:
+        make("cluster-prolog-ok", NODE="n2")
+        scontrol("update", "NodeName=n2", "State=RESUME")
+    rc, released = module("clusterops.slurm.slurm_job", {"name": name, "state": "released"})
+    assert rc == 0 and released["changed"], released
+    assert released["command"][1:] == ["release", str(job_id)]
+    # no longer held: PENDING for the begin time Slurm gives a requeued job (BeginTime), or running
+    wait_job(lambda rows: len(rows) == 1 and "held" not in rows[0]["reason"].lower()
+             and rows[0]["state"] in ("PENDING", "RUNNING"), "the job released", name, timeout=30)
+    rc, again = module("clusterops.slurm.slurm_job", {"name": name, "state": "released"})
+    assert rc == 0 and not again["changed"], again
 
 
 def test_job_on_crashed_node_is_node_fail_and_requeued(jobs):
