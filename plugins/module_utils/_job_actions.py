@@ -68,7 +68,8 @@ SBATCH_VALUE_OPTIONS = (
 
 # Failures after which slurmctld may or may not have created the job: the request may have
 # reached it and only the answer got lost. "Unable to contact slurm controller" is included
-# because sbatch prints it for a lost answer too.
+# because sbatch prints it for a lost answer too. These are slurm_strerror() texts of
+# src/common/slurm_errno.c, the same in 22.05, 24.11 and 26.05 (checked at the release tags).
 _UNCERTAIN = re.compile(
     r"Socket timed out on send/recv operation|Unable to contact slurm controller"
     r"|Zero Bytes were transmitted or received|Communication connection failure"

@@ -115,12 +115,14 @@ _STEP_ID = re.compile(r"^(?P<job>\d+)\.(?P<step>[A-Za-z0-9_+-]+)$")
 _THROTTLE = re.compile(r"^(?P<tasks>.*?)(?:%(?P<max>\d+))?$")
 # Flags of a job that Slurm requeues or requeued (EXPEDITING: an expedited requeue, 25.11+).
 _REQUEUE_FLAGS = frozenset(("REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "EXPEDITING"))
-# What squeue says when a single job id given with --jobs is not known (any more).
+# What squeue says when a single job id given with --jobs is not known (any more): the
+# slurm_strerror() text of ESLURM_INVALID_JOB_ID, the same in 22.05, 24.11 and 26.05 (recorded on
+# 22.05 and 24.11: "slurm_load_jobs error: Invalid job id specified", rc 1).
 _INVALID_JOB_ID = re.compile(r"Invalid job id specified", re.IGNORECASE)
 # A line of stderr that reports a failure: Slurm's error()/fatal() print "<prog>: error: ...",
 # the API's slurm_perror() "<function> error: ...".
 _STDERR_ERROR = re.compile(r"\b(?:error|fatal)\s*:", re.IGNORECASE)
-# What sacct says when the cluster keeps no accounting.
+# What sacct says when the cluster keeps no accounting (src/sacct/options.c, 22.05-26.05).
 _NO_ACCOUNTING = re.compile(r"accounting storage is disabled|not running a supported accounting_storage",
                             re.IGNORECASE)
 
