@@ -39,6 +39,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import (
     parse_wait_status,
     read_jobs,
     read_queue,
+    stderr_errors,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import SlurmCommandError
 
@@ -249,10 +250,6 @@ def recorded(release, name):
         path = os.path.join(ROOT, "devcluster", name)
     with io.open(path, encoding="utf-8", errors="replace") as handle:
         return handle.read()
-
-
-def recorded_rc(release, name):
-    return int(recorded(release, name).strip())
 
 
 def raw_answers_2411():
@@ -695,3 +692,36 @@ def test_recorded_sacct_exit_codes_and_states_agree_with_json(release):
         if text_state.base == "CANCELLED":
             assert text_state.cancelled_by == 0   # all cancelled by root in the recording
     assert seen >= 5
+
+
+def recorded_answer(release, snapshot, command):
+    """(rc, stdout, stderr) of a record-fixtures.sh command (stderr kept only when not empty)."""
+    base = os.path.join(ROOT, "slurm-" + release, snapshot, command)
+    err = recorded(release, snapshot + "/" + command + ".err") if os.path.exists(base + ".err") else ""
+    return (int(recorded(release, snapshot + "/" + command + ".rc").strip()),
+            recorded(release, snapshot + "/" + command + ".out"), err)
+
+
+@pytest.mark.parametrize("release", record_fixture_releases("down-not-responding", "squeue-text", "squeue-json"))
+def test_recorded_job_requeued_by_slurm_after_its_node_died_on_every_release(release):
+    """record-fixtures.sh's job ``node-fail`` ran on n3 when n3 lost power: Slurm requeued it
+    (PENDING, restart count 1). Active, not held; training remediation leaves it to Slurm."""
+    jobs = dict((j["name"], j) for j in parse_squeue(squeue_product(release, "down-not-responding")))
+    job = jobs["node-fail"]
+    assert (job["state"], job["active"], job["held"], job["requeued"], job["restart_count"]) == (
+        "PENDING", True, False, True, 1)
+    run = tr._validate_run({"format": tr.RUN_FORMAT, "format_version": 1, "name": "node-fail",
+                            "owner": "root", "launcher": "/reg/l.sbatch", "checkpoint_dir": "/ckpt"},
+                           "/reg/node-fail")
+    decision = tr.decide(run, list(jobs.values()), {"step": 40, "status": "valid"}, {"resubmissions": []})
+    assert (decision["action"], decision["status"], decision["needs_human"]) == ("none", "active", False)
+
+
+@pytest.mark.parametrize("release", record_fixture_releases("controller-stopped", "squeue-text"))
+def test_recorded_controller_stopped_is_a_failure_never_no_jobs(release):
+    """squeue with slurmctld stopped, as recorded: whatever the command printed, reading it must
+    fail (rc not 0, or an error on stderr); it is never an empty list of jobs."""
+    rc, out, err = recorded_answer(release, "controller-stopped", "squeue-text")
+    assert rc != 0 or stderr_errors(err), "squeue said nothing was wrong: %r %r %r" % (rc, out, err)
+    with pytest.raises(SlurmCommandError):
+        read_queue(FakeCLI([(rc, out, err)]), names=["x"])
