@@ -13,7 +13,8 @@ Pure standard library, Python 3.8+: this file is shipped to target hosts inside 
 Semantics are those of ``scontrol show hostnames`` / ``scontrol show hostlist`` of the release given as
 ``release`` (default :data:`DEFAULT_RELEASE`, the newest one tested), read from Slurm's
 ``src/common/hostlist.c`` of each release and checked against the real ``scontrol`` of 22.05.8, 24.11.5 and
-26.05.5 (``tests/integration/test_hostlist_vs_slurm.py``). Where releases differ:
+26.05.5 (``tests/integration/test_hostlist_vs_slurm.py``; its recorded answers, ``tests/unit/fixtures/hostlist/``,
+are replayed by the unit tests). Where releases differ:
 
 =================================  ================  ===========================================================
 rule                               releases          Slurm source
@@ -70,7 +71,8 @@ unchanged between 24.11.5 and 26.05, and between 22.05.8 and 23.11 but for the r
 
 Deliberate differences from Slurm (it accepts these silently and gives odd results; here they raise
 :class:`HostlistError`, in every release): empty items (``a,,b``, a trailing comma), unbalanced or nested
-brackets (22.05 turns ``node[1-2`` into the host ``node]``; 23.11+ turns ``n[1-2]]`` into ``n1]``, ``n2]``),
+brackets (22.05 turns ``node[1-2`` into the host ``node]`` and ``n[1-3]x[`` into ``n[1-3]x]``; 23.11+ turns
+``n[1-2]]`` into ``n1]``, ``n2]`` and ``n[[1-2]]`` into ``n[1]``, ``n[2]``),
 whitespace or signs inside brackets (``n[ 1-2]`` gives n01, n02), an open range ``n[1-]``, and more than
 :data:`MAX_HOSTS` hosts in one expression. Numbers are not clamped to 64 bits (Slurm turns
 ``n18446744073709551616`` into ``n18446744073709551615``). Hostlist functions (25.05+) raise: only slurmctld

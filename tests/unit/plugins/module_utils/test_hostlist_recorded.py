@@ -48,8 +48,10 @@ def test_every_tested_release_is_recorded():
         assert len(recording['answers']) > 250, name
 
 
-@pytest.mark.parametrize('name, version, answer', CASES,
-                         ids=['%s:%s:%s' % (name[9:14], answer['what'], answer['expr']) for name, dummy, answer in CASES])
+IDS = ['%s:%s:%s' % (name[9:14], answer['what'], answer['expr']) for name, dummy, answer in CASES]
+
+
+@pytest.mark.parametrize('name, version, answer', CASES, ids=IDS)
 def test_recorded_scontrol_answer(name, version, answer):
     expr = answer['expr']
     if answer['what'] == 'hostnames':
