@@ -94,8 +94,9 @@ SQUEUE_FORMAT = ",".join("%s:%s" % (f, SEP) for f in SQUEUE_FIELDS[:-1]) + ",%s:
 
 #: sacct(1) ``--format`` fields, in this order; the job name (free text) last. Every one is in the
 #: field table of src/sacct/sacct.c of 22.05, 24.11 and 26.05; ``ExitCode`` is ``exit:signal``
-#: there (a cancelled job showed ``143:0`` on 26.05 where 24.11 showed ``0:15``, and a step
-#: killed by SIGKILL ``137:0``: a job's end is read from its state, never from its exit code).
+#: there. A cancelled job's exit code depends on how its program ended (``0:15`` killed by
+#: SIGTERM, ``143:0`` exited 128+15 itself, ``0:9`` / ``137:0`` after SIGKILL; all seen on the
+#: dev clusters): a job's end is read from its state, never from its exit code.
 SACCT_FIELDS = (
     "JobID", "JobIDRaw", "Cluster", "User", "Partition", "State", "ExitCode", "Reason",
     "NodeList", "Submit", "Start", "End", "JobName",

@@ -168,7 +168,7 @@ runs:
         - The run's newest job (job_id, job_id_raw, state, flags, state_raw, held, held_by,
           exit_code, signal, cancelled_by, requeued, reason, node_list, times), or V(null).
           Whether it was cancelled comes from its state, never from its exit code (a cancelled
-          job shows C(0:15) on 24.11 and C(143:0) on 26.05).
+          job shows C(0:15), C(143:0), C(0:9) or C(137:0), as its program ended).
       type: dict
     step:
       description: Step of the newest valid checkpoint, or V(null).

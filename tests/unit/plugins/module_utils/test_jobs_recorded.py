@@ -343,8 +343,9 @@ def test_recorded_requeued_after_node_fail_on_every_release(release, squeue, sac
 
 
 def test_recorded_24_11_cancelled_job_is_cancelled_by_its_state_not_its_exit_code():
-    """24.11 shows a cancelled job's exit code as 0:15 (squeue) / 0:0 (sacct); 26.05 as 143:0.
-    Only the state says CANCELLED; the exit code is reported as Slurm gave it."""
+    """A cancelled job's exit code here is 0:15 (squeue) / 0:0 (sacct); elsewhere 143:0 (a
+    program that exits 128+15 itself) or 137:0. Only the state says CANCELLED; the exit code is
+    reported as Slurm gave it."""
     queued = parse_squeue(recorded("24.11", "09-during-node-fail/squeue-product.out"))
     accounted = parse_sacct(recorded("24.11", "09-during-node-fail/sacct-product.out"))
     jobs = dict((j["name"], j) for j in merge_jobs(queued, accounted))
