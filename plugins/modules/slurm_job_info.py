@@ -25,7 +25,7 @@ description:
     C(squeue)). Whether a job was cancelled comes from its state only - a cancelled job's exit
     code depends on how its program ended (C(0:15) killed by SIGTERM, C(143:0) when it exited
     128+15 itself after handling SIGTERM, C(0:9) or C(137:0) after SIGKILL; all seen on the
-    recorded 22.05, 24.11 and 26.05 clusters).
+    dev clusters).
   - A state word this collection does not know (one a later Slurm release adds) does not fail
     the listing - the job is returned with RV(jobs[].state_known) false, its words in
     RV(jobs[].state_raw), and is neither active nor ended for the other modules.
