@@ -27,7 +27,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._job_state import
     is_held,
     parse_job_state,
 )
-from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import read_queue
+from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import JobParseError, read_queue
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
     TIMEOUT_RC,
     SlurmCommandError,
@@ -227,7 +227,9 @@ def submission_id(job):
 
 
 def _first_line(exc):
-    # type: (SlurmCommandError) -> str
+    # type: (Any) -> str
+    if not isinstance(exc, SlurmCommandError):
+        return str(exc)   # an answer that could not be read (JobParseError)
     lines = (exc.stderr or exc.stdout or "").strip().splitlines()
     return lines[0].strip() if lines else "rc=%s, no output" % exc.rc
 
@@ -255,9 +257,9 @@ def submit(cli, args, identity, known_ids, data=None, environ=None, retries=2, d
     Raises:
         SubmitError: sbatch failed for good (``maybe_accepted`` false), or it is unknown
         whether the job was created (``maybe_accepted`` true: do not resubmit blindly), or sbatch
-        succeeded but printed no readable id and squeue shows no single new job either.
-        SlurmCommandError: squeue failed where sbatch had succeeded.
-    """
+        succeeded but printed no readable id and squeue shows no single new job either (or
+        gives no complete answer: ``maybe_accepted`` true). A squeue answer that is not complete
+        (an error, an output cut short) never counts as "no such job"."""
     known = set(known_ids)
     errors = []  # type: List[str]
     attempts = 0
@@ -277,7 +279,12 @@ def submit(cli, args, identity, known_ids, data=None, environ=None, retries=2, d
                 job_id, cluster = parse_sbatch_output(out, err)
             except SbatchOutputError as exc:
                 # rc 0: the job exists. Find it by identity rather than guess from the text.
-                found = read_queue(cli, names=[identity["name"]], users=[identity["user"]])
+                try:
+                    found = read_queue(cli, names=[identity["name"]], users=[identity["user"]])
+                except (SlurmCommandError, JobParseError) as lookup:
+                    raise SubmitError("sbatch succeeded but %s, and squeue could not list the jobs "
+                                      "of this identity: %s" % (exc, _first_line(lookup)),
+                                      maybe_accepted=True, errors=errors)
                 new = [j for j in found if j["job_id_raw"] not in known and matches_identity(
                     j, identity["name"], identity["user"], identity.get("key"))]
                 if len(new) != 1:
@@ -297,7 +304,8 @@ def submit(cli, args, identity, known_ids, data=None, environ=None, retries=2, d
             sleep(delay)
             try:
                 found = read_queue(cli, names=[identity["name"]], users=[identity["user"]])
-            except SlurmCommandError as exc:
+            except (SlurmCommandError, JobParseError) as exc:
+                # no complete answer (an error, or an output cut short) is no answer
                 errors.append("squeue after sbatch attempt %d: %s" % (attempts, _first_line(exc)))
                 if lookups > retries:
                     raise SubmitError(
