@@ -33,8 +33,9 @@ description:
     reached), the module waits O(retry_delay) seconds and looks the identity up with C(squeue)
     before anything else. A new job of that identity is the one just submitted and is returned
     (RV(recovered)). Only when C(squeue) answers and shows no such job is C(sbatch) run again,
-    at most O(submit_retries) more times. When C(squeue) cannot answer either, nothing is
-    resubmitted and the task fails saying so.
+    at most O(submit_retries) more times. When C(squeue) cannot answer either, or its answer is
+    not complete (an error on stderr, an output cut short), nothing is resubmitted and the task
+    fails saying so.
   - V(absent) cancels (C(scancel)) the active jobs of the identity, or O(job_id); nothing to
     cancel is no change. A job already C(COMPLETING) is left to end.
   - V(requeued) requeues (C(scontrol requeue)) running jobs; a job already C(PENDING) is no
