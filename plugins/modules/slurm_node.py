@@ -233,6 +233,12 @@ def main():
         cli.fail(exc)
     except NodeParseError as exc:
         module.fail_json(msg=str(exc), commands=cli.calls)
+    try:
+        # Checked above with the newest release's rules, before any call; now with the rules
+        # of the cluster's own release (e.g. 22.05 has no suffix after the brackets).
+        names = expand_hostlist(",".join(params["nodes"]), release=cli.release())
+    except HostlistError as exc:
+        module.fail_json(msg="nodes: %s" % exc, commands=cli.calls)
 
     plan = plan_node_changes(nodes, names, params["state"], reason=params["reason"],
                              reason_policy=params["reason_policy"], asap=params["asap"],

@@ -251,6 +251,12 @@ def main():
         cli.fail(exc)
     except NodeParseError as exc:
         module.fail_json(msg=str(exc), commands=cli.calls)
+    try:
+        # Checked above with the newest release's rules, before any call; now with the rules
+        # of the cluster's own release (e.g. 22.05 has no suffix after the brackets).
+        wanted = expand_hostlist(",".join(module.params["nodes"]), release=cli.release()) if module.params["nodes"] else []
+    except HostlistError as exc:
+        module.fail_json(msg="nodes: %s" % exc, commands=cli.calls)
 
     total = len(nodes)
     missing = []

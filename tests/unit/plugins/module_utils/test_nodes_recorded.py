@@ -197,3 +197,99 @@ def test_2411_reboot_states_are_left_alone():
     plan = plan_remediation(nodes, max_nodes=10, max_percent=100)
     assert plan["reboot"] == [] and plan["resume"] == []
     assert sorted(s["name"] for s in plan["skipped"]) == ["n1", "n2"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Every release, recorded by dev/cluster/record-fixtures.sh from the dev clusters (22.05 on the
+# host, 24.11 and 26.05 in podman): the reader's source of each release against the same
+# moment's `scontrol show node -o`, and the remediation plan of each scenario.
+# ---------------------------------------------------------------------------------------------
+RELEASES = ("22.05", "24.11", "26.05")
+#: The one node source of each release (see _nodes.read_nodes).
+NODE_SOURCE = {"22.05": "sinfo-json.out", "24.11": "scontrol-show-nodes-json.out",
+               "26.05": "scontrol-show-nodes-json.out"}
+
+
+def recorded_nodes(release, scenario):
+    return dict((n["name"], n) for n in parse_nodes_json(
+        release_fixture(release, scenario, NODE_SOURCE[release])))
+
+
+def scenarios_of(release):
+    folder = os.path.join(RELEASE_FIXTURES, "slurm-" + release)
+    return sorted(d for d in os.listdir(folder)
+                  if not d[:1].isdigit()
+                  and os.path.isfile(os.path.join(folder, d, NODE_SOURCE[release]))
+                  and os.path.isfile(os.path.join(folder, d, "scontrol-show-node-oneliner.out"))
+                  and open(os.path.join(folder, d, NODE_SOURCE[release].replace(".out", ".rc"))).read().strip() == "0")
+
+
+@pytest.mark.parametrize("release, scenario",
+                         [(r, s) for r in RELEASES for s in scenarios_of(r)])
+def test_every_release_json_matches_scontrol_text(release, scenario):
+    nodes = recorded_nodes(release, scenario)
+    text = scontrol_text_nodes(release_fixture(release, scenario, "scontrol-show-node-oneliner.out"))
+    assert sorted(nodes) == sorted(text) == ["n1", "n2", "n3", "n4"]
+    for name, node in nodes.items():
+        state, reason = text[name]
+        assert (node["state"], node["flags"]) == (state.base, sorted(state.flags)), name
+        if node["reason"]:
+            assert node["reason"] == reason, name
+
+
+def test_every_release_was_recorded():
+    for release in RELEASES:
+        assert {"kill-task-failed", "drained-admin", "completing"} <= set(scenarios_of(release)), release
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_every_release_kill_task_failed_is_rebooted(release):
+    """22.05 and 24.11 write "Kill task failed"; 26.05 "Kill task failed (JobId=7 batch)"."""
+    nodes = recorded_nodes(release, "kill-task-failed")
+    assert nodes["n3"]["reason"].startswith("Kill task failed")
+    plan = plan_remediation(list(nodes.values()), max_nodes=10, max_percent=100)
+    assert plan["reboot"] == ["n3"] and plan["resume"] == [], plan["report"]
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_every_release_admin_drains_keep_their_own_reasons_and_are_left_alone(release):
+    nodes = recorded_nodes(release, "drained-admin")
+    assert nodes["n1"]["reason"] == "maintenance: replace PSU (CHG-1234)"
+    assert nodes["n2"]["reason"] == "health check: ECC errors on DIMM B2"
+    plan = plan_remediation(list(nodes.values()), max_nodes=10, max_percent=100)
+    assert plan["reboot"] == [] and plan["resume"] == []
+    assert sorted(s["name"] for s in plan["skipped"]) == ["n1", "n2"]
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_every_release_completing_node_is_read(release):
+    nodes = recorded_nodes(release, "completing")
+    assert "COMPLETING" in nodes["n4"]["flags"] and not nodes["n4"]["drained"]
+
+
+@pytest.mark.parametrize("release", [r for r in RELEASES if "down-not-responding" in scenarios_of(r)])
+def test_every_release_node_down_not_responding_is_rebooted(release):
+    nodes = recorded_nodes(release, "down-not-responding")
+    plan = plan_remediation(list(nodes.values()), max_nodes=10, max_percent=100)
+    assert plan["reboot"] == ["n3"], plan["report"]
+
+
+@pytest.mark.parametrize("release", [r for r in RELEASES if "rebooting" in scenarios_of(r)])
+def test_every_release_rebooting_nodes_are_left_to_slurm(release):
+    nodes = recorded_nodes(release, "rebooting")
+    plan = plan_remediation(list(nodes.values()), max_nodes=10, max_percent=100)
+    assert plan["reboot"] == [] and plan["resume"] == []
+    assert sorted(s["name"] for s in plan["skipped"]) == ["n1", "n3"]
+
+
+@pytest.mark.parametrize("release", [r for r in RELEASES
+                                     if os.path.isdir(os.path.join(RELEASE_FIXTURES, "slurm-" + r,
+                                                                   "controller-stopped"))])
+def test_every_release_stopped_controller_is_a_failed_read(release):
+    """With slurmctld stopped the node source exits non-zero (24.11, 26.05) or answers with an
+    errors list (22.05): never an empty cluster."""
+    rc = release_fixture(release, "controller-stopped", NODE_SOURCE[release].replace(".out", ".rc"))
+    if rc.strip() != "0":
+        return  # SlurmCLI.run fails on the rc itself (module tests cover the message)
+    with pytest.raises(NodeParseError):
+        parse_nodes_json(release_fixture(release, "controller-stopped", NODE_SOURCE[release]))

@@ -181,3 +181,13 @@ def test_2411_stale_reason_of_a_resumed_node_is_not_kept():
     assert nodes[2]["reason"] == "" and nodes[2]["state"] == "IDLE"
     plan = plan_node_changes(nodes, ["n3"], "drain", reason="new reason", reason_policy="keep")
     assert [(c.action, c.reason) for c in plan["changes"]] == [("drain", "new reason")]
+
+
+def test_hostlist_suffix_on_2205_is_refused_with_the_release_rule(run_module):
+    """A suffix after the brackets is valid from 23.11: on a 22.05 cluster the task fails with
+    our message before any change, not later with Slurm's."""
+    result = run_module(slurm_node, {"nodes": "n[1-2]-int", "state": "drain", "reason": "r"},
+                        [VERSION_2205, (SINFO, 0, recorded("sinfo_json_all_idle.json"), "")])
+    assert result["failed"] is True and result["msg"].startswith("nodes: ")
+    assert "23.11" in result["msg"]
+    assert not [c for c in result["commands"] if "update" in c]
