@@ -81,7 +81,9 @@ REC_END = "\x1e"
 TIME_ENVIRON = {"SLURM_TIME_FORMAT": "%s"}
 
 #: squeue(1) ``-O`` fields, in this order (names are matched without case; every one is in the
-#: field table of src/squeue/opts.c of 22.05, 24.11 and 26.05). ``JobID`` is the unique numeric id,
+#: field table of src/squeue/opts.c of 22.05, 24.11 and 26.05, and each field's print function in
+#: src/squeue/print.c is the same in 24.11 and 26.05; 22.05 differs in ``exit_code``, the raw wait
+#: status, see :func:`parse_wait_status`). ``JobID`` is the unique numeric id,
 #: ``JobArrayID`` the id as Slurm writes it (``%i``: ``123_4``, ``123_[5-100]``, ``1234+1``),
 #: which also gives the array and heterogeneous job parts. The free-text comment comes last.
 SQUEUE_FIELDS = (
