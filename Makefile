@@ -16,7 +16,7 @@ export PATH := $(VENV)/bin:$(PATH)
 include dev/cluster/cluster.mk
 include tests/molecule/molecule.mk
 
-.PHONY: help setup deps venv collection demo test unit integration packaging sanity lint benchmark clean
+.PHONY: help setup deps venv collection demo test unit integration integration-release packaging sanity lint benchmark clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | sort
@@ -51,9 +51,26 @@ demo: setup ## A training run loses a node of the dev cluster for real; remediat
 unit: venv collection ## Unit tests (parsers, state model, policy), no cluster needed
 	$(VENV_PY) -m pytest tests/unit -q
 
-integration: setup ## Integration tests against the real dev cluster
-	$(MAKE) cluster-up
-	CLUSTEROPS_REQUIRE_CLUSTER=1 $(VENV_PY) -m pytest tests/integration -q
+# Slurm releases `make integration` (and so `make test`) runs on, each on its own dev cluster: the
+# whole suite on the default release 22.05 (on the host), the tests marked every_release on the
+# others (in podman). `make integration SLURM_RELEASES=24.11` runs one of them.
+SLURM_RELEASES ?= 22.05 24.11 26.05
+
+integration: setup ## Integration tests on the real dev cluster of each release in SLURM_RELEASES
+	@failed=""; for release in $(SLURM_RELEASES); do \
+	  $(MAKE) --no-print-directory integration-release SLURM=$$release || failed="$$failed $$release"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "integration: failed on Slurm$$failed" >&2; exit 1; fi; \
+	echo "integration: passed on Slurm $(SLURM_RELEASES)"
+
+# One release (SLURM=...): start its cluster, run its tests; a release in podman is stopped
+# afterwards, so that the next one has the machine's two cores to itself.
+integration-release: setup
+	$(MAKE) cluster-up SLURM=$(SLURM)
+	@echo "integration: Slurm $(SLURM)"
+	SLURM=$(SLURM) CLUSTEROPS_REQUIRE_CLUSTER=1 $(VENV_PY) -m pytest tests/integration -q \
+	  $(if $(filter 22.05,$(SLURM)),,-m every_release); \
+	status=$$?; $(if $(filter 22.05,$(SLURM)),,$(MAKE) cluster-down SLURM=$(SLURM);) exit $$status
 
 packaging: venv collection ## EE definition (ansible-builder create), awx_setup.yml, ansible-doc of every plugin and role, docsite, changelog lint
 	$(VENV_PY) -m pytest tests/packaging -q

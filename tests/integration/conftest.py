@@ -184,6 +184,12 @@ def reset_cluster():
                     timeout=180)
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "every_release: run on the dev cluster of every Slurm release in SLURM_RELEASES "
+        "(make integration); the others run on the default release only")
+
+
 @pytest.fixture(scope="session")
 def cluster():
     if not os.path.exists(SLURM_CONF):

@@ -118,6 +118,7 @@ def module_as(user, name, args, check_mode=False):
     return proc.returncode, json.loads(match.group(1))
 
 
+@pytest.mark.every_release
 def test_submit_twice_gives_one_job(jobs):
     name = job_name("twice")
     rc, first = module("clusterops.slurm.slurm_job", submit_args(name, key="run-1"))
@@ -136,6 +137,7 @@ def test_submit_twice_gives_one_job(jobs):
     assert len(squeue(name)) == 2
 
 
+@pytest.mark.every_release
 def test_check_mode_submits_nothing(jobs):
     name = job_name("check")
     before = sdiag_rpc_counts().get("REQUEST_SUBMIT_BATCH_JOB", 0)
@@ -150,6 +152,7 @@ def test_check_mode_submits_nothing(jobs):
     assert sdiag_rpc_counts().get("REQUEST_SUBMIT_BATCH_JOB", 0) == before
 
 
+@pytest.mark.every_release
 def test_cancel_then_cancel_again_is_no_change(jobs):
     name = job_name("cancel")
     rc, submitted = module("clusterops.slurm.slurm_job", submit_args(name))
@@ -176,6 +179,7 @@ def test_cancel_then_cancel_again_is_no_change(jobs):
     assert job["state"] == "CANCELLED" and job["cancelled_by"] == 0 and not job["active"], job
 
 
+@pytest.mark.every_release
 def test_hold_release_requeue(jobs):
     name = job_name("hold")
     rc, submitted = module("clusterops.slurm.slurm_job",
@@ -215,6 +219,7 @@ def test_hold_release_requeue(jobs):
              "the job requeued and still held", name)
 
 
+@pytest.mark.every_release
 def test_job_held_by_slurm_after_a_prolog_failure(jobs):
     """A prolog that fails on the job's node: Slurm drains the node, requeues the job and holds
     it ("launch failed requeued held"). slurm_job_info says held by Slurm, present submits no
@@ -250,6 +255,7 @@ def test_job_held_by_slurm_after_a_prolog_failure(jobs):
     assert rc == 0 and not again["changed"], again
 
 
+@pytest.mark.every_release
 def test_job_on_crashed_node_is_node_fail_and_requeued(jobs):
     name = job_name("crash")
     rc, submitted = module("clusterops.slurm.slurm_job",
@@ -286,6 +292,7 @@ def test_job_on_crashed_node_is_node_fail_and_requeued(jobs):
         scontrol("update", "NodeName=n2", "State=RESUME")
 
 
+@pytest.mark.every_release
 def test_submit_as_another_user_with_become(jobs):
     if run(["id", ALICE], check=False).returncode != 0:
         run(["useradd", "-m", "-s", "/bin/bash", ALICE])
@@ -328,6 +335,7 @@ def proxy_conf():
     subprocess.call(["rm", "-rf", folder])
 
 
+@pytest.mark.every_release
 def test_sbatch_answer_lost_after_the_job_was_created_gives_one_job(jobs, proxy_conf):
     proxy, conf = proxy_conf("drop-reply")   # sbatch's request reaches slurmctld, its answer is lost
     name = job_name("lost-answer")
@@ -355,6 +363,7 @@ def test_sbatch_request_lost_is_submitted_again_once(jobs, proxy_conf):
     assert len(squeue(name)) == 1
 
 
+@pytest.mark.every_release
 def test_controller_unreachable_fails_without_submitting(jobs):
     closed = ctld_proxy.CtldProxy(ctld_proxy.slurmctld_port(SLURM_CONF), "pass")
     closed.close()   # a port nothing listens on

@@ -9,6 +9,8 @@ from __future__ import absolute_import, division, print_function
 import json
 import time
 
+import pytest
+
 from conftest import (
     SLURM_CONF,
     is_healthy,
@@ -21,6 +23,9 @@ from conftest import (
     sdiag_rpc_counts,
     wait_for,
 )
+
+# Every test here runs on every Slurm release (make integration).
+pytestmark = pytest.mark.every_release
 
 REMEDIATE = "playbooks/remediate.yml"
 ADMIN_REASON = "maintenance: replace PSU (CHG-1234)"

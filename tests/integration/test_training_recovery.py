@@ -250,6 +250,7 @@ def power_on_after_reboot_issued(node):
 
 # ---- tests ---------------------------------------------------------------------------------------
 
+@pytest.mark.every_release
 def test_node_crash_resumes_from_the_newest_checkpoint_and_matches_an_uninterrupted_run(clean, reference):
     r = deploy(clean, "e2e-crash")
     watcher = ActiveJobWatcher(r["name"])
