@@ -205,3 +205,21 @@ def test_is_held(text, reason, held):
 def test_hold_kind(text, reason, kind):
     assert hold_kind(parse_job_state(text), reason) == kind
     assert is_held(parse_job_state(text), reason) is (kind is not None)
+
+
+# squeue(1) "JOB STATE CODES" of 22.05, 24.11 and 26.05 (the same 24 pairs in each man page;
+# EXPEDITING, 25.11+, is only in the code: job_state_string(), no compact code of its own).
+MAN_PAGE_CODES = (
+    "BF BOOT_FAIL", "CA CANCELLED", "CD COMPLETED", "CF CONFIGURING", "CG COMPLETING",
+    "DL DEADLINE", "F FAILED", "NF NODE_FAIL", "OOM OUT_OF_MEMORY", "PD PENDING", "PR PREEMPTED",
+    "R RUNNING", "RD RESV_DEL_HOLD", "RF REQUEUE_FED", "RH REQUEUE_HOLD", "RQ REQUEUED",
+    "RS RESIZING", "RV REVOKED", "SI SIGNALING", "SE SPECIAL_EXIT", "SO STAGE_OUT", "ST STOPPED",
+    "S SUSPENDED", "TO TIMEOUT",
+)
+
+
+@pytest.mark.parametrize("pair", MAN_PAGE_CODES)
+def test_every_code_of_the_man_page(pair):
+    code, word = pair.split()
+    assert parse_job_state(code) == parse_job_state(word)
+    assert parse_job_state(code).known and parse_job_state(word).word == word
