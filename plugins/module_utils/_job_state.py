@@ -62,8 +62,8 @@ BASE_STATES = (
 #: SPECIAL_EXIT, RESV_DEL_HOLD and EXPEDITING (25.11+: an expedited requeue is being checked)
 #: are set on a job that is PENDING again; CONFIGURING, RESIZING and STOPPED on one that holds its
 #: allocation (RUNNING); COMPLETING, STAGE_OUT, SIGNALING and REVOKED on any base.
-#: LAUNCH_FAILED, RECONFIG_FAIL, POWER_UP_NODE and UPDATE_DB only appear in JSON lists, next to
-#: the base they go with.
+#: LAUNCH_FAILED, RECONFIG_FAIL and POWER_UP_NODE only appear in JSON lists and squeue
+#: ``StateComplete``, next to the base they go with; UPDATE_DB in 22.05's ``StateComplete``.
 FLAG_STATES = {
     "COMPLETING": None,
     "CONFIGURING": "RUNNING",
