@@ -19,8 +19,8 @@ requeueing with ``--requeue=expedite`` (the compact form has no code of its own 
 that Slurm requeued by hand (``scontrol requeue``), ``REQUEUED``. squeue ``-O StateComplete``
 (``job_state_string_complete()``) prints the base and every flag, comma-separated
 (``PENDING,EXPEDITING``); the JSON of 23.02+ (``job_state``) is a list of the same words, with
-flags that no text form prints (LAUNCH_FAILED, RECONFIG_FAIL, POWER_UP_NODE; UPDATE_DB in
-older data parsers).
+flags that only these two forms show (LAUNCH_FAILED, RECONFIG_FAIL, POWER_UP_NODE; UPDATE_DB
+in 22.05's ``StateComplete``).
 
 :func:`parse_job_state` turns any of these spellings, long (``%T``, sacct ``State``), compact
 (``%t``: ``PD``, ``CG``, ``OOM``...), ``+``/``,``-joined or a JSON list, into a
