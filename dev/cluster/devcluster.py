@@ -1287,6 +1287,12 @@ class ContainerCluster:
         os.makedirs(SHARED_DIR, exist_ok=True)
         os.chmod(SHARED_DIR, 0o1777)  # like /tmp: every user's runs, checkpoints and logs
         state = self.state()
+        if state == "running":
+            used = self.podman("container", "inspect", "--format", "{{.Image}}", self.name).stdout
+            built = self.podman("image", "inspect", "--format", "{{.Id}}", self.image).stdout
+            if used.strip() != built.strip():
+                log(f"NOTE: {self.name} runs an older build of {self.image}; "
+                    f"`make cluster-down SLURM={self.release}` then cluster-up to use the new one")
         if state == "stopped":
             self.podman("rm", "--force", self.name)
         if state != "running":
