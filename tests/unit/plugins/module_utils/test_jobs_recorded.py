@@ -523,13 +523,18 @@ def json_exit(value):
     return (code if code is not None else 0), (sig if sig is not None else 0)
 
 
-def json_jobs(doc):
-    """The jobs of a recorded JSON document, which must hold no error; 22.05's sacct --json says
-    "Nothing found" in ``errors`` when no job matched (its only error that means "none")."""
+def json_jobs(doc, where=""):
+    """The jobs of a recorded JSON document. 22.05's sacct --json says "Nothing found" in
+    ``errors`` when no job matched (its only error that means "none"). Any other error is Slurm
+    not answering: then the document must be one taken with slurmctld stopped, and lists no job
+    (22.05's squeue --json exits 0 with "Failed while looking for jobs" and ``jobs: []``: why an
+    errors list, whatever the exit status, is a failed read); None is returned for it."""
     errors = doc.get("errors") or []
     if errors and not doc.get("jobs") and all(e.get("description") == "Nothing found" for e in errors):
         return []
-    assert errors == [], errors
+    if errors:
+        assert "controller-stopped" in where and not doc.get("jobs"), (where, errors)
+        return None
     return doc["jobs"]
 
 
@@ -573,7 +578,7 @@ def json_recordings(command):
         rc_path = path[:-len(".out")] + ".rc"
         rc = int(open(rc_path).read().strip()) if os.path.exists(rc_path) else 0
         if rc == 0 and text.strip():      # no accounting (24.11 01-04) or controller stopped: no document
-            params.append(pytest.param(text, id=os.path.relpath(path, ROOT)))
+            params.append(pytest.param(text, os.path.relpath(path, ROOT), id=os.path.relpath(path, ROOT)))
     return params
 
 
@@ -583,9 +588,9 @@ def _reason(entry):
     return entry.get("state_description") or entry.get("state_reason") or ""
 
 
-@pytest.mark.parametrize("text", json_recordings("squeue"))
-def test_every_recorded_squeue_json_state_and_hold_is_read(text):
-    for entry in json_jobs(json.loads(text)):
+@pytest.mark.parametrize("text, where", json_recordings("squeue"))
+def test_every_recorded_squeue_json_state_and_hold_is_read(text, where):
+    for entry in json_jobs(json.loads(text), where) or []:
         state = parse_job_state(entry["job_state"])
         assert state.known, entry["job_state"]
         held_by = hold_kind(state, _reason(entry))
@@ -595,9 +600,9 @@ def test_every_recorded_squeue_json_state_and_hold_is_read(text):
             assert (held_by is not None) is held, (entry["job_id"], entry["job_state"], _reason(entry))
 
 
-@pytest.mark.parametrize("text", json_recordings("sacct"))
-def test_every_recorded_sacct_json_state_is_known(text):
-    for entry in json_jobs(json.loads(text)):
+@pytest.mark.parametrize("text, where", json_recordings("sacct"))
+def test_every_recorded_sacct_json_state_is_known(text, where):
+    for entry in json_jobs(json.loads(text), where) or []:
         assert parse_job_state(entry["state"]["current"]).known, entry["state"]
         for step in entry["steps"]:
             assert parse_job_state(step["state"]).known, step["state"]
