@@ -217,8 +217,9 @@ def recorded_nodes(release, scenario):
 
 def scenarios_of(release):
     folder = os.path.join(RELEASE_FIXTURES, "slurm-" + release)
+    # controller-stopped: 22.05 exits 0 there with an errors list (see the test of its own)
     return sorted(d for d in os.listdir(folder)
-                  if not d[:1].isdigit()
+                  if not d[:1].isdigit() and d != "controller-stopped"
                   and os.path.isfile(os.path.join(folder, d, NODE_SOURCE[release]))
                   and os.path.isfile(os.path.join(folder, d, "scontrol-show-node-oneliner.out"))
                   and open(os.path.join(folder, d, NODE_SOURCE[release].replace(".out", ".rc"))).read().strip() == "0")
