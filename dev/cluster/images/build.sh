@@ -101,7 +101,8 @@ build_base() {
 build_slurm() {
   local base_id inputs ctx start=${SECONDS}
   base_id="$(podman image inspect --format '{{.Id}}' "${base_image}")"
-  inputs="$( (cat "${here}/Containerfile"; echo "${base_id} ${release}"; sha256sum <"${libmariadb}") |
+  inputs="$( (cat "${here}/Containerfile" "${here}/torch-no-libuv.py"; echo "${base_id} ${release}"
+              sha256sum <"${libmariadb}") |
              sha256sum | cut -c1-64)"
   if [[ "${force}" -eq 0 && "$(label_of "${slurm_image}")" == "${inputs}" ]]; then
     log "${slurm_image} is up to date"
@@ -110,7 +111,7 @@ build_slurm() {
   ctx="$(mktemp -d /var/tmp/clusterops-slurm-ctx.XXXXXX)"
   # shellcheck disable=SC2064
   trap "rm -rf '${ctx}'" RETURN
-  cp "${here}/Containerfile" "${ctx}/Containerfile"
+  cp "${here}/Containerfile" "${here}/torch-no-libuv.py" "${ctx}/"
   cp -L "${libmariadb}" "${ctx}/libmariadb.so.3"
   log "podman build ${slurm_image} (apt-get install of Slurm, MariaDB and torch, a few minutes)"
   podman build --quiet --pull=never --network=host \
