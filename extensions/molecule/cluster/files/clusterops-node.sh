@@ -35,12 +35,20 @@ case "${1:-}" in
     if [ "$(readlink /proc/self/ns/time)" != "$(readlink /proc/1/ns/time)" ]; then
       exec nsenter --target 1 --time -- "$0" boot
     fi
+    # One boot at a time (powerd and the scenario's BMC emulation may both try): the second
+    # finds slurmd running. The lock's fd is not passed on to slurmd.
+    mkdir -p "${run}"
+    exec 8>"${run}/boot.lock"
+    flock 8
+    if running; then
+      exit 0
+    fi
     # Wait for the next whole second of uptime.
     sleep "$(awk '{ printf "%.2f", 1 - ($1 - int($1)) }' /proc/uptime)"
     up=$(cut -d. -f1 /proc/uptime)
     echo "$(date +%s) boot" >>"${log}"
     setsid unshare --time --fork --boottime "-${up}" /usr/sbin/slurmd -D \
-      </dev/null >>/var/log/slurm/slurmd.out 2>&1 &
+      </dev/null >>/var/log/slurm/slurmd.out 2>&1 8>&- &
     # Wait until slurmd runs (at most 10 s).
     i=0
     while ! running && [ "${i}" -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
