@@ -46,7 +46,7 @@ setup: deps venv collection ## Everything the demo and the tests need
 
 demo: setup ## A training run loses a node of the dev cluster for real; remediate.yml heals the nodes and the run finishes from its checkpoint
 	$(MAKE) cluster-up
-	bash dev/demo.sh
+	SLURM=$(SLURM) DEVCLUSTER_DIR=$(DEVCLUSTER_DIR) bash dev/demo.sh
 
 unit: venv collection ## Unit tests (parsers, state model, policy), no cluster needed
 	$(VENV_PY) -m pytest tests/unit -q

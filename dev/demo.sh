@@ -12,12 +12,24 @@ export ANSIBLE_CONFIG="$PWD/ansible.cfg"
 export ANSIBLE_PYTHON_INTERPRETER="$PWD/.venv/bin/python"
 export PATH="$PWD/.venv/bin:$PATH"
 export LC_ALL=C.UTF-8
+# The dev cluster's release: SLURM=22.05 (default, on the host), 24.11 or 26.05 (in podman; its
+# env.sh puts wrappers of the release's own client commands first on PATH, and its inventory
+# reaches the container with the podman connection).
+SLURM="${SLURM:-22.05}"
+if [[ "${SLURM}" == 22.05 ]]; then state="${PWD}/.devcluster"; else state="${PWD}/.devcluster-${SLURM}"; fi
+state="${DEVCLUSTER_DIR:-${state}}"
 # shellcheck source=/dev/null
-source .devcluster/env.sh
-INVENTORY=.devcluster/inventory.yml
+source "${state}/env.sh"
+export SLURM DEVCLUSTER_DIR="${state}"
+INVENTORY="${state}/inventory.yml"
+# Where the jobs' Python comes from, and a folder the jobs see at the same path: the repo's venv
+# on the host; in a container its own venv (cluster.json) and the shared folder.
+read -r JOB_VENV SHARED < <(python3 -c 'import json, sys
+c = json.load(open(sys.argv[1]))
+print(c.get("venv") or sys.argv[2], c.get("shared_dir") or "/var/tmp")' "${state}/cluster.json" "${PWD}/.venv")
 # A 4-node cluster: let one run act on half of it. The default blast radius, 10 % of the
 # cluster (at least one node), would heal one node per run.
-DEMO=/var/tmp/clusterops-demo
+if [[ "${SLURM}" == 22.05 ]]; then DEMO=/var/tmp/clusterops-demo; else DEMO="${SHARED}/demo-${SLURM}"; fi
 RUN=demo-llm
 USER_NAME=clusterops-alice
 CKPT=$DEMO/$RUN/checkpoints
@@ -26,7 +38,9 @@ EXTRA="{\"remediate_nodes_max_percent\": 50, \"remediate_training_registry\": \"
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 show() { sinfo -N -h -o '%8N %12T %E' | sort -u -k1,1; }
 jobs_of_run() { squeue -h --states=all -n "$RUN" -u "$USER_NAME" -o '%8i %10T %N'; }
-state_of() { sinfo -h -N -n "$1" -o '%T' | head -n1; }
+# From the full node list: once, on a loaded machine, `sinfo -N -n NODE` said `mixed*` while the
+# full list and scontrol already said `down*` (22.05, dev/cluster/record-fixtures.sh).
+state_of() { sinfo -h -N -o '%N %T' | awk -v n="$1" '$1 == n { print $2; exit }'; }
 wait_state() { # wait_state NODE REGEX SECONDS
   local node="$1" want="$2" left="$3"
   until [[ "$(state_of "$node")" =~ ^($want)$ ]]; do
@@ -46,6 +60,7 @@ job_state() { sacct -n -X -P -j "$1" -o State | head -n1; }
 first_job_ended() { [[ "$(job_state "$FIRST")" == NODE_FAIL ]]; }
 finished() { [ -e "$CKPT/FINISHED" ]; }
 
+say "Slurm $(sinfo --version | awk '{print $2}') dev cluster ($state)"
 say "Resetting the dev cluster to all nodes in service"
 for n in n1 n2 n3 n4; do make -s cluster-poweron NODE="$n" >/dev/null; done
 scancel --quiet --full -u root || true
@@ -79,7 +94,7 @@ cat > "$DEMO/deploy.yml" <<YAML
         torchrun_launcher_nodes: 2
         torchrun_launcher_time: "10"
         torchrun_launcher_env_activation: venv
-        torchrun_launcher_venv: $PWD/.venv
+        torchrun_launcher_venv: $JOB_VENV
         torchrun_launcher_python: python
         torchrun_launcher_program: $DEMO/tools/reference_trainer.py
         torchrun_launcher_program_args: [--checkpoint-dir, $CKPT, --events, $CKPT/events.jsonl,
