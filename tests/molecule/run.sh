@@ -34,14 +34,6 @@ for r in "${releases[@]}"; do
   esac
 done
 
-start=${SECONDS}
-bash tests/molecule/setup-podman.sh
-bash tests/molecule/images/build.sh "${releases[@]}"
-# The collection under test, importable as clusterops.slurm (what `make collection` does).
-mkdir -p .collections/ansible_collections/clusterops
-ln -sfn "${repo}" .collections/ansible_collections/clusterops/slurm
-echo "run.sh: podman and images ready in $((SECONDS - start)) s" >&2
-
 if (($#)); then
   scenarios=("$@")
 else
@@ -50,12 +42,33 @@ else
     scenarios+=("$(basename "$(dirname "${f}")")")
   done
 fi
+# per_release SCENARIO: whether the scenario runs once per Slurm release.
+per_release() { grep -q 'CLUSTEROPS_SLURM_IMAGE' "extensions/molecule/$1/molecule.yml"; }
+# Only the Slurm images some chosen scenario needs (the Debian 12 base is always built).
+need=()
+for s in "${scenarios[@]}"; do
+  if per_release "${s}"; then
+    need=("${releases[@]}")
+  fi
+done
+
+start=${SECONDS}
+bash tests/molecule/setup-podman.sh
+if ((${#need[@]})); then
+  bash tests/molecule/images/build.sh "${need[@]}"
+else
+  CLUSTEROPS_SLURM_RELEASES=none bash tests/molecule/images/build.sh
+fi
+# The collection under test, importable as clusterops.slurm (what `make collection` does).
+mkdir -p .collections/ansible_collections/clusterops
+ln -sfn "${repo}" .collections/ansible_collections/clusterops/slurm
+echo "run.sh: podman and images ready in $((SECONDS - start)) s" >&2
 
 failed=()
 summary=()
 runs=0
 for s in "${scenarios[@]}"; do
-  if grep -q 'CLUSTEROPS_SLURM_IMAGE' "extensions/molecule/${s}/molecule.yml"; then
+  if per_release "${s}"; then
     on=("${releases[@]}")
   else
     on=("")

@@ -12,8 +12,8 @@
 #
 #   bash tests/molecule/images/build.sh [--force] [RELEASE ...]
 #
-# RELEASE: 22.05, 24.11, 26.05 (default: $CLUSTEROPS_SLURM_RELEASES, else all three). The Debian 12
-# base image is always built. The trixie/forky bases are the dev clusters' bases (made by
+# RELEASE: 22.05, 24.11, 26.05 (default: $CLUSTEROPS_SLURM_RELEASES, else all three; "none": no
+# Slurm image). The Debian 12 base image is always built. The trixie/forky bases are the dev clusters' bases (made by
 # dev/cluster/images/build.sh with the same recipe): one that exists is used as it is (its id
 # is an input of the Slurm image, so a rebuilt base rebuilds the Slurm image); a missing one is
 # made here with that recipe. The Molecule Slurm images are small (Slurm, munge, python3-apt:
@@ -37,7 +37,7 @@ for arg in "$@"; do
     *) echo "usage: $0 [--force] [22.05|24.11|26.05 ...]" >&2; exit 2 ;;
   esac
 done
-if ((${#releases[@]} == 0)); then
+if ((${#releases[@]} == 0)) && [[ "${CLUSTEROPS_SLURM_RELEASES:-}" != none ]]; then
   read -r -a releases <<<"${CLUSTEROPS_SLURM_RELEASES:-22.05 24.11 26.05}"
 fi
 debian12_image="localhost/clusterops-debian12:latest"
@@ -178,6 +178,6 @@ fi
 exec 9>/var/tmp/clusterops-molecule-images.lock
 flock 9
 build_base bookworm "${debian12_image}" "${debian12_include}"
-for r in "${releases[@]}"; do
+for r in "${releases[@]+"${releases[@]}"}"; do
   build_slurm "${r}"
 done
