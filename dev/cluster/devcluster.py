@@ -1291,8 +1291,11 @@ class ContainerCluster:
             used = self.podman("container", "inspect", "--format", "{{.Image}}", self.name).stdout
             built = self.podman("image", "inspect", "--format", "{{.Id}}", self.image).stdout
             if used.strip() != built.strip():
-                log(f"NOTE: {self.name} runs an older build of {self.image}; "
-                    f"`make cluster-down SLURM={self.release}` then cluster-up to use the new one")
+                # A changed image (new inputs) is a changed cluster: start it anew, as the host
+                # cluster does for a changed size, rather than keep testing the old build.
+                log(f"{self.name} runs an older build of {self.image}: restarting the cluster")
+                self.down()
+                state = None
         if state == "stopped":
             self.podman("rm", "--force", self.name)
         if state != "running":
