@@ -42,6 +42,15 @@ def cluster_info():
         return {}
 
 
+def shared_tmpdir(prefix):
+    """A new folder that the cluster's commands and jobs see at the same path: under the
+    container's shared folder (cluster.json "shared_dir") for 24.11/26.05, else in /tmp. Put
+    slurm.conf copies (the slurmctld proxy's), job scripts and run folders there."""
+    import tempfile  # pylint: disable=import-outside-toplevel
+    shared = cluster_info().get("shared_dir")
+    return tempfile.mkdtemp(prefix=prefix, dir=shared or None)
+
+
 def slurm_env():
     env = dict(os.environ)
     env["SLURM_CONF"] = SLURM_CONF
