@@ -12,6 +12,10 @@ COLLECTION_LINK := $(CURDIR)/.collections/ansible_collections/clusterops/slurm
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export ANSIBLE_PYTHON_INTERPRETER := $(VENV_PY)
 export PATH := $(VENV)/bin:$(PATH)
+# Slurm releases `make integration` and `make molecule` (and so `make test`) run on, each on its
+# own dev cluster or Molecule image. `make integration SLURM_RELEASES=24.11` runs one of them;
+# CLUSTEROPS_SLURM_RELEASES in the environment works too.
+SLURM_RELEASES ?= $(or $(CLUSTEROPS_SLURM_RELEASES),22.05 24.11 26.05)
 
 include dev/cluster/cluster.mk
 include tests/molecule/molecule.mk
@@ -51,11 +55,8 @@ demo: setup ## A training run loses a node of the dev cluster for real; remediat
 unit: venv collection ## Unit tests (parsers, state model, policy), no cluster needed
 	$(VENV_PY) -m pytest tests/unit -q
 
-# Slurm releases `make integration` (and so `make test`) runs on, each on its own dev cluster: the
-# whole suite on the default release 22.05 (on the host), the tests marked every_release on the
-# others (in podman). `make integration SLURM_RELEASES=24.11` runs one of them.
-SLURM_RELEASES ?= 22.05 24.11 26.05
-
+# The whole suite on the default release 22.05 (on the host), the tests marked every_release on
+# the other releases of SLURM_RELEASES (in podman).
 integration: setup ## Integration tests on the real dev cluster of each release in SLURM_RELEASES
 	@failed=""; for release in $(SLURM_RELEASES); do \
 	  $(MAKE) --no-print-directory integration-release SLURM=$$release || failed="$$failed $$release"; \

@@ -5,10 +5,8 @@
 #   make molecule SCENARIOS=cluster            only these
 #   make molecule SLURM_RELEASES="24.11"       `cluster` on these releases only
 #   make molecule-images                       only the cached local images
-# SLURM_RELEASES defaults to CLUSTEROPS_SLURM_RELEASES from the environment, else all three.
+# SLURM_RELEASES comes from the Makefile (default: all three).
 .PHONY: molecule molecule-setup molecule-images
-
-SLURM_RELEASES ?= $(or $(CLUSTEROPS_SLURM_RELEASES),22.05 24.11 26.05)
 
 molecule-setup: venv collection ## podman + runc + debootstrap (apt), containers.conf, pinned molecule
 	VENV=$(VENV) bash tests/molecule/setup-podman.sh
