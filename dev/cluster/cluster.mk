@@ -44,9 +44,11 @@ SLURMD_NODES ?=
 NODE ?=
 
 DEVCLUSTER := "$(DEVCLUSTER_PYTHON)" "$(DEVCLUSTER_MK_DIR)/devcluster.py" --slurm "$(SLURM)" --dir "$(abspath $(DEVCLUSTER_DIR))"
-# A containerised release needs podman (molecule-setup, from tests/molecule/molecule.mk: only
-# through the main Makefile) and builds its image on the first cluster-up.
-DEVCLUSTER_PREREQ := $(if $(filter 22.05,$(SLURM)),,molecule-setup)
+# A containerised release needs the host's packages (cluster-deps: libmariadb3 is copied into
+# the image, python3-venv for the venv), then podman, runc and debootstrap (molecule-setup, from
+# tests/molecule/molecule.mk: only through the main Makefile); it builds its image on the first
+# cluster-up. On a fresh machine `make cluster-up SLURM=24.11` installs all of it.
+DEVCLUSTER_PREREQ := $(if $(filter 22.05,$(SLURM)),,cluster-deps molecule-setup)
 
 .PHONY: cluster-deps cluster-up cluster-down cluster-status cluster-env \
         cluster-crash cluster-poweron cluster-reboot cluster-slurmd-kill cluster-slurmd-start \
