@@ -29,10 +29,12 @@ DEVCLUSTER_MK_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 # releases can run at once (own state dir, container and network namespace each).
 SLURM ?= 22.05
 # State dir: configs, logs, pid files, MariaDB datadir, munge key. Absolute.
-ifeq ($(SLURM),22.05)
-DEVCLUSTER_DIR ?= $(CURDIR)/.devcluster
-else
-DEVCLUSTER_DIR ?= $(CURDIR)/.devcluster-$(SLURM)
+DEVCLUSTER_DEFAULT_DIR := $(CURDIR)/.devcluster$(if $(filter 22.05,$(SLURM)),,-$(SLURM))
+DEVCLUSTER_DIR ?= $(DEVCLUSTER_DEFAULT_DIR)
+# `make ... SLURM=26.05` after `eval "$(make -s cluster-env SLURM=24.11)"`: the environment's
+# DEVCLUSTER_DIR is the other release's; SLURM given on the command line wins.
+ifeq ($(origin DEVCLUSTER_DIR)/$(origin SLURM),environment/command line)
+override DEVCLUSTER_DIR := $(DEVCLUSTER_DEFAULT_DIR)
 endif
 # Debian's python3: the manager uses the stdlib only, and a pyenv shim on PATH
 # may point at an interpreter that is not installed.

@@ -21,7 +21,7 @@
 #                          "Kill task failed (JobId=<id> batch)" form)
 #   completing             an exclusive job on n4 cancelled while its processes ignore SIGTERM:
 #                          COMPLETING for KillWait (5 s): node state COMPLETING
-#   completing-busy        the same with a second job running on n4 (ALLOCATED+COMPLETING)
+#   completing-busy        the same with a second job running on n4 (MIXED+COMPLETING)
 #   jobs                   running, held by user (sbatch -H), held by an admin (scontrol hold),
 #                          held by Slurm itself (Prolog failure on n2: "launch failed requeued
 #                          held", n2 drained "Prolog error"), an array, a het job, a finished
@@ -260,6 +260,11 @@ rm -rf "${work}"
   echo
   echo "## Scenarios (in the order they were taken)"
   echo
+  echo '```'
   sed -n '/^# Scenarios (folder names):/,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '1d;$d' | sed 's/^# \{0,1\}//'
+  echo '```'
+  echo
+  echo "The Kill task failed reason is set with scontrol (no unkillable step can be made on these"
+  echo "nodes), so it is the text an admin or a script would see, not one slurmd wrote."
 } >"${out_root}/README-record-fixtures.md"
 echo "record-fixtures: Slurm ${release} fixtures in ${out_root}" >&2
