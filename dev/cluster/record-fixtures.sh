@@ -30,6 +30,8 @@
 #   down-not-responding    n3 DOWN* "Not responding"; its job ended NODE_FAIL and was requeued
 #   rebooting              `scontrol reboot ASAP nextstate=resume` of the powered-off n3 (reboot
 #                          issued, nobody answers) and of the busy n1 (reboot requested, draining)
+#   after-reboot           n3 powered on again: the reboot completed (nextstate=resume); n1's
+#                          reboot request cancelled after its job was cancelled
 #   controller-stopped     slurmctld stopped (slurmdbd still up): what each command prints and
 #                          its exit status when the controller does not answer
 set -euo pipefail
@@ -224,6 +226,7 @@ scontrol cancel_reboot n1 2>/dev/null || true
 sleep 3
 mk cluster-poweron NODE=n3 >/dev/null
 wait_node n3 idle 180 || scontrol update NodeName=n3 State=RESUME
+snapshot after-reboot
 scontrol update NodeName=n1 State=RESUME 2>/dev/null || true
 settle n1
 
