@@ -269,5 +269,10 @@ rm -rf "${work}"
   echo
   echo "The Kill task failed reason is set with scontrol (no unkillable step can be made on these"
   echo "nodes), so it is the text an admin or a script would see, not one slurmd wrote."
+  if [[ -n "${DEVCLUSTER_PORT_OFFSET:-}" ]]; then
+    echo
+    echo "This run used \`DEVCLUSTER_PORT_OFFSET=${DEVCLUSTER_PORT_OFFSET}\` (another checkout's dev cluster held the"
+    echo "default ports): the ports in the outputs are moved by that much."
+  fi
 } >"${out_root}/README-record-fixtures.md"
 echo "record-fixtures: Slurm ${release} fixtures in ${out_root}" >&2
