@@ -57,6 +57,7 @@ TEXT_SEP = "\x1f"
 TEXT_FIELDS = ("%N", "%P", "%T", "%c", "%m", "%G", "%f", "%u", "%H", "%E")
 TEXT_FORMAT = TEXT_SEP.join(TEXT_FIELDS)
 
+
 class NodeParseError(ValueError):
     """Slurm output that cannot be read as nodes."""
 

@@ -64,7 +64,9 @@ case "${1:-}" in
       echo "powerd is running"
       exit 0
     fi
-    # Detached from the caller (podman exec ends, powerd stays); it polls for requests.
+    # Detached from the caller (podman exec ends, powerd stays); it polls for requests. The
+    # script is single-quoted on purpose: $$ and $1 belong to the inner sh.
+    # shellcheck disable=SC2016
     setsid sh -c '
       echo $$ >"$1/powerd.pid"
       while :; do

@@ -139,8 +139,8 @@ def test_reason_is_kept_only_where_slurm_keeps_one(state, kept):
 
 
 @pytest.mark.parametrize("doc, match", [
-    ({"meta": {"Slurm": {"release": "22.05.8"}}, "errors": [{"error": "Unspecified error",
-                                                              "errno": -1}], "nodes": []},
+    ({"meta": {"Slurm": {"release": "22.05.8"}},
+      "errors": [{"error": "Unspecified error", "errno": -1}], "nodes": []},
      r"Slurm 22\.05\.8\) answered with errors.*Unspecified error"),
     ({"meta": {"slurm": {"release": "24.11.5"}}, "errors": [], "nodes": []},
      r"Slurm 24\.11\.5\) listed no node at all"),
