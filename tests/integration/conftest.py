@@ -42,6 +42,12 @@ def cluster_info():
         return {}
 
 
+def job_venv(default):
+    """The venv training jobs activate: the container's own (cluster.json "venv", Debian's torch)
+    for 24.11/26.05, else ``default`` (the repo's venv on the host)."""
+    return cluster_info().get("venv") or default
+
+
 def shared_tmpdir(prefix):
     """A new folder that the cluster's commands and jobs see at the same path: under the
     container's shared folder (cluster.json "shared_dir") for 24.11/26.05, else in /tmp. Put
