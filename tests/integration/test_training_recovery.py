@@ -20,20 +20,20 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 import pytest
 
-from conftest import (REPO, SLURM_CONF, is_healthy, make, playbook, reset_cluster, run, slurm_env,
-                      wait_for)
+from conftest import (REPO, SLURM_CONF, cluster_info, is_healthy, job_venv, make, playbook,
+                      reset_cluster, run, shared_tmpdir, slurm_env, wait_for)
 
 torch = pytest.importorskip("torch")
 
 ALICE = "clusterops-alice"
 TRAINER = os.path.join(REPO, "roles", "torchrun_launcher", "files", "reference_trainer.py")
-VENV = os.path.dirname(os.path.dirname(sys.executable))
+# The venv the jobs activate: the repo's on the host (22.05), the container's on 24.11/26.05.
+VENV = job_venv(os.path.dirname(os.path.dirname(sys.executable)))
 STEPS, EVERY = 60, 10
 TRAIN_ARGS = ["--total-steps", str(STEPS), "--checkpoint-every", str(EVERY), "--seed", "7"]
 ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD",
@@ -155,12 +155,16 @@ def world(cluster):
     """A folder alice can write to, with the registry, the tools and the runs' folders."""
     if run(["id", ALICE], check=False).returncode != 0:
         run(["useradd", "-m", "-s", "/bin/bash", ALICE])
-    probe = run(["runuser", "-u", ALICE, "--", sys.executable, "-c", "import torch"], check=False)
+    container = cluster_info().get("container")
+    python = os.path.join(VENV, "bin", "python") if container else sys.executable
+    as_alice = ["podman", "exec", "--user", ALICE, container] if container else ["runuser", "-u", ALICE, "--"]
+    probe = run(as_alice + [python, "-c", "import torch"], check=False)
     if probe.returncode != 0:
         pytest.fail("%s cannot run %s with torch (%s): the training jobs run as that user; build the "
                     "venv from a python every user can run (make venv uses /usr/bin/python3)"
-                    % (ALICE, sys.executable, probe.stdout.strip()[-200:]))
-    base = tempfile.mkdtemp(prefix="clusterops-e2e-")
+                    % (ALICE, python, probe.stdout.strip()[-200:]))
+    # Under the container's shared folder on 24.11/26.05 (same path inside and out), else in /tmp.
+    base = shared_tmpdir("clusterops-e2e-")
     os.chmod(base, 0o755)
     # Run names are unique to this session: jobs of earlier sessions stay in sacct for days.
     tag = time.strftime("%H%M%S")
@@ -180,13 +184,21 @@ def clean(world, cluster):
 
 @pytest.fixture(scope="module")
 def reference(world):
-    """Final parameters of an uninterrupted run with the same seed and world size (2)."""
+    """Final parameters of an uninterrupted run with the same seed and world size (2), run where
+    the jobs run, with their torch: on the host (22.05), else inside the container with its venv
+    (a bitwise comparison across two torch builds would be meaningless)."""
     run_dir = os.path.join(world["base"], "reference")
     env = slurm_env()
     env.pop("SLURM_CONF", None)
-    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
-                    "--nproc_per_node", "2", TRAINER, "--checkpoint-dir", run_dir] + TRAIN_ARGS,
-                   check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
+    container = cluster_info().get("container")
+    python = [os.path.join(VENV, "bin", "python")] if container else [sys.executable]
+    prefix = ["podman", "exec", container] if container else []
+    proc = subprocess.run(prefix + python + ["-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
+                                             "--nproc_per_node", "2", TRAINER, "--checkpoint-dir",
+                                             run_dir] + TRAIN_ARGS,
+                          check=False, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, timeout=300)
+    assert proc.returncode == 0, "the reference run failed:\n%s" % proc.stdout[-3000:]
     return final_params(run_dir)
 
 
