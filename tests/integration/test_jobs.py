@@ -14,7 +14,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 
@@ -29,6 +28,8 @@ from conftest import (
     run,
     scontrol,
     sdiag_rpc_counts,
+    shared_tmpdir,
+    slurm_env,
     wait_for,
 )
 
@@ -322,7 +323,7 @@ def test_submit_as_another_user_with_become(jobs):
 def proxy_conf():
     """start(mode, skip, count) -> (proxy, slurm.conf via a proxy in front of slurmctld)."""
     started = []
-    folder = tempfile.mkdtemp(prefix="clusterops-proxy-")
+    folder = shared_tmpdir("clusterops-proxy-")  # the module reads the proxy's slurm.conf
 
     def start(mode, skip=0, count=1):
         proxy = ctld_proxy.CtldProxy(ctld_proxy.slurmctld_port(SLURM_CONF), mode, count, skip).start()
@@ -367,7 +368,7 @@ def test_sbatch_request_lost_is_submitted_again_once(jobs, proxy_conf):
 def test_controller_unreachable_fails_without_submitting(jobs):
     closed = ctld_proxy.CtldProxy(ctld_proxy.slurmctld_port(SLURM_CONF), "pass")
     closed.close()   # a port nothing listens on
-    folder = tempfile.mkdtemp(prefix="clusterops-closed-")
+    folder = shared_tmpdir("clusterops-closed-")
     try:
         conf = ctld_proxy.conf_via_proxy(SLURM_CONF, closed.port, folder, message_timeout=2)
         name = job_name("unreachable")
@@ -416,7 +417,7 @@ def test_sbatch_parser_on_real_outputs(jobs):
     }
     seen = {}
     for form, cmd in forms.items():
-        proc = subprocess.run(cmd, cwd=REPO, env=dict(os.environ, SLURM_CONF=SLURM_CONF),
+        proc = subprocess.run(cmd, cwd=REPO, env=slurm_env(),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
                               check=False)
         assert proc.returncode == 0, proc.stderr
