@@ -61,7 +61,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._job_state import
     parse_job_state,
     state_matches,
 )
-from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import SlurmCommandError
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import check_answer
 
 try:
     from typing import Any, Dict, List, Optional, Sequence, Tuple  # noqa: F401
@@ -122,9 +122,6 @@ _REQUEUE_FLAGS = frozenset(("REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "EXPEDITI
 # slurm_strerror() text of ESLURM_INVALID_JOB_ID, the same in 22.05, 24.11 and 26.05 (recorded on
 # 22.05 and 24.11: "slurm_load_jobs error: Invalid job id specified", rc 1).
 _INVALID_JOB_ID = re.compile(r"Invalid job id specified", re.IGNORECASE)
-# A line of stderr that reports a failure: Slurm's error()/fatal() print "<prog>: error: ...",
-# the API's slurm_perror() "<function> error: ...".
-_STDERR_ERROR = re.compile(r"\b(?:error|fatal)\s*:", re.IGNORECASE)
 # What sacct says when the cluster keeps no accounting (src/sacct/options.c, 22.05-26.05).
 _NO_ACCOUNTING = re.compile(r"accounting storage is disabled|not running a supported accounting_storage",
                             re.IGNORECASE)
@@ -573,30 +570,6 @@ def job_matches_states(job, names):
     return state_matches(merged, names)
 
 
-def stderr_errors(err):
-    # type: (Optional[str]) -> List[str]
-    """The lines of a command's stderr that report an error (``sacct: error: ...``,
-    ``slurm_load_jobs error: ...``, ``fatal:``); warnings are not errors."""
-    return [line.strip() for line in (err or "").splitlines() if _STDERR_ERROR.search(line)]
-
-
-def _check_answer(cli, name, rc, out, err, what):
-    # type: (Any, str, int, str, str, str) -> None
-    """Raise unless ``rc`` is 0 and stderr reports no error: an error on stderr with rc 0 means
-    the command printed what it could, not everything (never read it as "no jobs")."""
-    errors = stderr_errors(err)
-    if rc != 0:
-        exc = cli.failure(name, rc, out, err, what)
-        if len(errors) > 1:   # every error line: the last one often says the most
-            exc.msg = "%s failed (rc=%s) while trying to %s: %s" % (name, rc, what, "; ".join(errors))
-            exc.args = (exc.msg,)
-        raise exc
-    if errors:
-        raise SlurmCommandError(
-            "%s exited 0 but reported an error while trying to %s (the answer is not trusted): %s"
-            % (name, what, "; ".join(errors)), cli.calls[-1], rc, out, err)
-
-
 def squeue_args(job_ids=None, names=None, users=None):
     # type: (Optional[Sequence[str]], Optional[Sequence[str]], Optional[Sequence[str]]) -> List[str]
     """squeue arguments: every state (finished jobs stay listed for MinJobAge), our format."""
@@ -623,7 +596,7 @@ def read_queue(cli, job_ids=None, names=None, users=None):
                            what="read jobs", environ=TIME_ENVIRON)
     if rc != 0 and job_ids and _INVALID_JOB_ID.search(err or out or ""):
         return []
-    _check_answer(cli, "squeue", rc, out, err, "read jobs")
+    check_answer(cli, "squeue", rc, out, err, "read jobs")
     return parse_squeue(out)
 
 
@@ -664,7 +637,7 @@ def read_accounting(cli, job_ids=None, names=None, users=None, start=None, end=N
                            what="read job accounting", environ=TIME_ENVIRON)
     if rc != 0 and _NO_ACCOUNTING.search(err or out or ""):
         return None
-    _check_answer(cli, "sacct", rc, out, err, "read job accounting")
+    check_answer(cli, "sacct", rc, out, err, "read job accounting")
     return parse_sacct(out)
 
 

@@ -48,9 +48,17 @@ DECODE_ERRORS = "replace"
 # for --version.
 _VERSION_RE = re.compile(r"^slurm(?:-wlm)?\s+(\d+)\.(\d+)(?:\.(\d+))?", re.IGNORECASE)
 
-# A line of stderr that reports a failure ("sinfo: error: ...", "slurm_load_node error: ...",
-# "fatal: ..."), as opposed to a warning or debug line.
-_STDERR_ERROR_RE = re.compile(r"(^|:\s)(error|fatal)\b|\berror:", re.IGNORECASE | re.MULTILINE)
+# A line of stderr that reports a failure, as opposed to a warning or debug line: Slurm's
+# error()/fatal() print "<prog>: error: ..." and "fatal: ...", the API's slurm_perror()
+# "<function> error: ...".
+_STDERR_ERROR_RE = re.compile(r"\b(?:error|fatal)\s*:|(?:^|:\s)(?:error|fatal)\b", re.IGNORECASE)
+
+
+def stderr_errors(err):
+    # type: (Optional[str]) -> List[str]
+    """The lines of a command's stderr that report an error (``sacct: error: ...``,
+    ``slurm_load_jobs error: ...``, ``fatal: ...``), stripped; warnings are not errors."""
+    return [line.strip() for line in (err or "").splitlines() if _STDERR_ERROR_RE.search(line)]
 
 
 def parse_version(text):
@@ -129,6 +137,30 @@ class SlurmCommandError(Exception):
         self.rc = rc
         self.stdout = stdout
         self.stderr = stderr
+
+
+def check_answer(cli, name, rc, out, err, what=None):
+    # type: (Any, str, int, str, str, Optional[str]) -> None
+    """Raise unless the last call of ``cli`` (a :class:`SlurmCLI`), ``name``, answered completely:
+    rc 0 and no error line on stderr. An error on stderr with rc 0 means the command printed what
+    it could, not everything, so its output is never read as an answer (e.g. as "no jobs").
+
+    Raises:
+        SlurmCommandError: rc not 0 (with every error line when stderr has several: the last one
+        often says the most), or an error on stderr with rc 0.
+    """
+    errors = stderr_errors(err)
+    if rc != 0:
+        exc = cli.failure(name, rc, out, err, what)
+        if len(errors) > 1:
+            exc.msg = "%s failed (rc=%s) while trying to %s: %s" % (
+                name, rc, what or "run it", "; ".join(errors))
+            exc.args = (exc.msg,)
+        raise exc
+    if errors:
+        raise SlurmCommandError(
+            "%s exited 0 but reported an error while trying to %s (the answer is not trusted): %s"
+            % (name, what or "run it", "; ".join(errors)), cli.calls[-1], rc, out, err)
 
 
 class SlurmCLI(object):
@@ -281,7 +313,8 @@ class SlurmCLI(object):
         Raises:
             SlurmCommandError: any of the above, with Slurm's own words.
         """
-        rc, out, err = self.run(name, args, what=what)
+        rc, out, err = self.run(name, args, check=False, what=what)
+        check_answer(self, name, rc, out, err, what)
         try:
             doc = json.loads(out)
         except ValueError as exc:
@@ -298,11 +331,6 @@ class SlurmCLI(object):
                 "%s answered with errors while trying to %s (the controller may be unreachable; "
                 "the answer is not trusted): %s" % (name, what or "run it", "; ".join(errors)),
                 self.calls[-1], rc, out, err)
-        if _STDERR_ERROR_RE.search(err or ""):
-            first = [line for line in err.splitlines() if _STDERR_ERROR_RE.search(line)][0]
-            raise SlurmCommandError(
-                "%s exited 0 but reported an error while trying to %s (the answer is not "
-                "trusted): %s" % (name, what or "run it", first.strip()), self.calls[-1], rc, out, err)
         return doc
 
     def fail(self, exc, **extra):

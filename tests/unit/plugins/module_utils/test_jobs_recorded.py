@@ -39,9 +39,11 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import (
     parse_wait_status,
     read_jobs,
     read_queue,
+)
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
+    SlurmCommandError,
     stderr_errors,
 )
-from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import SlurmCommandError
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "devcluster")
 
