@@ -24,8 +24,12 @@ layout             entry                                       complete when
 ``huggingface``    folder ``checkpoint-<S>/``                  ``trainer_state.json``
 ``deepspeed``      folder ``global_step<S>/`` (+ ``latest``)   model states + a full ZeRO rank grid
 ``megatron``       folder ``iter_<S>/`` (+ tracker file)       ``.metadata``, or a full mp_rank grid
-``lightning``      file ``epoch=<E>-step=<S>[-...].ckpt``      a whole zip (torch.save)
+``lightning``      any file ``*.ckpt`` (``ModelCheckpoint``)      a whole zip (torch.save)
 =================  ==========================================  ====================================
+
+Lightning/NeMo checkpoints are ordered by their global step, read from the name (``step=<S>``
+anywhere, or a ``name_template``), else from the file's ``data.pkl`` (without torch, nothing run);
+a whole ``.ckpt`` whose step nothing tells stops the choice (:attr:`Report.unordered`).
 
 Candidates are ordered by ``(epoch, step)`` where the name carries an epoch, else by step (a
 missing epoch counts as -1). Temporary entries (``tmp-*``, ``*.tmp``) are never candidates; names
@@ -40,6 +44,8 @@ Validation levels (each includes the ones before):
   a torch.distributed.checkpoint ``.metadata`` (read without torch) points inside its data files.
 * ``sha256``: every byte is read once: sha256 of each file against the manifest (contract), and the
   CRC-32 of each zip entry (torch.save files of the other layouts).
+* ``load`` (opt-in, needs torch): every torch.save file opens with ``torch.load(weights_only=True)``
+  and :data:`LOAD_SAFE_GLOBALS`, as the reference trainer opens it.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -91,7 +97,9 @@ PRUNE_LOCK = ".prune.lock"
 STRUCTURE = "structure"
 SIZES = "sizes"
 SHA256 = "sha256"
-LEVELS = (STRUCTURE, SIZES, SHA256)
+#: Opt-in, needs torch: every torch.save file opened as the reference trainer opens it.
+LOAD = "load"
+LEVELS = (STRUCTURE, SIZES, SHA256, LOAD)
 
 CONTRACT = "clusterops"
 TORCH_FILE = "torch_file"
@@ -122,13 +130,25 @@ _PATTERNS = (
     (re.compile(r"^global_step%s$" % _NUM), DEEPSPEED, "dir", False),
     (re.compile(r"^iter_%s$" % _NUM), MEGATRON, "dir", False),
     (re.compile(r"^checkpoint_epoch_%s_step_%s\.pth?$" % (_NUM, _NUM)), TORCH_FILE, "file", True),
-    (re.compile(r"^epoch=%s-step=%s(?:-[^/]*)?\.ckpt$" % (_NUM, _NUM)), LIGHTNING, "any", True),
 )  # type: Tuple[Tuple[Any, str, str, bool], ...]
 _LAYOUT_RANK = dict((name, i) for i, name in enumerate(LAYOUTS))
 
 _DEEPSPEED_LATEST = "latest"
 _MEGATRON_TRACKER = "latest_checkpointed_iteration.txt"
 _LAST_CKPT = re.compile(r"^last(?:-v[0-9]+)?\.ckpt$")
+# Lightning ModelCheckpoint names (lightning/pytorch/callbacks/model_checkpoint.py): the filename
+# template's metrics joined by "-" (CHECKPOINT_JOIN_CHAR), "name=value" with auto_insert_metric_name,
+# "-v<N>" appended when the name exists already (STARTING_VERSION 1), ".ckpt" (FILE_EXTENSION).
+_CKPT_SUFFIX = ".ckpt"
+_CKPT_VERSION = re.compile(r"^(.+)-v([0-9]+)$")
+_CKPT_STEP = re.compile(r"(?:^|-)step=([0-9]+)(?=-|$)")
+_CKPT_EPOCH = re.compile(r"(?:^|-)epoch=([0-9]+)(?=-|$)")
+#: A data.pkl larger than this is not read for a Lightning checkpoint's step (the name must say it).
+MAX_PICKLE_BYTES = 64 << 20
+#: Globals ``torch.load(weights_only=True)`` may build beyond torch's own allowlist, at the ``load``
+#: level and in the reference trainer (objects, as ``torch.serialization.safe_globals`` takes them).
+#: The reference trainer saves tensors, numbers and Python containers only: none.
+LOAD_SAFE_GLOBALS = ()  # type: Tuple[Any, ...]
 _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 _ZERO_OPTIM = re.compile(r"^(?:[a-z0-9]+_)?zero_pp_rank_%s_mp_rank_%s_optim_states\.pt$" % (_NUM, _NUM))
 _MEGATRON_RANK_DIR = re.compile(r"^mp_rank_([0-9]+)(?:_([0-9]+))?(?:_([0-9]+))?$")
@@ -160,7 +180,8 @@ class Checkpoint(object):
     """
 
     __slots__ = ("name", "path", "layout", "step", "epoch", "name_epoch", "is_dir", "valid",
-                 "why_invalid", "checked", "files", "size", "time", "pointed_by")
+                 "why_invalid", "checked", "files", "size", "time", "pointed_by", "version", "last",
+                 "step_from")
 
     def __init__(self, name, path, layout, step, name_epoch=None, is_dir=True):
         # type: (str, str, str, int, Optional[int], bool) -> None
@@ -178,6 +199,9 @@ class Checkpoint(object):
         self.size = None  # type: Optional[int]
         self.time = None  # type: Optional[str]
         self.pointed_by = []  # type: List[str]
+        self.version = 0  # Lightning's -v<N>: a later save under the same name
+        self.last = False  # Lightning's last.ckpt / last-v<N>.ckpt copy (save_last=True)
+        self.step_from = "name"  # or "template", "metadata"
 
     @property
     def key(self):
@@ -186,15 +210,16 @@ class Checkpoint(object):
         return (self.name_epoch if self.name_epoch is not None else -1, self.step)
 
     def sort_key(self):
-        # type: () -> Tuple[int, int, int, str]
-        # The layout and the name only break ties between equal numbers, to be deterministic.
-        return self.key + (-_LAYOUT_RANK.get(self.layout, 99), self.name)
+        # type: () -> Tuple[int, int, int, int, int, str]
+        # Equal numbers: a Lightning last.ckpt copy before the named checkpoint of the same step,
+        # -v<N> after the unversioned name; the layout and the name only make the order total.
+        return self.key + (0 if self.last else 1, self.version, -_LAYOUT_RANK.get(self.layout, 99), self.name)
 
     def to_dict(self):
         # type: () -> Dict[str, Any]
         return dict(name=self.name, path=self.path, layout=self.layout, step=self.step, epoch=self.epoch,
                     valid=self.valid, why_invalid=self.why_invalid, checked=self.checked, files=self.files,
-                    size=self.size, time=self.time, pointed_by=list(self.pointed_by))
+                    size=self.size, time=self.time, pointed_by=list(self.pointed_by), step_from=self.step_from)
 
     def __repr__(self):
         return "Checkpoint(%r, layout=%r, step=%r, epoch=%r, valid=%r)" % (
@@ -217,6 +242,9 @@ class Report(object):
             as invalid, equal numbers, mixed layouts, a finished marker that names another step.
         finished: the ``FINISHED`` marker's content (a dict; ``{}`` when it is empty or not JSON),
             or None when the run has no marker.
+        unordered: ``{"name", "reason", "valid"}`` for each Lightning checkpoint whose step neither
+            its name nor its own metadata tells (``valid`` False when the file is broken, else None).
+            One that is not broken makes the folder unusable: nothing is chosen (``latest`` exit 3).
     """
 
     def __init__(self, path, validate):
@@ -230,6 +258,8 @@ class Report(object):
         self.warnings = []  # type: List[str]
         self.finished = None  # type: Optional[Dict[str, Any]]
         self.had_candidates = False
+        #: ``{"name", "reason", "valid"}``: checkpoints whose step neither the name nor the file tells.
+        self.unordered = []  # type: List[Dict[str, Any]]
         # For prune(): (name, path) of temporary entries and of symlinks; not in to_dict().
         self.temporary = []  # type: List[Tuple[str, str]]
         self.symlinks = []  # type: List[Tuple[str, str]]
@@ -240,7 +270,7 @@ class Report(object):
                     checkpoints=[c.to_dict() for c in self.checkpoints],
                     latest_valid=self.latest_valid.to_dict() if self.latest_valid else None,
                     ignored=list(self.ignored), pointers=list(self.pointers),
-                    warnings=list(self.warnings), finished=self.finished)
+                    warnings=list(self.warnings), finished=self.finished, unordered=list(self.unordered))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -261,12 +291,93 @@ def is_temporary(name):
     return name.startswith(TMP_PREFIX) or name.endswith(TMP_SUFFIX)
 
 
-def parse_name(name):
-    # type: (str) -> Optional[Tuple[str, str, int, Optional[int]]]
-    """``(layout, kind, step, epoch)`` for a name that matches a layout, else None.
+def compile_name_template(template):
+    # type: (str) -> Any
+    """A regex for the names a Lightning/NeMo ``ModelCheckpoint(filename=template)`` writes.
+
+    ``template`` is the ``filename`` argument (``{epoch}-{step}``, ``{step:06d}``,
+    ``run-{epoch:02d}-{val_loss:.2f}``, ``.ckpt`` optional): ``{step}`` and ``{epoch}`` capture
+    numbers, any other ``{metric}`` matches any value; each field may appear with or without its
+    ``name=`` prefix, so the same template fits ``auto_insert_metric_name`` true and false.
+
+    Raises:
+        ValueError: no ``{step}``, a field twice, an empty or unbalanced brace, a ``/``.
+    """
+    text = template[:-len(_CKPT_SUFFIX)] if template.endswith(_CKPT_SUFFIX) else template
+    if "/" in text or not text:
+        raise ValueError("name_template %r: a file name without /, such as {epoch}-{step}" % template)
+    out, seen = [], set()
+    for part in re.split(r"(\{[^{}]*\})", text):
+        if part.startswith("{") and part.endswith("}"):
+            field = part[1:-1].split(":", 1)[0].strip()
+            if not field or field in seen:
+                raise ValueError("name_template %r: empty or repeated field %r" % (template, part))
+            seen.add(field)
+            prefix = r"(?:%s=)?" % re.escape(field)
+            if field in ("step", "epoch"):
+                out.append(prefix + r"(?P<%s>[0-9]+)" % field)
+            else:
+                out.append(prefix + r"[^/]*?")
+        elif "{" in part or "}" in part:
+            raise ValueError("name_template %r: unbalanced brace" % template)
+        else:
+            out.append(re.escape(part))
+    if "step" not in seen:
+        raise ValueError("name_template %r has no {step}: the step could not be read from the names" % template)
+    return re.compile("^%s$" % "".join(out))
+
+
+def parse_lightning_name(name, template=None):
+    # type: (str, Any) -> Optional[Dict[str, Any]]
+    """What a Lightning/NeMo ``.ckpt`` name says: ``{"step", "epoch", "version", "last", "step_from"}``.
+
+    None when ``name`` does not end in ``.ckpt``. ``step`` and ``epoch`` are None when the name does
+    not say them: ``step=<S>`` / ``epoch=<E>`` anywhere in the name (auto_insert_metric_name), or
+    the ``{step}`` / ``{epoch}`` of ``template`` (:func:`compile_name_template`, a regex or a
+    string). ``version`` is the ``-v<N>`` suffix (0 without); ``last`` is true for ``last.ckpt``,
+    ``last-v<N>.ckpt`` and NeMo's ``...-last.ckpt``.
+    """
+    if not name.endswith(_CKPT_SUFFIX) or len(name) == len(_CKPT_SUFFIX):
+        return None
+    if isinstance(template, str):
+        template = compile_name_template(template)
+    stem = name[:-len(_CKPT_SUFFIX)]
+    found = dict(step=None, epoch=None, version=0, last=False, step_from=None)  # type: Dict[str, Any]
+    match = _CKPT_VERSION.match(stem)
+    bare = stem
+    if match:
+        bare, found["version"] = match.group(1), int(match.group(2))
+    if bare == "last" or bare.endswith("-last"):
+        found["last"] = True
+    if template is not None:
+        for text in (stem, bare):
+            match = template.match(text)
+            if match:
+                if text is stem:
+                    found["version"] = 0
+                found["step"] = int(match.group("step"))
+                epoch = match.groupdict().get("epoch")
+                found["epoch"] = int(epoch) if epoch is not None else None
+                found["step_from"] = "template"
+                return found
+    match = _CKPT_STEP.search(bare)
+    if match:
+        found["step"], found["step_from"] = int(match.group(1)), "name"
+    match = _CKPT_EPOCH.search(bare)
+    if match:
+        found["epoch"] = int(match.group(1))
+    return found
+
+
+def parse_name(name, template=None):
+    # type: (str, Any) -> Optional[Tuple[str, str, int, Optional[int]]]
+    """``(layout, kind, step, epoch)`` for a name that matches a layout and carries its step, else None.
 
     ``kind`` is ``dir``, ``file`` or ``any``. The ``step_<S>`` layout is reported as ``clusterops``;
     a folder holding a ``.metadata`` and no manifest is a torch.distributed.checkpoint instead.
+    A Lightning ``.ckpt`` name is read by :func:`parse_lightning_name` (``template``: its
+    ``name_template``); one whose name has no step (``last.ckpt``, ``epoch=3-val_loss=0.12.ckpt``)
+    gives None here: :func:`inspect` reads its step from the file.
     """
     for regex, layout, kind, has_epoch in _PATTERNS:
         match = regex.match(name)
@@ -274,7 +385,48 @@ def parse_name(name):
             if has_epoch:
                 return layout, kind, int(match.group(2)), int(match.group(1))
             return layout, kind, int(match.group(1)), None
+    lightning = parse_lightning_name(name, template)
+    if lightning is not None and lightning["step"] is not None and not lightning["last"]:
+        return LIGHTNING, "any", lightning["step"], lightning["epoch"]
     return None
+
+
+def lightning_progress(path):
+    # type: (str) -> Tuple[int, Optional[int]]
+    """``(global_step, epoch)`` from a Lightning ``.ckpt`` file's own ``data.pkl``, without torch.
+
+    The pickle is read with the same unpickler as a DCP ``.metadata``: every class it names becomes
+    an inert stand-in and tensors are left out, so nothing is imported or run from the file.
+
+    Raises:
+        _Invalid: the file is not a whole torch.save zip (it is broken whatever its step).
+        ValueError: it is whole but does not say its step (not a Lightning checkpoint, a legacy
+            pickle-format file, a ``data.pkl`` over :data:`MAX_PICKLE_BYTES`).
+    """
+    problem = check_torch_zip(path)
+    if problem:
+        if problem.startswith("legacy"):
+            raise ValueError("a legacy torch.save file: its step cannot be read without torch")
+        raise _Invalid(problem)
+    with zipfile.ZipFile(path) as archive:
+        infos = [i for i in archive.infolist() if i.filename == "data.pkl" or i.filename.endswith("/data.pkl")]
+        if infos[0].file_size > MAX_PICKLE_BYTES:
+            raise ValueError("data.pkl is %d bytes, more than the %d read for a step" % (
+                infos[0].file_size, MAX_PICKLE_BYTES))
+        with archive.open(infos[0]) as handle:
+            try:
+                root = _StubUnpickler(handle).load()
+            except (EOFError, pickle.UnpicklingError, struct.error, UnicodeDecodeError) as exc:
+                raise _Invalid("data.pkl is cut short or corrupt: %s: %s" % (type(exc).__name__, exc))
+            except Exception as exc:  # pylint: disable=broad-except  # a shape the stand-ins cannot take
+                raise ValueError("data.pkl could not be read without torch: %s: %s" % (type(exc).__name__, exc))
+    step = root.get("global_step") if isinstance(root, dict) else None
+    epoch = root.get("epoch") if isinstance(root, dict) else None
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise ValueError("no global_step inside (not a Lightning checkpoint?)")
+    if not isinstance(epoch, int) or isinstance(epoch, bool):
+        epoch = None
+    return step, epoch
 
 
 # ---------------------------------------------------------------------------------------------
@@ -832,6 +984,41 @@ _CHECKS = {
 }  # type: Dict[str, Callable[[Checkpoint, str, str], None]]
 
 
+def torch_load(path, map_location="cpu", safe_globals=LOAD_SAFE_GLOBALS, mmap=False):
+    # type: (str, Any, Sequence[Any], bool) -> Any
+    """``torch.load(path, weights_only=True)`` with ``safe_globals`` allowed: how the reference
+    trainer opens its files and what the ``load`` level tries (imports torch)."""
+    import torch  # pylint: disable=import-outside-toplevel
+    with torch.serialization.safe_globals(list(safe_globals)):
+        return torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
+
+
+def load_error(exc):
+    # type: (BaseException) -> str
+    """One line out of torch.load's error (weights_only errors are several paragraphs long)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    for line in lines:
+        if "WeightsUnpickler error" in line or "Unsupported global" in line:
+            text = line.split("WeightsUnpickler error:", 1)[-1].strip()
+            return "%s: %s" % (type(exc).__name__, text.split(". ", 1)[0].rstrip("."))
+    return "%s: %s" % (type(exc).__name__, lines[0] if lines else "")
+
+
+def _check_loadable(ckpt, base_real):
+    # type: (Checkpoint, str) -> None
+    """The ``load`` level: every torch.save file of the checkpoint opens with torch_load()."""
+    if ckpt.is_dir:
+        files = [(rel, path) for rel, path, size in _walk_files(ckpt.path, base_real)
+                 if rel.endswith(_TORCH_SUFFIXES) and size > 0]
+    else:
+        files = [(ckpt.name, ckpt.path)]
+    for rel, path in files:
+        try:
+            torch_load(path, mmap=True)
+        except Exception as exc:  # pylint: disable=broad-except  # any failure is the reason
+            raise _Invalid("%s: torch.load(weights_only=True) fails: %s" % (rel, load_error(exc)))
+
+
 def _check(ckpt, level, base_real):
     # type: (Checkpoint, str, str) -> Checkpoint
     ckpt.valid, ckpt.why_invalid = True, None
@@ -840,6 +1027,8 @@ def _check(ckpt, level, base_real):
             raise _Invalid("is a %s, the layout needs a %s" % (
                 "folder" if not ckpt.is_dir else "file", "file" if not ckpt.is_dir else "folder"))
         _CHECKS[ckpt.layout](ckpt, level, base_real)
+        if level == LOAD:
+            _check_loadable(ckpt, base_real)
     except _Invalid as exc:
         ckpt.valid, ckpt.why_invalid = False, str(exc)
     except OSError as exc:
@@ -856,6 +1045,12 @@ def _check_level(validate):
     # type: (str) -> None
     if validate not in LEVELS:
         raise ValueError("validate must be one of %s, not %r" % (", ".join(LEVELS), validate))
+    if validate == LOAD:
+        try:
+            import torch  # noqa: F401  # pylint: disable=unused-import
+        except ImportError as exc:
+            raise CheckpointError("validation level %s needs torch, which this Python cannot import: %s"
+                                  % (LOAD, exc))
 
 
 def _read_text(path, limit=4096):
@@ -867,8 +1062,37 @@ def _read_text(path, limit=4096):
         return None
 
 
-def _list_run(root, root_real, report):
-    # type: (str, str, Report) -> Tuple[List[Checkpoint], List[Dict[str, Any]]]
+def _lightning_candidate(entry, is_dir, template, report):
+    # type: (Any, bool, Any, Report) -> Optional[Checkpoint]
+    """A ``.ckpt`` entry as a candidate ordered by its global step, or None (then it is in
+    ``report.unordered``): the step comes from the name (or ``template``), else from the file."""
+    found = parse_lightning_name(entry.name, template)
+    if found is None:
+        return None
+    step, epoch, step_from = found["step"], found["epoch"], found["step_from"]
+    if step is None:
+        if is_dir:
+            report.unordered.append(dict(name=entry.name, valid=None, reason=(
+                "a sharded .ckpt folder whose name has no step (name_template can say where it is)")))
+            return None
+        try:
+            step, meta_epoch = lightning_progress(entry.path)
+        except _Invalid as exc:
+            report.unordered.append(dict(name=entry.name, valid=False, reason="broken, its step unknown: %s" % exc))
+            return None
+        except (ValueError, OSError) as exc:
+            report.unordered.append(dict(name=entry.name, valid=None, reason=(
+                "its name has no step and the file does not say it: %s" % exc)))
+            return None
+        epoch, step_from = meta_epoch if meta_epoch is not None else epoch, "metadata"
+    # Lightning's step is the global step (it never restarts at an epoch): it alone orders them.
+    ckpt = Checkpoint(entry.name, entry.path, LIGHTNING, step, None, is_dir)
+    ckpt.epoch, ckpt.version, ckpt.last, ckpt.step_from = epoch, found["version"], found["last"], step_from
+    return ckpt
+
+
+def _list_run(root, root_real, report, template=None):
+    # type: (str, str, Report, Any) -> Tuple[List[Checkpoint], List[Dict[str, Any]]]
     candidates = []  # type: List[Checkpoint]
     pointers = []  # type: List[Dict[str, Any]]
     try:
@@ -890,23 +1114,29 @@ def _list_run(root, root_real, report):
             continue
         if is_link:
             report.symlinks.append((name, entry.path))
-        if name in (_DEEPSPEED_LATEST, _MEGATRON_TRACKER) or _LAST_CKPT.match(name):
-            # Regular files and symlinks only: opening a FIFO would block.
+        if name in (_DEEPSPEED_LATEST, _MEGATRON_TRACKER) or (_LAST_CKPT.match(name) and is_link):
+            # Regular files and symlinks only: opening a FIFO would block. A regular last.ckpt is a
+            # copy (save_last=True) and a candidate of its own, below.
             if is_link or entry.is_file(follow_symlinks=False):
                 pointers.append(dict(name=name, is_link=is_link, path=entry.path))
                 continue
-        parsed = parse_name(name)
+        parsed = parse_name(name, template)
         if is_link:
             escapes = not _inside(entry.path, root_real)
             reason = ("symlink out of the run folder (not followed)" if escapes
                       else "symlink to %s (an alias, not a checkpoint of its own)" % os.readlink(entry.path))
             report.ignored.append(dict(name=name, reason=reason))
             continue
-        if parsed is None:
+        is_dir = entry.is_dir(follow_symlinks=False)
+        if parsed is None or parsed[0] == LIGHTNING:
+            if name.endswith(_CKPT_SUFFIX) and (is_dir or entry.is_file(follow_symlinks=False)):
+                ckpt = _lightning_candidate(entry, is_dir, template, report)
+                if ckpt is not None:
+                    candidates.append(ckpt)
+                continue
             report.ignored.append(dict(name=name, reason="matches no checkpoint layout"))
             continue
         layout, kind, step, epoch = parsed
-        is_dir = entry.is_dir(follow_symlinks=False)
         if (kind == "dir" and not is_dir) or (kind == "file" and is_dir):
             report.ignored.append(dict(name=name, reason="a %s named like a %s checkpoint %s" % (
                 "folder" if is_dir else "file", layout, kind == "dir" and "folder" or "file")))
@@ -961,9 +1191,6 @@ def _resolve_pointers(raw_pointers, candidates, root, root_real, report):
                     target = found[-1]
                 else:
                     pointer.update(status="missing", message="%s says iteration %s, which is not on disk" % (name, text))
-        elif _LAST_CKPT.match(name):
-            pointer.update(kind="lightning_last", target=name, status="copy",
-                           message="%s is a copy, not a symlink: its step is inside it (needs torch); not ordered" % name)
         else:
             pointer["kind"] = "deepspeed_latest"
             text = _read_text(path)
@@ -994,8 +1221,8 @@ def _resolve_pointers(raw_pointers, candidates, root, root_real, report):
         report.pointers.append(pointer)
 
 
-def inspect(path, validate=SIZES, validate_all=False, list_all=True):
-    # type: (str, str, bool, bool) -> Report
+def inspect(path, validate=SIZES, validate_all=False, list_all=True, name_template=None):
+    # type: (str, str, bool, bool, Optional[str]) -> Report
     """Everything about a run folder: candidates, the newest valid one, pointers, warnings.
 
     Args:
@@ -1006,27 +1233,39 @@ def inspect(path, validate=SIZES, validate_all=False, list_all=True):
         list_all: check every candidate at ``structure`` at least, so that each is listed with its
             validity. False (what :func:`latest_valid` does) touches only what choosing needs: the
             unchecked candidates are listed with ``valid`` None.
+        name_template: the Lightning/NeMo ``ModelCheckpoint`` ``filename`` of this run
+            (:func:`compile_name_template`), for names that carry the step without ``step=``.
 
     Raises:
-        CheckpointError: the folder is missing, not a folder, or cannot be listed.
+        CheckpointError: the folder is missing, not a folder, or cannot be listed; the ``load``
+            level without torch.
+        ValueError: an unknown level or a bad ``name_template``.
     """
     _check_level(validate)
+    template = compile_name_template(name_template) if name_template else None
     root = os.path.abspath(path)
     if not os.path.isdir(root):
         raise CheckpointError("%s is not a folder" % root if os.path.exists(root) else "%s does not exist" % root)
     root_real = os.path.realpath(root)
     report = Report(root, validate)
-    candidates, raw_pointers = _list_run(root, root_real, report)
+    candidates, raw_pointers = _list_run(root, root_real, report, template)
     candidates.sort(key=lambda c: c.sort_key())
     report.checkpoints = candidates
-    report.had_candidates = bool(candidates)
+    report.had_candidates = bool(candidates) or bool(report.unordered)
+    for item in report.unordered:
+        report.warnings.append("%s cannot be ordered: %s" % (item["name"], item["reason"]))
+    # One whole checkpoint whose step is unknown might be the newest: choose none rather than guess.
+    blocking = [item["name"] for item in report.unordered if item["valid"] is not False]
+    if blocking:
+        report.warnings.append("refusing to choose a checkpoint: the order of %s is unknown (rename, move "
+                               "aside, or give the name template)" % ", ".join(blocking))
     if validate_all:
         for ckpt in candidates:
             _check(ckpt, validate, root_real)
     elif list_all:
         for ckpt in candidates:
             _check(ckpt, STRUCTURE, root_real)
-    for ckpt in reversed(candidates):
+    for ckpt in reversed(candidates if not blocking else []):
         if ckpt.valid is False:
             continue
         if ckpt.checked != validate:
@@ -1038,7 +1277,7 @@ def inspect(path, validate=SIZES, validate_all=False, list_all=True):
     for ckpt in reversed(candidates):
         if best is not None and ckpt is best:
             break
-        if ckpt.valid is False:
+        if ckpt.valid is False and not blocking:
             report.warnings.append("%s is invalid (%s); %s" % (
                 ckpt.name, ckpt.why_invalid, "using %s" % best.name if best else "no valid checkpoint"))
     _resolve_pointers(raw_pointers, candidates, root, root_real, report)
@@ -1052,9 +1291,9 @@ def inspect(path, validate=SIZES, validate_all=False, list_all=True):
 
 def _warn_ties_and_mixes(candidates, report):
     # type: (List[Checkpoint], Report) -> None
-    by_key = {}  # type: Dict[Tuple[int, int], List[str]]
+    by_key = {}  # type: Dict[Tuple[int, int, bool, int], List[str]]
     for ckpt in candidates:
-        by_key.setdefault(ckpt.key, []).append(ckpt.name)
+        by_key.setdefault(ckpt.key + (ckpt.last, ckpt.version), []).append(ckpt.name)
     for key, names in sorted(by_key.items()):
         if len(names) > 1:
             report.warnings.append("%s have the same (epoch, step) %s; ties are broken by layout, then name" % (
@@ -1066,16 +1305,16 @@ def _warn_ties_and_mixes(candidates, report):
                                "a missing epoch counts as -1" % ", ".join(sorted(with_epoch | without)))
 
 
-def scan(path, validate=STRUCTURE):
-    # type: (str, str) -> List[Checkpoint]
+def scan(path, validate=STRUCTURE, name_template=None):
+    # type: (str, str, Optional[str]) -> List[Checkpoint]
     """Every checkpoint candidate of a run folder, oldest first, each checked at ``validate``."""
-    return inspect(path, validate, validate_all=True).checkpoints
+    return inspect(path, validate, validate_all=True, name_template=name_template).checkpoints
 
 
-def latest_valid(path, validate=SIZES):
-    # type: (str, str) -> Optional[Checkpoint]
+def latest_valid(path, validate=SIZES, name_template=None):
+    # type: (str, str, Optional[str]) -> Optional[Checkpoint]
     """The newest checkpoint that passes ``validate``, or None; checks only what choosing needs."""
-    return inspect(path, validate, list_all=False).latest_valid
+    return inspect(path, validate, list_all=False, name_template=name_template).latest_valid
 
 
 def verify(path, validate=SHA256):
@@ -1094,6 +1333,8 @@ def verify(path, validate=SHA256):
         parsed = parse_name(name)
         if not os.path.lexists(full):
             raise CheckpointError("%s does not exist" % full)
+        if parsed is None and name.endswith(_CKPT_SUFFIX):
+            parsed = (LIGHTNING, "any", -1, None)  # last.ckpt, epoch=3-val_loss=0.12.ckpt: checked, not ordered
         if parsed is None:
             raise CheckpointError("%s matches no checkpoint layout" % name)
         ckpt = Checkpoint(name, full, parsed[0], parsed[2], parsed[3], os.path.isdir(full))
@@ -1779,7 +2020,8 @@ _EPILOG = """exit codes:
   1  latest: the folder holds no checkpoint at all (nothing printed): start from scratch;
      finished: no FINISHED marker
   2  usage error, or the folder is missing, not a folder or unreadable
-  3  latest: checkpoints exist but none is valid (do not start from scratch blindly);
+  3  latest: checkpoints exist but none is valid, or one cannot be ordered (a .ckpt whose
+     step neither its name nor its file tells): do not start from scratch blindly;
      verify: a checkpoint is invalid
   4  prune: another prune of the folder is running (it holds the lock); nothing done
 prune: 0 when it ran to the end (whether or not it deleted anything); 2 when an error stopped it
@@ -1794,15 +2036,19 @@ def _parser():
         description="Find, list, verify and prune training checkpoints (clusterops.slurm; stdlib only).")
     sub = parser.add_subparsers(dest="command")
     sub.required = True
-    level_help = "validation level (default %(default)s)"
+    level_help = "validation level (default %(default)s; load needs torch)"
+    template_help = ("Lightning ModelCheckpoint filename of the run, for names that carry the step without "
+                     "step= ({epoch}-{step}); step= and epoch= names need none")
     cmd = sub.add_parser("latest", help="print the path of the newest valid checkpoint")
     cmd.add_argument("dir")
     cmd.add_argument("--validate", choices=LEVELS, default=SIZES, help=level_help)
     cmd.add_argument("--json", action="store_true", help="print the whole report as JSON")
     cmd.add_argument("--quiet", "-q", action="store_true", help="no warnings on stderr")
+    cmd.add_argument("--name-template", metavar="TEMPLATE", help=template_help)
     cmd = sub.add_parser("list", help="list every checkpoint with its validity")
     cmd.add_argument("dir")
     cmd.add_argument("--validate", choices=LEVELS, default=SIZES, help=level_help)
+    cmd.add_argument("--name-template", metavar="TEMPLATE", help=template_help)
     cmd.add_argument("--validate-all", action="store_true", help="check every checkpoint at --validate")
     cmd.add_argument("--json", action="store_true")
     cmd = sub.add_parser("verify", help="check checkpoints (folders or files)")
@@ -1968,8 +2214,8 @@ def main(argv=None, out=None, err=None):
             return EXIT_OK if all(r.valid for r in results) else EXIT_INVALID
         report = inspect(args.dir, getattr(args, "validate", SIZES),
                          validate_all=getattr(args, "validate_all", False),
-                         list_all=args.command == "list")
-    except CheckpointError as exc:
+                         list_all=args.command == "list", name_template=getattr(args, "name_template", None))
+    except (CheckpointError, ValueError) as exc:
         err.write("error: %s\n" % exc)
         return EXIT_ERROR
     if args.command == "list":
@@ -1982,6 +2228,8 @@ def main(argv=None, out=None, err=None):
             mark = " <- latest valid" if c is report.latest_valid else ""
             why = " (%s)" % c.why_invalid if c.why_invalid else ""
             out.write("%-12d %-8s %-12s %-9s %s%s%s\n" % (c.step, _fmt(c.epoch), c.layout, state, c.name, mark, why))
+        for item in report.unordered:
+            out.write("unordered: %s (%s)\n" % (item["name"], item["reason"]))
         for item in report.ignored:
             out.write("ignored: %s (%s)\n" % (item["name"], item["reason"]))
         for message in report.warnings:

@@ -15,7 +15,7 @@ The run registry is a folder with one sub-folder per training run, written by th
     <registry>/.remediate.lock       held (flock) while a remediation reads and submits
 
 ``run.json``: ``{"format": "clusterops.training_run", "format_version": 1, "name", "owner",
-"launcher", "checkpoint_dir", "workdir", "nodes", "requeue", "checkpoint_validate",
+"launcher", "checkpoint_dir", "workdir", "nodes", "requeue", "checkpoint_validate", "checkpoint_name_template",
 "max_resubmissions", "no_progress_limit", "enabled"}``.
 
 ``state.json``: ``{"format": "clusterops.training_state", "format_version": 1,
@@ -40,7 +40,8 @@ import re
 import tempfile
 import time
 
-from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import CheckpointError, inspect
+from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import (
+    LEVELS, CheckpointError, compile_name_template, inspect)
 
 try:
     from typing import Any, Dict, List, Optional, Tuple  # noqa: F401 pylint: disable=unused-import
@@ -75,7 +76,7 @@ _RUN_FIELDS = {
     "name": str, "owner": str, "launcher": str, "checkpoint_dir": str,
 }
 _RUN_DEFAULTS = {
-    "workdir": None, "nodes": None, "requeue": False, "checkpoint_validate": "sizes",
+    "workdir": None, "nodes": None, "requeue": False, "checkpoint_validate": "sizes", "checkpoint_name_template": None,
     "max_resubmissions": 5, "no_progress_limit": 2, "enabled": True,
 }
 
@@ -115,6 +116,17 @@ def _validate_run(spec, folder):
             raise RegistryError("%s: %s must be an integer, 0 or more" % (folder, field))
     if not isinstance(run["enabled"], bool):
         raise RegistryError("%s: enabled must be true or false" % folder)
+    if run["checkpoint_validate"] not in LEVELS:
+        raise RegistryError("%s: checkpoint_validate %r is not a validation level (%s)"
+                            % (folder, run["checkpoint_validate"], ", ".join(LEVELS)))
+    template = run["checkpoint_name_template"]
+    if template is not None:
+        try:
+            if not isinstance(template, str):
+                raise ValueError("not a string")
+            compile_name_template(template)
+        except ValueError as exc:
+            raise RegistryError("%s: checkpoint_name_template: %s" % (folder, exc))
     return run
 
 
@@ -264,16 +276,16 @@ class RegistryLock(object):
             self._fd = None
 
 
-def checkpoint_status(checkpoint_dir, validate):
-    # type: (str, str) -> Dict[str, Any]
+def checkpoint_status(checkpoint_dir, validate, name_template=None):
+    # type: (str, str, Optional[str]) -> Dict[str, Any]
     """What the run folder says (the checkpoint library's ``inspect``): finished, and the newest
-    valid checkpoint at level ``validate``.
+    valid checkpoint at level ``validate`` (``name_template``: the run's Lightning filename template).
 
     Returns:
         ``{"finished": bool, "status": "valid"|"none"|"invalid"|"missing"|"error", "step": int|None,
         "checkpoint": str|None, "detail": str, "warnings": [str]}``: ``valid`` a checkpoint to
         resume from; ``none`` no checkpoint at all (start from scratch); ``invalid`` checkpoints
-        exist but none is valid; ``missing`` the folder does not exist yet; ``error`` it cannot
+        exist but none is valid, or one cannot be ordered (a human decides); ``missing`` the folder does not exist yet; ``error`` it cannot
         be read.
     """
     result = {"finished": False, "status": "none", "step": None, "checkpoint": None,
@@ -282,8 +294,8 @@ def checkpoint_status(checkpoint_dir, validate):
         result.update(status="missing", detail="%s does not exist yet" % checkpoint_dir)
         return result
     try:
-        report = inspect(checkpoint_dir, validate, list_all=False)
-    except CheckpointError as exc:
+        report = inspect(checkpoint_dir, validate, list_all=False, name_template=name_template)
+    except (CheckpointError, ValueError) as exc:
         result.update(status="error", detail=str(exc))
         return result
     result["warnings"] = list(report.warnings)
@@ -292,6 +304,10 @@ def checkpoint_status(checkpoint_dir, validate):
     if best is not None:
         result.update(status="valid", step=best.step, checkpoint=best.path,
                       detail="newest valid checkpoint %s (step %d)" % (best.name, best.step))
+    elif [u for u in report.unordered if u["valid"] is not False]:
+        result.update(status="invalid", detail="checkpoints exist in %s but they cannot be ordered (%s): "
+                      "none is chosen" % (checkpoint_dir, "; ".join(
+                          "%s: %s" % (u["name"], u["reason"]) for u in report.unordered if u["valid"] is not False)))
     elif report.had_candidates:
         result.update(status="invalid", detail="checkpoints exist in %s but none is valid at level %s"
                       % (checkpoint_dir, validate))

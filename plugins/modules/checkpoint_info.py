@@ -19,8 +19,13 @@ description:
     last, see C(docs/checkpoint-contract.md)), torch.save files V(checkpoint_epoch_<E>_step_<S>.pth),
     torch.distributed.checkpoint folders (V(step_<S>/) or V(step-<S>/) with C(.metadata)), Hugging Face
     V(checkpoint-<S>/) (C(trainer_state.json)), DeepSpeed V(global_step<S>/) with its C(latest) file,
-    Megatron V(iter_<S>/) with C(latest_checkpointed_iteration.txt), and Lightning
-    V(epoch=<E>-step=<S>.ckpt) with a C(last.ckpt) symlink."
+    Megatron V(iter_<S>/) with C(latest_checkpointed_iteration.txt), and Lightning/NeMo
+    C(ModelCheckpoint) files V(*.ckpt) (V(epoch=<E>-step=<S>.ckpt), V(step=<S>.ckpt), any metrics in
+    any order, V(-v<N>) versions, V(last.ckpt) and V(last-v<N>.ckpt) as copies or symlinks)."
+  - A Lightning checkpoint is ordered by its global step, read from the name (V(step=<S>), or the
+    O(name_template)), else from the file's own C(data.pkl) (C(global_step)), read without torch and
+    without running anything from the file. A whole V(.ckpt) whose step neither tells is reported in
+    RV(unordered) and no checkpoint is chosen (RV(latest_valid) is V(null)): the order is not guessed.
   - Checkpoints are ordered by the numbers in their names, (epoch, step) where the name has an epoch,
     else step; never by name or modification time. Temporary entries (V(tmp-*), V(*.tmp)) are never
     chosen, and names that match no layout are returned in RV(ignored).
@@ -56,9 +61,21 @@ options:
         torch.distributed.checkpoint C(.metadata). It reads only headers.
       - V(sha256) also reads every byte once, in chunks, to compare the sha256 of each file with the
         manifest, and the CRC-32 of each entry of torch.save files. This reads the whole checkpoint.
+      - V(load) also opens every torch.save file with C(torch.load(weights_only=True)), as the reference
+        trainer does; one that fails (a numpy RNG state, a class that is not allowed) is invalid with
+        the error as the reason. It needs torch on the target (the task fails without it) and memory
+        maps each file; C(torch.distributed.checkpoint) data files are not loaded.
     type: str
-    choices: [structure, sizes, sha256]
+    choices: [structure, sizes, sha256, load]
     default: sizes
+  name_template:
+    description:
+      - The C(filename) of the run's Lightning/NeMo C(ModelCheckpoint), such as V({epoch}-{step}), when
+        its names carry the step without V(step=) (C(auto_insert_metric_name=False)). V({step}) and
+        V({epoch}) mark the numbers, any other V({metric}) matches any value; a field may appear with
+        or without its V(name=) prefix.
+      - Not needed for Lightning's default names nor for names with V(step=), nor for the other layouts.
+    type: str
   validate_all:
     description:
       - Check every checkpoint at the O(validate) level.
@@ -185,6 +202,31 @@ checkpoints:
       type: list
       elements: str
       sample: [latest]
+    step_from:
+      description: >-
+        Where the step was read: V(name), V(template) (O(name_template)) or V(metadata) (a Lightning
+        file's own C(global_step)).
+      type: str
+      sample: name
+unordered:
+  description: >-
+    Lightning V(.ckpt) entries whose step neither the name nor the file tells. One with RV(unordered[].valid)
+    V(null) (a whole file) means no checkpoint is chosen; a broken one (V(false)) is only reported.
+  returned: success
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: The entry's name.
+      type: str
+      sample: model.ckpt
+    reason:
+      description: Why its step is unknown.
+      type: str
+      sample: "its name has no step and the file does not say it: no global_step inside (not a Lightning checkpoint?)"
+    valid:
+      description: V(false) when the file is broken, else V(null).
+      type: bool
 ignored:
   description: Entries of the folder that are neither checkpoints nor pointers, with why.
   returned: success
@@ -258,13 +300,14 @@ def main():
             path=dict(type="path", required=True),
             validate=dict(type="str", choices=list(LEVELS), default=SIZES),
             validate_all=dict(type="bool", default=False),
+            name_template=dict(type="str"),
         ),
         supports_check_mode=True,
     )
     try:
         report = inspect(module.params["path"], module.params["validate"],
-                         validate_all=module.params["validate_all"])
-    except CheckpointError as exc:
+                         validate_all=module.params["validate_all"], name_template=module.params["name_template"])
+    except (CheckpointError, ValueError) as exc:
         module.fail_json(msg=str(exc))
     for message in report.warnings:
         module.warn(message)

@@ -89,9 +89,9 @@ options:
     description:
       - What a checkpoint must pass to count as valid (see M(clusterops.slurm.checkpoint_info)). The
         newest ones are checked at this level down to the O(keep_last)-th valid one; the older ones
-        only at V(structure).
+        only at V(structure). V(load) needs torch on the target.
     type: str
-    choices: [structure, sizes, sha256]
+    choices: [structure, sizes, sha256, load]
     default: sizes
   lock_file:
     description:

@@ -235,7 +235,6 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import LEVELS
 from ansible_collections.clusterops.slurm.plugins.module_utils._job_actions import (
     SubmitError,
     submit,
@@ -346,8 +345,6 @@ def main():
         module.exit_json(commands=[], **result)
     for run in runs:
         run["folder"] = os.path.join(registry, run["name"])
-        if run["checkpoint_validate"] not in LEVELS:
-            run["checkpoint_validate"] = "sizes"
 
     cli = SlurmCLI(module)
     lock = None
@@ -364,7 +361,8 @@ def main():
         diff = {"before": {}, "after": {}}
         me = effective_user()
         for run in runs:
-            ckpt = checkpoint_status(run["checkpoint_dir"], run["checkpoint_validate"])
+            ckpt = checkpoint_status(run["checkpoint_dir"], run["checkpoint_validate"],
+                                     run.get("checkpoint_name_template"))
             try:
                 state = read_state(run["folder"])
             except RegistryError as exc:

@@ -507,16 +507,29 @@ class Saver:
         return path, time.monotonic() - started
 
 
-def load_state(path: str, dev: Dist, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any) -> None:
+def load_state(ck: ModuleType, path: str, dev: Dist, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any) -> None:
     """Load model, optimizer, scheduler and this rank's RNG states from a checkpoint folder."""
     rng_file = os.path.join(path, RNG_DIR, "rank%d.pt" % dev.rank)
     if not os.path.isfile(rng_file):
         raise Refused("%s has no RNG state for rank %d" % (path, dev.rank))
-    model.load_state_dict(torch.load(os.path.join(path, MODEL_FILE), map_location=dev.device, weights_only=True))
-    optim = torch.load(os.path.join(path, OPTIM_FILE), map_location=dev.device, weights_only=True)
+    # Every file is opened before any state is changed; one that torch.load(weights_only=True)
+    # refuses (a numpy RNG state, a class not allowed) is a refusal, not a traceback.
+    model_state = load_file(ck, path, MODEL_FILE, dev.device)
+    optim = load_file(ck, path, OPTIM_FILE, dev.device)
+    rng = load_file(ck, path, os.path.relpath(rng_file, path), "cpu")
+    model.load_state_dict(model_state)
     optimizer.load_state_dict(optim["optimizer"])
     scheduler.load_state_dict(optim["scheduler"])
-    set_rng_state(dev, torch.load(rng_file, map_location="cpu", weights_only=True))
+    set_rng_state(dev, rng)
+
+
+def load_file(ck: ModuleType, path: str, rel: str, map_location: Any) -> Any:
+    """``torch.load(weights_only=True)`` with the checkpoint library's allowed globals, or Refused."""
+    try:
+        return ck.torch_load(os.path.join(path, rel), map_location=map_location)
+    except Exception as exc:  # pylint: disable=broad-except  # any failure to open is a refusal
+        raise Refused("cannot resume from %s: %s does not load with torch.load(weights_only=True): %s" % (
+            path, rel, ck.load_error(exc)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -546,7 +559,7 @@ def train(plan: Plan, flags: SignalFlags) -> int:
             torch.cuda.manual_seed(args.seed + 1 + dev.rank)
         random.seed(args.seed + 1 + dev.rank)
         if resumed_from:
-            load_state(resumed_from, dev, model, optimizer, scheduler)
+            load_state(ck, resumed_from, dev, model, optimizer, scheduler)
         ddp = DistributedDataParallel(model, device_ids=[dev.local_rank] if dev.device.type == "cuda" else None) \
             if dev.distributed else model
         sampler = DistributedSampler(range(args.dataset_size), num_replicas=dev.world_size, rank=dev.rank,

@@ -748,9 +748,6 @@ POINTER_CASES = [
     ("last.ckpt out of the folder", lambda r: (write(os.path.join(str(r), "epoch=0-step=10.ckpt"), torch_zip()),
                                                os.symlink("/etc/hostname", os.path.join(str(r), "last.ckpt"))),
      "last.ckpt", "escapes", None, "epoch=0-step=10.ckpt"),
-    ("last.ckpt a copy", lambda r: (write(os.path.join(str(r), "epoch=0-step=10.ckpt"), torch_zip()),
-                                    write(os.path.join(str(r), "last.ckpt"), torch_zip())),
-     "last.ckpt", "copy", None, "epoch=0-step=10.ckpt"),
     ("latest symlink to a contract checkpoint", lambda r: (contract(r, 100), contract(r, 200),
                                                            os.symlink("step_000000100", os.path.join(str(r), "latest"))),
      "latest", "older", "step_000000100", "step_000000200"),
@@ -1077,3 +1074,308 @@ def test_cli_runs_on_system_python_without_ansible(tmp_path):
     os.mkdir(empty)
     assert subprocess.run(python + [tool, "latest", empty], stdout=subprocess.PIPE, check=False).returncode == 1
     assert subprocess.run(python + [tool, "latest", str(tmp_path / "nope")], stderr=subprocess.PIPE, check=False).returncode == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# Every common naming, as a kind (issue 12 part 3): real torch.save files where the step is inside
+# ---------------------------------------------------------------------------------------------
+
+def lightning_ckpt(root, name, global_step, epoch=0, extra=None):
+    """A real Lightning-shaped torch.save file: the keys Trainer.save_checkpoint writes."""
+    torch = pytest.importorskip("torch")
+    from collections import OrderedDict
+    state = {"epoch": epoch, "global_step": global_step, "pytorch-lightning_version": "2.5.1",
+             "state_dict": OrderedDict(w=torch.full((4,), float(global_step))), "loops": {}, "callbacks": {},
+             "optimizer_states": [{"state": {}, "param_groups": []}], "lr_schedulers": [], "hparams_name": "kwargs"}
+    if extra:
+        state.update(extra)
+    path = os.path.join(str(root), name)
+    torch.save(state, path)
+    return path
+
+
+def plain_torch_file(root, name):
+    torch = pytest.importorskip("torch")
+    path = os.path.join(str(root), name)
+    torch.save({"w": torch.zeros(2)}, path)
+    return path
+
+
+def _steps(root, *names_steps):
+    for name, step in names_steps:
+        lightning_ckpt(root, name, step, epoch=step // 100)
+
+
+# (id, build, name_template, expected newest valid, its step, where the step came from, latest exit)
+NAMING_CASES = [
+    ("contract step_<S>", lambda r: (contract(r, 100), contract(r, 200)), None, "step_000000200", 200, "name", 0),
+    ("torchtitan/DCP step-<S>", lambda r: (dcp_folder(r, "step-10"), dcp_folder(r, "step-9")), None,
+     "step-10", 10, "name", 0),
+    ("Hugging Face checkpoint-<S>", lambda r: (hf_folder(r, 500), hf_folder(r, 1000)), None,
+     "checkpoint-1000", 1000, "name", 0),
+    ("DeepSpeed global_step<S>", lambda r: (deepspeed_folder(r, 20), deepspeed_folder(r, 100)), None,
+     "global_step100", 100, "name", 0),
+    ("Megatron iter_<S>", lambda r: (megatron_folder(r, 100), megatron_folder(r, 2000)), None,
+     "iter_0002000", 2000, "name", 0),
+    ("torch.save checkpoint_epoch_<E>_step_<S>.pth", lambda r: (torch_file(r, 1, 5), torch_file(r, 0, 900)), None,
+     "checkpoint_epoch_1_step_5.pth", 5, "name", 0),
+    ("Lightning {step}: step=N.ckpt and a last.ckpt copy of the newest",
+     lambda r: (_steps(r, ("step=10.ckpt", 10), ("step=20.ckpt", 20), ("step=9.ckpt", 9)),
+                lightning_ckpt(r, "last.ckpt", 20)), None, "step=20.ckpt", 20, "name", 0),
+    ("Lightning last.ckpt newer than every named one (save_top_k by a metric)",
+     lambda r: (_steps(r, ("step=10.ckpt", 10), ("step=20.ckpt", 20)), lightning_ckpt(r, "last.ckpt", 35)), None,
+     "last.ckpt", 35, "metadata", 0),
+    ("Lightning default {epoch}-{step} with -v1",
+     lambda r: _steps(r, ("epoch=3-step=1500.ckpt", 1500), ("epoch=3-step=1500-v1.ckpt", 1500),
+                      ("epoch=2-step=1400.ckpt", 1400)), None, "epoch=3-step=1500-v1.ckpt", 1500, "name", 0),
+    ("Lightning step before epoch, other metrics, any order",
+     lambda r: _steps(r, ("val_loss=0.31-step=700-epoch=2.ckpt", 700), ("step=650-val_loss=0.29-epoch=2.ckpt", 650)),
+     None, "val_loss=0.31-step=700-epoch=2.ckpt", 700, "name", 0),
+    ("Lightning custom metric only: the step from the file",
+     lambda r: _steps(r, ("epoch=2-val_loss=0.31.ckpt", 250), ("epoch=2-val_loss=0.12.ckpt", 240),
+                      ("epoch=1-val_loss=0.50.ckpt", 120)), None, "epoch=2-val_loss=0.31.ckpt", 250, "metadata", 0),
+    ("Lightning last-v1.ckpt after last.ckpt",
+     lambda r: (lightning_ckpt(r, "last.ckpt", 40), lightning_ckpt(r, "last-v1.ckpt", 60)), None,
+     "last-v1.ckpt", 60, "metadata", 0),
+    ("Lightning bare numbers with the template {epoch}-{step}",
+     lambda r: _steps(r, ("3-1500.ckpt", 1500), ("10-900.ckpt", 900), ("3-1500-v2.ckpt", 1500)), "{epoch}-{step}",
+     "3-1500-v2.ckpt", 1500, "template", 0),
+    ("Lightning bare numbers without a template: the step from the file",
+     lambda r: _steps(r, ("3-1500.ckpt", 1500), ("10-900.ckpt", 900)), None, "3-1500.ckpt", 1500, "metadata", 0),
+    ("Lightning padded template {step:06d} and a NeMo-style name",
+     lambda r: _steps(r, ("gpt--val_loss=1.23-step=001000-consumed_samples=8000.0.ckpt", 1000),
+                      ("gpt--val_loss=1.20-step=000999-consumed_samples=7992.0.ckpt", 999)),
+     "gpt--{val_loss:.2f}-{step:06d}-{consumed_samples}", "gpt--val_loss=1.23-step=001000-consumed_samples=8000.0.ckpt",
+     1000, "template", 0),
+    ("unorderable: a whole .ckpt that does not say its step",
+     lambda r: (_steps(r, ("step=10.ckpt", 10)), plain_torch_file(r, "model.ckpt")), None, None, None, None, 3),
+    ("unorderable: only a last.ckpt without global_step",
+     lambda r: plain_torch_file(r, "last.ckpt"), None, None, None, None, 3),
+    ("a broken step-less .ckpt is invalid, not in the way",
+     lambda r: (_steps(r, ("step=10.ckpt", 10)), write(os.path.join(str(r), "best.ckpt"), b"PK\x03\x04junk")), None,
+     "step=10.ckpt", 10, "name", 0),
+    ("only a broken step-less .ckpt: exists, none usable",
+     lambda r: write(os.path.join(str(r), "best.ckpt"), b"PK\x03\x04junk"), None, None, None, None, 3),
+]
+
+
+@pytest.mark.parametrize("build, template, expected, step, step_from, rc", [c[1:] for c in NAMING_CASES],
+                         ids=[c[0] for c in NAMING_CASES])
+def test_naming_kinds(tmp_path, build, template, expected, step, step_from, rc):
+    build(tmp_path)
+    report = ck.inspect(str(tmp_path), name_template=template)
+    best = report.latest_valid
+    assert (best.name if best else None, best.step if best else None, best.step_from if best else None) == \
+        (expected, step, step_from), report.to_dict()
+    assert report.had_candidates
+    argv = [sys.executable, LIBRARY, "latest", str(tmp_path)] + (["--name-template", template] if template else [])
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    assert proc.returncode == rc, proc.stderr
+    assert proc.stdout == (os.path.join(str(tmp_path), expected) + "\n" if expected else "")
+    if rc == 3:
+        assert "cannot be ordered" in proc.stderr
+
+
+def test_unorderable_folder_is_never_no_checkpoint(tmp_path):
+    _steps(tmp_path, ("step=10.ckpt", 10), ("step=20.ckpt", 20))
+    plain_torch_file(tmp_path, "model.ckpt")
+    report = ck.inspect(str(tmp_path))
+    assert report.latest_valid is None and report.had_candidates
+    assert report.unordered == [dict(name="model.ckpt", valid=None, reason=report.unordered[0]["reason"])]
+    assert "no global_step" in report.unordered[0]["reason"]
+    assert any(w.startswith("refusing to choose a checkpoint") for w in report.warnings)
+    assert ck.main(["latest", str(tmp_path), "--quiet"], io.StringIO(), io.StringIO()) == ck.EXIT_INVALID
+    # Nothing is deleted while the order is unknown.
+    result = ck.prune(str(tmp_path), keep_last=1, tmp_grace=None)
+    assert result.deleted == [] and sorted(n for n in os.listdir(str(tmp_path)) if n != ck.PRUNE_LOCK) == [
+        "model.ckpt", "step=10.ckpt", "step=20.ckpt"]
+    # The template cannot help a name without the step; moving the file aside can.
+    os.rename(os.path.join(str(tmp_path), "model.ckpt"), os.path.join(str(tmp_path), "model.ckpt.tmp"))
+    assert ck.latest_valid(str(tmp_path)).name == "step=20.ckpt"
+
+
+LIGHTNING_NAMES = [
+    ("step=10.ckpt", None, dict(step=10, epoch=None, version=0, last=False, step_from="name")),
+    ("epoch=3-step=1500-v1.ckpt", None, dict(step=1500, epoch=3, version=1, last=False, step_from="name")),
+    ("epoch=2-val_loss=0.31.ckpt", None, dict(step=None, epoch=2, version=0, last=False, step_from=None)),
+    ("last.ckpt", None, dict(step=None, epoch=None, version=0, last=True, step_from=None)),
+    ("last-v1.ckpt", None, dict(step=None, epoch=None, version=1, last=True, step_from=None)),
+    ("gpt--step=99-last.ckpt", None, dict(step=99, epoch=None, version=0, last=True, step_from="name")),
+    ("global_step=5.ckpt", None, dict(step=None, epoch=None, version=0, last=False, step_from=None)),
+    ("step=1e3.ckpt", None, dict(step=None, epoch=None, version=0, last=False, step_from=None)),
+    ("3-1500.ckpt", "{epoch}-{step}", dict(step=1500, epoch=3, version=0, last=False, step_from="template")),
+    ("epoch=3-step=1500.ckpt", "{epoch}-{step}", dict(step=1500, epoch=3, version=0, last=False, step_from="template")),
+    ("3-1500-v4.ckpt", "{epoch}-{step}.ckpt", dict(step=1500, epoch=3, version=4, last=False, step_from="template")),
+    ("x.ckpt", "{step}", dict(step=None, epoch=None, version=0, last=False, step_from=None)),
+    ("model.pt", None, None),
+    (".ckpt", None, None),
+]
+
+
+@pytest.mark.parametrize("name, template, expected", LIGHTNING_NAMES, ids=[c[0] for c in LIGHTNING_NAMES])
+def test_parse_lightning_name(name, template, expected):
+    assert ck.parse_lightning_name(name, template) == expected
+
+
+@pytest.mark.parametrize("template", ["{epoch}", "{step}-{step}", "{}-{step}", "{step", "a/{step}", ""])
+def test_bad_name_templates_are_refused(tmp_path, template):
+    with pytest.raises(ValueError):
+        ck.compile_name_template(template)
+    if template:
+        assert ck.main(["latest", str(tmp_path), "--name-template", template], io.StringIO(), io.StringIO()) == 2
+
+
+def test_lightning_step_from_metadata_never_runs_code(tmp_path):
+    # A data.pkl that would call os.system if unpickled for real: read with stand-ins only.
+    marker = tmp_path / "ran"
+
+    class Evil(object):
+        def __reduce__(self):
+            return (os.system, ("touch %s" % marker,))
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as archive:
+        archive.writestr("a/data.pkl", pickle.dumps({"global_step": 7, "epoch": 1, "x": Evil()}, protocol=2))
+        archive.writestr("a/version", b"3\n")
+    write(os.path.join(str(tmp_path), "epoch=1-val_loss=0.5.ckpt"), buf.getvalue())
+    best = ck.latest_valid(str(tmp_path))
+    assert (best.step, best.epoch, best.step_from) == (7, 1, "metadata") and not marker.exists()
+
+
+# Property: the pick never depends on mtimes nor on the text order of names.
+NAME_POOL = [("step=%d.ckpt" % s, s) for s in (5, 50, 500)] + [
+    ("epoch=%d-step=%d.ckpt" % (s // 100, s), s) for s in (90, 900, 1000)] + [
+    ("epoch=%d-step=%d-v1.ckpt" % (s // 100, s), s) for s in (900,)] + [
+    ("epoch=%d-val_loss=0.%d.ckpt" % (s // 100, s % 97), s) for s in (77, 777)] + [("last.ckpt", 1000)]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(picked=st.lists(st.sampled_from(NAME_POOL), min_size=1, max_size=6, unique=True),
+       mtimes=st.lists(st.integers(0, 2 ** 31 - 1), min_size=6, max_size=6), data=st.data())
+def test_lightning_order_ignores_mtimes_and_name_order(picked, mtimes, data):
+    pytest.importorskip("torch")
+    first = None
+    for _round in range(2):
+        root = tempfile.mkdtemp(prefix="ckpt-naming-")
+        try:
+            order = data.draw(st.permutations(picked))
+            for (name, step), mtime in zip(order, mtimes):
+                path = lightning_ckpt(root, name, step, epoch=step // 100)
+                os.utime(path, (mtime, mtime))
+            best = ck.latest_valid(root)
+            key = max((step, 0 if name.startswith("last") else 1, 1 if "-v1" in name else 0, name)
+                      for name, step in picked)
+            assert best.name == key[-1]
+            assert first is None or best.name == first
+            first = best.name
+        finally:
+            shutil.rmtree(root)
+
+
+# ---------------------------------------------------------------------------------------------
+# Loadability (issue 12 part 4)
+# ---------------------------------------------------------------------------------------------
+
+def _reconstruct():  # never called: only its name is pickled
+    raise AssertionError("not to be called")
+
+
+class NumpyArray(object):
+    """Pickles as numpy pickles an ndarray (GLOBAL numpy._core.multiarray _reconstruct): a numpy RNG
+    state (np.random.get_state()) in a checkpoint, written where numpy is not installed."""
+
+
+class _NumpyLikePickler(pickle._Pickler):
+    def reducer_override(self, obj):
+        if isinstance(obj, NumpyArray):
+            return (_reconstruct, ("ndarray", (0,), b"b"))
+        return NotImplemented
+
+    def save_global(self, obj, name=None):
+        if obj is _reconstruct:
+            self.write(pickle.GLOBAL + b"numpy._core.multiarray\n_reconstruct\n")
+            self.memoize(obj)
+            return
+        return super(_NumpyLikePickler, self).save_global(obj, name)
+
+
+_NumpyLikePickler.dispatch = dict(pickle._Pickler.dispatch)
+_NumpyLikePickler.dispatch[type(_reconstruct)] = _NumpyLikePickler.save_global
+
+
+def numpy_rng_state():
+    """``np.random.get_state()`` when numpy is installed, else a tuple that pickles the same way."""
+    try:
+        import numpy
+    except ImportError:
+        return ("MT19937", NumpyArray(), 624, 0, 0.0)
+    return numpy.random.get_state()
+
+
+def save_with_numpy(obj, path):
+    torch = pytest.importorskip("torch")
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        import types
+        module = types.ModuleType("numpy_like_pickle")
+        module.Pickler = _NumpyLikePickler
+        torch.save(obj, path, pickle_module=module)
+    else:
+        torch.save(obj, path)
+
+
+def test_load_level_marks_a_numpy_rng_state_invalid(tmp_path):
+    torch = pytest.importorskip("torch")
+    good = ck.write_checkpoint(str(tmp_path), 10, 0, lambda d: (torch.save({"w": torch.ones(2)}, os.path.join(d, "model.pt")),
+                                                                   torch.save({"torch": torch.get_rng_state()},
+                                                                              os.path.join(d, "rng.pt"))), fsync=False)
+
+    def with_numpy(staging):
+        torch.save({"w": torch.ones(2)}, os.path.join(staging, "model.pt"))
+        save_with_numpy({"torch": torch.get_rng_state(), "numpy": numpy_rng_state()}, os.path.join(staging, "rng.pt"))
+
+    ck.write_checkpoint(str(tmp_path), 20, 0, with_numpy, fsync=False)
+    assert ck.latest_valid(str(tmp_path), "sha256").name == "step_000000020"  # whole: only load tells
+    report = ck.inspect(str(tmp_path), ck.LOAD)
+    assert report.latest_valid.path == good
+    bad = report.checkpoints[-1]
+    assert bad.valid is False and bad.checked == ck.LOAD
+    assert bad.why_invalid.startswith("rng.pt: torch.load(weights_only=True) fails: UnpicklingError: ")
+    assert "numpy" in bad.why_invalid and "\n" not in bad.why_invalid
+    assert any("step_000000020 is invalid (rng.pt: torch.load" in w for w in report.warnings)
+    out, err = io.StringIO(), io.StringIO()
+    assert ck.main(["latest", str(tmp_path), "--validate", "load"], out, err) == 0 and out.getvalue() == good + "\n"
+    assert ck.verify(bad.path, ck.LOAD).valid is False
+    # A Lightning file whose callbacks saved a numpy RNG state: the same at the file level.
+    path = os.path.join(str(tmp_path), "step=30.ckpt")
+    save_with_numpy({"global_step": 30, "epoch": 0, "callbacks": {"rng": numpy_rng_state()}}, path)
+    checked = ck.verify(path, ck.LOAD)
+    assert checked.valid is False and "torch.load(weights_only=True) fails" in checked.why_invalid
+    assert ck.verify(path, ck.SHA256).valid is True
+
+
+def test_unknown_levels_are_errors_never_replaced(tmp_path):
+    contract(tmp_path, 10)
+    with pytest.raises(ValueError):
+        ck.inspect(str(tmp_path), "loads")
+    with pytest.raises(ValueError):
+        ck.verify(os.path.join(str(tmp_path), "step_000000010"), "full")
+    err = io.StringIO()
+    with pytest.raises(SystemExit) as exc:
+        ck.main(["latest", str(tmp_path), "--validate", "loads"], io.StringIO(), err)
+    assert exc.value.code == 2
+
+
+def test_load_level_without_torch_is_a_usage_error(tmp_path):
+    contract(tmp_path, 10)
+    script = ("import sys, builtins; real = builtins.__import__\n"
+              "def imp(name, *a, **k):\n"
+              "    if name == 'torch' or name.startswith('torch.'): raise ImportError('no torch here')\n"
+              "    return real(name, *a, **k)\n"
+              "builtins.__import__ = imp\n"
+              "sys.argv = ['_checkpoint.py', 'latest', sys.argv[1], '--validate', 'load']\n"
+              "exec(compile(open(%r).read(), %r, 'exec'), {'__name__': '__main__'})\n" % (LIBRARY, LIBRARY))
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, universal_newlines=True)
+    assert proc.returncode == 2 and "needs torch" in proc.stderr and proc.stdout == "", proc.stderr

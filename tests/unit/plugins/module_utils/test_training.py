@@ -358,3 +358,36 @@ def test_checkpoint_status_from_a_real_run_folder(tmp_path):
     assert st["status"] == "invalid" and st["step"] is None
     ckpt_lib.mark_finished(str(run_dir))
     assert tr.checkpoint_status(str(run_dir), "sizes")["finished"]
+
+
+def test_checkpoints_that_cannot_be_ordered_need_a_human_never_a_fresh_start(tmp_path):
+    # Lightning files whose step neither the name nor the file tells: "exist but none usable".
+    torch = pytest.importorskip("torch")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    torch.save({"global_step": 10, "epoch": 0}, str(run_dir / "step=10.ckpt"))
+    torch.save({"w": torch.zeros(2)}, str(run_dir / "best.ckpt"))  # no global_step inside
+    st = tr.checkpoint_status(str(run_dir), "sizes")
+    assert (st["status"], st["step"], st["checkpoint"]) == ("invalid", None, None)
+    assert "cannot be ordered" in st["detail"] and "best.ckpt" in st["detail"]
+    d = tr.decide(run(checkpoint_dir=str(run_dir)), [job(7, "NODE_FAIL")], st, state())
+    assert (d["action"], d["needs_human"]) == ("none", True) and "cannot be ordered" in d["reason"]
+    assert "from scratch" not in d["reason"]
+    # The run's name template cannot rescue a name without the step; a bad template is an error.
+    assert tr.checkpoint_status(str(run_dir), "sizes", "{epoch}")["status"] == "error"
+    (run_dir / "best.ckpt").unlink()
+    st = tr.checkpoint_status(str(run_dir), "sizes")
+    assert (st["status"], st["step"]) == ("valid", 10)
+
+
+def test_registry_refuses_unknown_levels_and_bad_name_templates(tmp_path):
+    reg = tmp_path / "runs"
+    write_run(reg, "a", checkpoint_validate="load", checkpoint_name_template="{epoch}-{step}")
+    write_run(reg, "b", checkpoint_validate="full")
+    write_run(reg, "c", checkpoint_name_template="{epoch}")
+    runs, errors = tr.read_registry(str(reg))
+    assert [(r["name"], r["checkpoint_validate"], r["checkpoint_name_template"]) for r in runs] == [
+        ("a", "load", "{epoch}-{step}")]
+    by_name = dict((e["name"], e["error"]) for e in errors)
+    assert "checkpoint_validate 'full' is not a validation level" in by_name["b"]
+    assert "has no {step}" in by_name["c"]
