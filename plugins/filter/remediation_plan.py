@@ -9,7 +9,7 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 name: remediation_plan
-short_description: Decide which broken Slurm nodes to reboot, resume or leave alone
+short_description: Decide which broken Slurm nodes to reboot, resume or leave for a human
 version_added: 0.1.0
 author:
   - clusterops.slurm maintainers (!UNKNOWN)
@@ -18,35 +18,122 @@ description:
     remediation run. It changes nothing; M(clusterops.slurm.slurm_node) acts on the plan.
   - Only nodes that are drained, DOWN or FAIL are looked at. A node with a reboot already
     requested or issued, a node in power saving and a node in a maintenance reservation are
-    skipped. A node whose reason matches none of O(allow_reasons), or that has no reason, is
-    skipped too, as an admin or a health check drained it on purpose.
-  - A node that does not respond (NOT_RESPONDING), or whose reason matches O(reboot_reasons),
-    is to be rebooted (C(scontrol reboot ASAP nextstate=resume)); any other allowed node
-    only needs to return to service and is to be resumed.
-  - At most C(min(max_nodes, max(1, floor(total * max_percent / 100)))) nodes are acted on,
-    oldest reason first; the rest are returned as RV(_value.overflow).
+    skipped; a node rebooting counts against the blast radius (in flight).
+  - Each node's reason is looked up in O(classes), first match wins. A reason that matches
+    no class, or no reason at all, is skipped, as an admin or a health check drained the node
+    on purpose. Action V(human) reports the node as needing a human (RV(_value.needs_human)).
+  - A node that does not respond (NOT_RESPONDING), or whose class says V(reboot), is to be
+    rebooted (C(scontrol reboot ASAP nextstate=resume)); a node of a V(resume) class is to
+    be resumed.
+  - "Healing budget: with O(events) given, a node healed O(heal_budget) times within
+    O(heal_window) seconds is not healed again but gets the reason
+    C(clusterops: flapping: healed N times in W, last: <reason>) (RV(_value.flapping_groups))."
+  - "Circuit breaker: when more nodes in scope broke within O(circuit.window) seconds than
+    C(min(max_nodes, max(min_nodes, floor(considered * max_percent / 100)))), nothing is
+    planned and RV(_value.circuit.open) is true."
+  - At most C(min(max_nodes, max(1, floor(total * max_percent / 100)))) nodes are rebooting
+    or acted on at once, oldest reason first; the rest are returned as RV(_value.overflow).
 options:
   _input:
     description: Every node of the cluster (C(slurm_node_info) RV(clusterops.slurm.slurm_node_info#module:nodes)).
     type: list
     elements: dict
     required: true
-  allow_reasons:
-    description: Regular expressions (Python C(re.search), case-insensitive) of reasons safe to fix.
+  classes:
+    description:
+      - Reason classes, in order, first match wins. C(name) names the class in reports;
+        C(match) is a Python regular expression (C(re.search), case-insensitive) of the node's
+        reason; C(action) is V(reboot), V(resume) or V(human).
+      - The defaults and their sources are in the collection's C(docs/node-remediation.md).
     type: list
-    elements: str
+    elements: dict
     default:
-      - '^Kill task failed( \(JobId=[0-9]+[^()]*\))?$'
-      - "^Not responding$"
-      - '^Node unexpectedly rebooted( boot_time=[0-9]+ last response=[0-9]+)?$'
-      - "^batch job complete failure$"
-      - "^Prolog error$"
-      - "^Epilog error$"
-  reboot_reasons:
-    description: Regular expressions of reasons that need a reboot, not only a resume.
+      - name: kill_task_failed
+        match: '^Kill task failed( \(JobId=[0-9]+[^()]*\))?$'
+        action: reboot
+      - name: not_responding
+        match: '^Not responding$'
+        action: resume
+      - name: unexpected_reboot
+        match: '^Node unexpectedly rebooted( boot_time=[0-9]+ last response=[0-9]+)?$'
+        action: resume
+      - name: batch_complete_failure
+        match: '^batch job complete failure$'
+        action: resume
+      - name: prolog_error
+        match: '^Prolog error$'
+        action: resume
+      - name: epilog_error
+        match: '^Epilog error$'
+        action: resume
+      - name: gpu_xid_reset
+        match: '^clusterops-health: gpu_xid: Xid (48|63|74|79|95|119|120|140|154)\b'
+        action: reboot
+      - name: gpu_count
+        match: '^clusterops-health: gpu_count: '
+        action: reboot
+      - name: gpu_state
+        match: '^clusterops-health: gpu_state: '
+        action: reboot
+      - name: mount
+        match: '^clusterops-health: mount: '
+        action: reboot
+      - name: health_other
+        match: '^clusterops-health: '
+        action: human
+      - name: clusterops_hold
+        match: '^clusterops: (flapping|suspect): '
+        action: human
+  allow_reasons:
+    description:
+      - Deprecated, use O(classes). Regular expressions of reasons safe to fix; when given,
+        each becomes a class (V(reboot) when the same pattern is in O(reboot_reasons), else
+        V(resume)) and O(classes) is not used.
     type: list
     elements: str
-    default: ['^Kill task failed( \(JobId=[0-9]+[^()]*\))?$']
+  reboot_reasons:
+    description: Deprecated, use O(classes). See O(allow_reasons).
+    type: list
+    elements: str
+  events:
+    description:
+      - Node events of Slurm's accounting covering at least O(heal_window)
+        (M(clusterops.slurm.slurm_node_event_info) RV(clusterops.slurm.slurm_node_event_info#module:events)).
+      - Omitted, the healing budget is not checked.
+    type: list
+    elements: dict
+  heal_budget:
+    description: Heals within O(heal_window) after which a node is left for a human. V(0) turns the budget off.
+    type: int
+    default: 3
+  heal_window:
+    description: Seconds back from now in which heals count.
+    type: int
+    default: 86400
+  circuit:
+    description: Circuit breaker settings.
+    type: dict
+    suboptions:
+      window:
+        description: Seconds back from now in which broken nodes count. V(0) turns the breaker off.
+        type: int
+        default: 1800
+      max_nodes:
+        description: Upper bound of the threshold.
+        type: int
+        default: 32
+      max_percent:
+        description: Threshold as percent of the nodes in scope.
+        type: float
+        default: 10
+      min_nodes:
+        description: Lower bound of the threshold (a small cluster tolerates this many at once).
+        type: int
+        default: 3
+  reboot_reason:
+    description: The reason remediation gives the nodes it reboots; a node still broken with it is a reboot in flight.
+    type: str
+    default: "clusterops.slurm remediation: reboot"
   scope:
     description:
       - A JMESPath expression applied to the node list that selects the nodes to consider
@@ -56,15 +143,16 @@ options:
     type: str
     default: ""
   max_nodes:
-    description: Most nodes acted on in one run. V(0) acts on none.
+    description: Most nodes rebooting or acted on at once. V(0) acts on none.
     type: int
     default: 16
   max_percent:
-    description: Most nodes acted on in one run, as percent of all nodes of the cluster.
+    description: Most nodes rebooting or acted on at once, as percent of all nodes of the cluster.
     type: float
     default: 10
 seealso:
   - module: clusterops.slurm.slurm_node_info
+  - module: clusterops.slurm.slurm_node_event_info
   - module: clusterops.slurm.slurm_node
 """
 
@@ -73,16 +161,22 @@ EXAMPLES = r"""
   clusterops.slurm.slurm_node_info:
   register: cluster
 
+- name: Read a day of node events (healing budget)
+  clusterops.slurm.slurm_node_event_info:
+    window: 86400
+  register: history
+
 - name: Plan, for the gpu partition only
   ansible.builtin.set_fact:
     plan: >-
-      {{ cluster.nodes | clusterops.slurm.remediation_plan(scope="[?contains(partitions, 'gpu')]", max_nodes=8) }}
+      {{ cluster.nodes | clusterops.slurm.remediation_plan(events=history.events,
+           scope="[?contains(partitions, 'gpu')]", max_nodes=8) }}
 
 - name: Reboot what needs a reboot, in one scontrol call
   clusterops.slurm.slurm_node:
     nodes: "{{ plan.reboot }}"
     state: reboot
-    reason: "clusterops.slurm remediation"
+    reason: "clusterops.slurm remediation: reboot"
   when: plan.reboot | length > 0
 """
 
@@ -106,7 +200,19 @@ _value:
       description: RV(_value.resume) as a hostlist expression.
       type: str
     actions:
-      description: One C({name, action, state, reason}) per node acted on.
+      description: One C({name, action, class, state, reason}) per node acted on.
+      type: list
+      elements: dict
+    flapping:
+      description: Nodes whose healing budget is spent, C({name, state, reason, heals, new_reason}).
+      type: list
+      elements: dict
+    flapping_groups:
+      description: The flapping nodes by new reason, C({reason, nodes, hostlist}), one drain call each; empty while the circuit is open.
+      type: list
+      elements: dict
+    human:
+      description: Nodes whose class says a human must act, C({name, class, state, reason}).
       type: list
       elements: dict
     skipped:
@@ -114,7 +220,24 @@ _value:
       type: list
       elements: dict
     overflow:
-      description: Nodes that would be acted on but exceed the blast-radius limit (C({name, action, state, reason})).
+      description: Nodes that would be acted on but exceed the blast-radius limit (C({name, action, class, state, reason})).
+      type: list
+      elements: dict
+    held:
+      description: Nodes that would be acted on but the circuit breaker is open.
+      type: list
+      elements: dict
+    in_flight:
+      description: Nodes rebooting now (a reboot requested or issued, or still broken with O(reboot_reason)); they count against the blast radius.
+      type: list
+      elements: str
+    circuit:
+      description:
+        - The circuit breaker, C({open, broken, threshold, window, groups}); C(groups) holds
+          C({class, count, hostlist, reason}) of the nodes that broke within the window, largest first.
+      type: dict
+    needs_human:
+      description: What needs a human, C({name, why}); C(name) is a node or a hostlist.
       type: list
       elements: dict
     total:
@@ -124,22 +247,27 @@ _value:
       description: Nodes in scope.
       type: int
     limit:
-      description: Most nodes this run may act on.
+      description: Most nodes rebooting or acted on at once.
       type: int
     report:
-      description: One line of text per node acted on, over the limit, or skipped.
+      description: One line of text per node acted on, over the limit, held, flapping, needing a human or skipped.
       type: list
       elements: str
-      sample: ["n2: reboot (DOWN+NOT_RESPONDING, reason 'Not responding')"]
+      sample: ["n2: reboot (DOWN+NOT_RESPONDING, class not_responding, reason 'Not responding')"]
 """
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_native
+from ansible.utils.display import Display
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._remediation import (
-    DEFAULT_ALLOW_REASONS,
-    DEFAULT_REBOOT_REASONS,
+    DEFAULT_CIRCUIT,
+    DEFAULT_HEAL_BUDGET,
+    DEFAULT_HEAL_WINDOW,
+    DEFAULT_REASON_CLASSES,
+    DEFAULT_REBOOT_REASON,
     RemediationError,
+    classes_from_allowlist,
     plan_remediation,
 )
 
@@ -148,6 +276,8 @@ try:
     HAS_JMESPATH = True
 except ImportError:  # pragma: no cover
     HAS_JMESPATH = False
+
+display = Display()
 
 
 def _scope_names(nodes, expression):
@@ -173,19 +303,38 @@ def _scope_names(nodes, expression):
     return names
 
 
-def remediation_plan(nodes, allow_reasons=None, reboot_reasons=None, scope="", max_nodes=16,
-                     max_percent=10):
+def remediation_plan(nodes, classes=None, scope="", max_nodes=16, max_percent=10, events=None,
+                     heal_budget=DEFAULT_HEAL_BUDGET, heal_window=DEFAULT_HEAL_WINDOW, circuit=None,
+                     reboot_reason=DEFAULT_REBOOT_REASON, allow_reasons=None, reboot_reasons=None):
     """Plan one remediation run over ``nodes`` (see DOCUMENTATION)."""
     if not isinstance(nodes, list) or not all(isinstance(n, dict) and "name" in n for n in nodes):
         raise AnsibleFilterError("remediation_plan: input must be the node list of slurm_node_info")
+    if allow_reasons is not None or reboot_reasons is not None:
+        display.deprecated(
+            "remediation_plan: allow_reasons and reboot_reasons (role variables remediate_nodes_allow_reasons "
+            "and remediate_nodes_reboot_reasons) are replaced by reason classes (classes, role variable "
+            "remediate_nodes_reason_classes); each allowed pattern is used as one class now, reboot when "
+            "the same pattern is in reboot_reasons, else resume",
+            version="2.0.0", collection_name="clusterops.slurm")
+        if classes is not None:
+            raise AnsibleFilterError("remediation_plan: give classes or the deprecated allow_reasons/"
+                                     "reboot_reasons, not both")
+        if allow_reasons is None:
+            allow_reasons = [c["match"] for c in DEFAULT_REASON_CLASSES if c["action"] != "human"]
+        if reboot_reasons is None:
+            reboot_reasons = [c["match"] for c in DEFAULT_REASON_CLASSES if c["action"] == "reboot"]
+        classes = classes_from_allowlist(allow_reasons, reboot_reasons)
     in_scope = _scope_names(nodes, scope) if scope else None
+    if events is not None and not isinstance(events, list):
+        raise AnsibleFilterError("remediation_plan: events must be the event list of slurm_node_event_info")
     try:
         return plan_remediation(
             [dict(n) for n in nodes],
-            allow_reasons=DEFAULT_ALLOW_REASONS if allow_reasons is None else allow_reasons,
-            reboot_reasons=DEFAULT_REBOOT_REASONS if reboot_reasons is None else reboot_reasons,
-            in_scope=in_scope, max_nodes=max_nodes, max_percent=max_percent)
-    except (RemediationError, KeyError) as exc:
+            classes=DEFAULT_REASON_CLASSES if classes is None else classes,
+            in_scope=in_scope, max_nodes=max_nodes, max_percent=max_percent, events=events,
+            heal_budget=heal_budget, heal_window=heal_window,
+            circuit=dict(DEFAULT_CIRCUIT, **(circuit or {})), reboot_reason=reboot_reason)
+    except (RemediationError, KeyError, TypeError) as exc:
         raise AnsibleFilterError("remediation_plan: %s" % to_native(exc))
 
 

@@ -8,22 +8,35 @@
 
 """Node remediation policy: which broken nodes to reboot, which to resume, which to leave.
 
-Pure functions over the node dicts of ``slurm_node_info`` (see ``_nodes``); no Slurm call.
-The policy, in order, for every node in scope:
+Pure functions over the node dicts of ``slurm_node_info`` (see ``_nodes``) and the node events of
+``slurm_node_event_info`` (see ``_node_events``); no Slurm call. The policy, in order, for every
+node in scope:
 
 1. A node that is neither drained (DRAIN flag), DOWN, FAIL nor rebooting needs nothing; it is not
    listed. (sinfo's text word ``reboot^`` hides DRAIN and DOWN, so a rebooting node is always
    listed, as skipped.)
 2. A node with a reboot already requested or issued, powered down or powering up/down by
-   power saving, or in a maintenance reservation is skipped: something else owns it.
-3. A node whose reason matches no allowlist pattern is skipped: an admin or a health check
-   drained it on purpose. So is a node with no reason at all.
-4. A node that does not respond (NOT_RESPONDING), or whose reason matches a reboot pattern
-   (default: "Kill task failed", a process stuck in the kernel), is rebooted.
-5. Any other node, responding and only needing to return to service, is resumed.
+   power saving, or in a maintenance reservation is skipped: something else owns it. A node
+   rebooting (a reboot requested or issued, or still broken with this collection's reboot
+   reason) is *in flight* and counts against the blast radius of this run.
+3. The node's reason is looked up in the reason classes (first match wins). A node whose
+   reason matches no class, or that has no reason, is skipped: an admin or a health check
+   drained it on purpose. A class with action ``human`` is reported as needing a human
+   (e.g. a GPU that needs a hardware repair, or a node this collection stopped healing).
+4. Healing budget: a node healed ``heal_budget`` times within ``heal_window`` seconds (closed
+   events of an acting class in Slurm's accounting) is not healed again; it gets the reason
+   ``clusterops: flapping: healed N times in W, last: <reason>`` that only a ``human`` class
+   matches, and is reported as needing a human.
+5. A node that does not respond (NOT_RESPONDING), or whose class says ``reboot``, is rebooted;
+   any other node of a ``resume`` class is resumed.
+6. Circuit breaker: when more nodes in scope broke within ``circuit_window`` seconds than
+   ``min(circuit_max_nodes, max(circuit_min_nodes, floor(considered * circuit_max_percent /
+   100)))``, nothing is healed: a cluster-wide failure (file system, fabric) is suspected and
+   reported with the reasons grouped by class.
 
 Then the blast radius: at most ``min(max_nodes, max(1, floor(total * max_percent / 100)))``
-nodes are acted on in one run, oldest reason first; the rest are reported as overflow.
+nodes are rebooting or acted on at once, in-flight reboots included, oldest reason first; the
+rest are reported as overflow.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -31,6 +44,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
+import time
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import node_state
@@ -41,27 +55,66 @@ except ImportError:  # pragma: no cover
     pass
 
 
-#: Reasons Slurm itself (or a failed prolog/epilog) sets, safe to fix automatically. Anchored at
-#: both ends: Slurm writes them as exact strings, while an admin's free text that merely starts
-#: with them ("Kill task failed by admin for testing") or a reason Slurm extended after a failed
-#: reboot ("... : reboot issued : reboot timed out") must not match. The optional tails are the
-#: details newer releases append in a fixed form: since 25.05 the kill-task drain names the job
-#: step ("Kill task failed (JobId=7 batch)"); "Node unexpectedly rebooted" may carry
-#: "boot_time=N last response=N".
+#: Reasons Slurm itself (or a failed prolog/epilog) sets are anchored at both ends: Slurm writes
+#: them as exact strings, while an admin's free text that merely starts with them ("Kill task
+#: failed by admin for testing") or a reason Slurm extended after a failed reboot ("... : reboot
+#: issued : reboot timed out") must not match. The optional tails are the details newer releases
+#: append in a fixed form: since 25.05 the kill-task drain names the job step ("Kill task failed
+#: (JobId=7 batch)"); "Node unexpectedly rebooted" may carry "boot_time=N last response=N".
 KILL_TASK_FAILED = r"^Kill task failed( \(JobId=[0-9]+[^()]*\))?$"
-DEFAULT_ALLOW_REASONS = (
-    KILL_TASK_FAILED,
-    r"^Not responding$",
-    r"^Node unexpectedly rebooted( boot_time=[0-9]+ last response=[0-9]+)?$",
-    r"^batch job complete failure$",
-    r"^Prolog error$",
-    r"^Epilog error$",
+
+#: Prefix of every reason the node_health role's HealthCheckProgram sets
+#: (``clusterops-health: <check>: <detail>``, see docs/node-health.md).
+HEALTH_PREFIX = "clusterops-health: "
+
+#: Prefix of the reasons this collection sets on nodes it stops healing.
+HOLD_PREFIX = "clusterops: "
+
+#: Xids after which NVIDIA's Xid catalogue (docs.nvidia.com/deploy/xid-errors, "Resolution
+#: Bucket (Immediate Action)") asks for a GPU reset or a reboot of the machine (RESET_GPU,
+#: RESTART_BM), which a node reboot performs: 48 double-bit ECC, 63 row remapping pending, 74
+#: NVLink, 79 fallen off the bus, 95 uncontained ECC, 119/120 GSP, 140 unrecovered ECC, 154 recovery
+#: action changed. Every other Xid the health check reports (e.g. 64 row remapping failure, 92
+#: high single-bit ECC rate) falls to ``health_other``: a human decides on a repair.
+GPU_XID_RESET = r"^clusterops-health: gpu_xid: Xid (48|63|74|79|95|119|120|140|154)\b"
+
+#: Reason classes: what to do about a drained or down node, by its reason. ``match`` is a Python
+#: regex (``re.search``, case-insensitive), first match wins; ``action`` is ``reboot``, ``resume``
+#: or ``human``. A reason that matches no class is never touched (drained on purpose). The sources
+#: of each default are in docs/node-remediation.md.
+DEFAULT_REASON_CLASSES = (
+    {"name": "kill_task_failed", "match": KILL_TASK_FAILED, "action": "reboot"},
+    {"name": "not_responding", "match": r"^Not responding$", "action": "resume"},
+    {"name": "unexpected_reboot",
+     "match": r"^Node unexpectedly rebooted( boot_time=[0-9]+ last response=[0-9]+)?$",
+     "action": "resume"},
+    {"name": "batch_complete_failure", "match": r"^batch job complete failure$", "action": "resume"},
+    {"name": "prolog_error", "match": r"^Prolog error$", "action": "resume"},
+    {"name": "epilog_error", "match": r"^Epilog error$", "action": "resume"},
+    {"name": "gpu_xid_reset", "match": GPU_XID_RESET, "action": "reboot"},
+    {"name": "gpu_count", "match": r"^clusterops-health: gpu_count: ", "action": "reboot"},
+    {"name": "gpu_state", "match": r"^clusterops-health: gpu_state: ", "action": "reboot"},
+    {"name": "mount", "match": r"^clusterops-health: mount: ", "action": "reboot"},
+    {"name": "health_other", "match": r"^clusterops-health: ", "action": "human"},
+    {"name": "clusterops_hold", "match": r"^clusterops: (flapping|suspect): ", "action": "human"},
 )
 
-#: Reasons that need a reboot rather than a plain resume.
-DEFAULT_REBOOT_REASONS = (
-    KILL_TASK_FAILED,
-)
+ACTIONS = ("reboot", "resume", "human")
+
+#: The reason this collection's remediation gives Slurm when it reboots a node.
+DEFAULT_REBOOT_REASON = "clusterops.slurm remediation: reboot"
+
+#: Healing budget: a node healed this many times within the window is not healed again.
+DEFAULT_HEAL_BUDGET = 3
+DEFAULT_HEAL_WINDOW = 24 * 3600
+
+#: Circuit breaker: more nodes than min(max_nodes, max(min_nodes, percent of scope)) broken
+#: within the window (seconds) means a cluster-wide failure: nothing is healed.
+DEFAULT_CIRCUIT = {"window": 1800, "max_nodes": 32, "max_percent": 10.0, "min_nodes": 3}
+
+#: Two events of a node closer than this (seconds) are one record of the same failure when their
+#: reasons are equal: Slurm closes an event and opens the next one when only the state changes.
+EVENT_JOIN_SECONDS = 2
 
 _OWNED_ELSEWHERE = (
     ("REBOOT_REQUESTED", "a reboot is already requested"),
@@ -79,20 +132,6 @@ _REBOOTING = frozenset(("REBOOT_REQUESTED", "REBOOT_ISSUED"))
 
 class RemediationError(ValueError):
     """Bad remediation settings (an invalid regex, scope expression or limit)."""
-
-
-def _compile(patterns, what):
-    # type: (Sequence[str], str) -> List[Any]
-    if isinstance(patterns, str):
-        patterns = [patterns]
-    compiled = []
-    for pattern in patterns or ():
-        try:
-            compiled.append(re.compile(pattern, re.IGNORECASE))
-        except re.error as exc:
-            raise RemediationError("%s: %r is not a valid regular expression: %s"
-                                   % (what, pattern, exc))
-    return compiled
 
 
 def blast_radius_limit(total, max_nodes, max_percent):
@@ -119,40 +158,231 @@ def blast_radius_limit(total, max_nodes, max_percent):
     return min(max_nodes, by_percent)
 
 
-def plan_remediation(nodes, allow_reasons=DEFAULT_ALLOW_REASONS,
-                     reboot_reasons=DEFAULT_REBOOT_REASONS, in_scope=None,
-                     max_nodes=16, max_percent=10.0):
-    # type: (List[Dict[str, Any]], Sequence[str], Sequence[str], Optional[Sequence[str]], int, float) -> Dict[str, Any]
+def compile_classes(classes):
+    # type: (Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]
+    """Check reason classes and compile their regexes.
+
+    Args:
+        classes: ``[{name, match, action}]``; ``match`` a Python regex, ``action`` one of
+            ``reboot``, ``resume``, ``human``.
+
+    Returns:
+        The classes in order, each with ``regex`` (compiled, case-insensitive) added.
+
+    Raises:
+        RemediationError: not a list of dicts, a missing or unknown key, an unknown action, a
+            duplicate name or an invalid regex; the message names the class.
+    """
+    if not isinstance(classes, (list, tuple)):
+        raise RemediationError("reason classes must be a list of {name, match, action}, not %s"
+                               % type(classes).__name__)
+    compiled = []
+    seen = set()
+    for index, entry in enumerate(classes):
+        if not isinstance(entry, dict):
+            raise RemediationError("reason class #%d must be a dict {name, match, action}, not %r"
+                                   % (index + 1, entry))
+        unknown = sorted(set(entry) - {"name", "match", "action", "description"})
+        missing = [key for key in ("name", "match", "action") if not entry.get(key)]
+        if unknown or missing:
+            raise RemediationError("reason class #%d (%r): %s" % (
+                index + 1, entry.get("name"),
+                "; ".join((["unknown key(s) %s" % ", ".join(unknown)] if unknown else [])
+                          + (["missing %s" % ", ".join(missing)] if missing else []))))
+        name = str(entry["name"])
+        if name in seen:
+            raise RemediationError("reason class %r is defined twice" % name)
+        seen.add(name)
+        if entry["action"] not in ACTIONS:
+            raise RemediationError("reason class %r: action must be one of %s, not %r"
+                                   % (name, ", ".join(ACTIONS), entry["action"]))
+        try:
+            regex = re.compile(entry["match"], re.IGNORECASE)
+        except (re.error, TypeError) as exc:
+            raise RemediationError("reason class %r: %r is not a valid regular expression: %s"
+                                   % (name, entry["match"], exc))
+        compiled.append(dict(entry, name=name, regex=regex))
+    return compiled
+
+
+def classes_from_allowlist(allow_reasons, reboot_reasons):
+    # type: (Sequence[str], Sequence[str]) -> List[Dict[str, Any]]
+    """Reason classes equivalent to the deprecated allowlist settings.
+
+    Each allowed pattern becomes one class, in order: ``reboot`` when the same pattern is also
+    listed in ``reboot_reasons``, ``resume`` otherwise. (Before classes, a reason matched
+    the two lists independently; a reboot pattern that is not itself allowed never acted.)
+    """
+    if isinstance(allow_reasons, str):
+        allow_reasons = [allow_reasons]
+    if isinstance(reboot_reasons, str):
+        reboot_reasons = [reboot_reasons]
+    reboot = set(reboot_reasons or ())
+    return [{"name": "allow_reasons_%d" % (index + 1), "match": pattern,
+             "action": "reboot" if pattern in reboot else "resume"}
+            for index, pattern in enumerate(allow_reasons or ())]
+
+
+def classify(reason, classes):
+    # type: (str, Sequence[Dict[str, Any]]) -> Optional[Dict[str, Any]]
+    """The first compiled class (see ``compile_classes``) whose regex matches ``reason``, or None."""
+    if not reason:
+        return None
+    for entry in classes:
+        if entry["regex"].search(reason):
+            return entry
+    return None
+
+
+def count_heals(events, classes, since):
+    # type: (List[Dict[str, Any]], Sequence[Dict[str, Any]], int) -> Dict[str, Dict[str, Any]]
+    """Count, per node, how often it was returned to service from a failure that a class heals.
+
+    A heal is a closed event (``end`` set, at or after ``since``) whose reason belongs to a
+    ``reboot`` or ``resume`` class: whoever returned the node (this collection, an admin or Slurm
+    itself), the node failed that way and came back. An event closed within
+    ``EVENT_JOIN_SECONDS`` of the next event of the same node with the same reason is the same
+    failure recorded twice (Slurm opens a new event when only the state changes), not a heal.
+
+    Args:
+        events: ``slurm_node_event_info`` ``events``: ``{node, start, end, state, reason}``
+            (Unix seconds, ``end`` None while the event is open), any order.
+        classes: compiled classes (``compile_classes``).
+        since: Unix seconds; older heals do not count.
+
+    Returns:
+        ``{node: {"heals": int, "last": reason of the newest heal}}`` for nodes healed at least once.
+    """
+    by_node = {}  # type: Dict[str, List[Dict[str, Any]]]
+    for event in events or ():
+        by_node.setdefault(event["node"], []).append(event)
+    result = {}  # type: Dict[str, Dict[str, Any]]
+    for node, node_events in by_node.items():
+        node_events.sort(key=lambda e: (e["start"], e["end"] is None, e["end"] or 0))
+        for index, event in enumerate(node_events):
+            if event["end"] is None or event["end"] < since:
+                continue
+            entry = classify(event.get("reason") or "", classes)
+            if entry is None or entry["action"] == "human":
+                continue
+            following = node_events[index + 1:index + 2]
+            if following and following[0]["reason"] == event["reason"] \
+                    and abs(following[0]["start"] - event["end"]) <= EVENT_JOIN_SECONDS:
+                continue
+            seen = result.setdefault(node, {"heals": 0, "last": "", "last_time": 0})
+            seen["heals"] += 1
+            if event["end"] >= seen["last_time"]:
+                seen["last"], seen["last_time"] = event["reason"], event["end"]
+    for seen in result.values():
+        del seen["last_time"]
+    return result
+
+
+def circuit_threshold(considered, max_nodes, max_percent, min_nodes):
+    # type: (int, int, float, int) -> int
+    """Most nodes that may break within the circuit window before nothing is healed:
+    ``min(max_nodes, max(min_nodes, floor(considered * max_percent / 100)))``."""
+    return min(int(max_nodes), max(int(min_nodes), int(considered * float(max_percent) // 100)))
+
+
+def _duration(seconds):
+    # type: (int) -> str
+    if seconds % 86400 == 0:
+        return "%dd" % (seconds // 86400) if seconds != 86400 else "24h"
+    if seconds % 3600 == 0:
+        return "%dh" % (seconds // 3600)
+    if seconds % 60 == 0:
+        return "%dmin" % (seconds // 60)
+    return "%ds" % seconds
+
+
+def flapping_reason(heals, window, last_reason):
+    # type: (int, int, str) -> str
+    """The reason set on a node whose healing budget is spent (no acting class matches it).
+
+    Double quotes are replaced (scontrol drops them from a reason) and the last reason is cut
+    at 100 characters.
+    """
+    last = (last_reason or "").replace('"', "'")
+    if len(last) > 100:
+        last = last[:97] + "..."
+    return "%sflapping: healed %d times in %s, last: %s" % (HOLD_PREFIX, heals, _duration(int(window)), last)
+
+
+def _int_setting(value, what, minimum=0):
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise RemediationError("%s must be an integer, not %r" % (what, value))
+    if number < minimum:
+        raise RemediationError("%s must be >= %d, not %d" % (what, minimum, number))
+    return number
+
+
+def plan_remediation(nodes, classes=DEFAULT_REASON_CLASSES, in_scope=None, max_nodes=16,
+                     max_percent=10.0, events=None, heal_budget=DEFAULT_HEAL_BUDGET,
+                     heal_window=DEFAULT_HEAL_WINDOW, circuit=None,
+                     reboot_reason=DEFAULT_REBOOT_REASON, now=None):
+    # type: (List[Dict[str, Any]], Sequence[Dict[str, Any]], Optional[Sequence[str]], int, float, Optional[List[Dict[str, Any]]], int, int, Optional[Dict[str, Any]], str, Optional[float]) -> Dict[str, Any]
     """Plan one remediation run.
 
     Args:
         nodes: every node of the cluster (``slurm_node_info`` ``nodes``); ``total`` for the
             percent limit is ``len(nodes)``.
-        allow_reasons: regexes (``re.search``, case-insensitive) of reasons safe to fix.
-        reboot_reasons: regexes of reasons that need a reboot, not a resume.
+        classes: reason classes ``[{name, match, action}]`` (see ``DEFAULT_REASON_CLASSES``).
         in_scope: names of the nodes to consider at all (e.g. from a JMESPath scope); None
             means every node.
-        max_nodes: most nodes acted on in this run.
-        max_percent: most nodes acted on, as percent of the whole cluster.
+        max_nodes: most nodes rebooting or acted on at once (blast radius).
+        max_percent: the same, as percent of the whole cluster.
+        events: node events of Slurm's accounting (``slurm_node_event_info`` ``events``) covering
+            at least ``heal_window``; None skips the healing budget.
+        heal_budget: heals within ``heal_window`` after which a node is left for a human
+            (0: no budget).
+        heal_window: seconds.
+        circuit: ``{window, max_nodes, max_percent, min_nodes}`` (missing keys from
+            ``DEFAULT_CIRCUIT``); ``window`` 0 turns the circuit breaker off.
+        reboot_reason: the reason remediation gives reboots (recognises reboots in flight).
+        now: Unix seconds (default: the clock).
 
     Returns:
-        A dict: ``reboot`` and ``resume`` (lists of names, to act on now), ``reboot_hostlist``
-        and ``resume_hostlist``, ``actions`` (one ``{name, action, state, reason}`` each),
-        ``skipped`` (``{name, state, reason, why}``, left alone on purpose), ``overflow``
-        (``{name, action, state, reason}``, over the blast-radius limit, not acted on),
-        ``total``, ``considered`` (nodes in scope), ``limit``, and ``report`` (one line of
-        text per node acted on, over the limit or skipped, for people).
+        A dict: ``reboot`` and ``resume`` (names to act on now) with ``reboot_hostlist`` and
+        ``resume_hostlist``; ``actions`` (``{name, action, class, state, reason}`` each);
+        ``flapping`` (``{name, state, reason, heals, new_reason}``) and ``flapping_groups``
+        (``{reason, nodes, hostlist}``: one drain call each); ``human`` (``{name, class, state,
+        reason}``, a class says a human must act); ``skipped`` (``{name, state, reason, why}``);
+        ``overflow`` (over the blast radius); ``in_flight`` (names rebooting); ``circuit``
+        (``{open, broken, threshold, window, groups: [{class, count, hostlist, reason}]}``);
+        ``needs_human`` (``{name, why}``: circuit open, human classes, flapping); ``total``,
+        ``considered``, ``limit`` (blast radius) and ``report`` (lines for people).
 
     Raises:
-        RemediationError: invalid regex or limits.
+        RemediationError: invalid classes, limits or settings.
     """
-    allow = _compile(allow_reasons, "allow_reasons")
-    reboot = _compile(reboot_reasons, "reboot_reasons")
+    compiled = compile_classes(classes)
     limit = blast_radius_limit(len(nodes), max_nodes, max_percent)
+    heal_budget = _int_setting(heal_budget, "heal_budget")
+    heal_window = _int_setting(heal_window, "heal_window", 1)
+    settings = dict(DEFAULT_CIRCUIT, **(circuit or {}))
+    unknown = sorted(set(settings) - set(DEFAULT_CIRCUIT))
+    if unknown:
+        raise RemediationError("circuit: unknown key(s) %s" % ", ".join(unknown))
+    window = _int_setting(settings["window"], "circuit window")
+    circuit_max = _int_setting(settings["max_nodes"], "circuit max_nodes")
+    circuit_min = _int_setting(settings["min_nodes"], "circuit min_nodes")
+    try:
+        circuit_pct = float(settings["max_percent"])
+    except (TypeError, ValueError):
+        raise RemediationError("circuit max_percent must be a number, not %r" % settings["max_percent"])
+    now = time.time() if now is None else float(now)
     scope = None if in_scope is None else set(in_scope)
+    heals = count_heals(events, compiled, int(now) - heal_window) if events is not None else {}
 
     candidates = []
     skipped = []
+    human = []
+    flapping = []
+    in_flight = []
+    broken = []
     considered = 0
     for node in nodes:
         if scope is not None and node["name"] not in scope:
@@ -164,6 +394,8 @@ def plan_remediation(nodes, allow_reasons=DEFAULT_ALLOW_REASONS,
             continue
         reason = node.get("reason") or ""
         view = {"name": node["name"], "state": state.compound(), "reason": reason}
+        if state.flags & _REBOOTING or (reboot_reason and reason == reboot_reason):
+            in_flight.append(node["name"])
         owned = [why for flag, why in _OWNED_ELSEWHERE if flag in state.flags]
         if owned:
             skipped.append(dict(view, why=owned[0]))
@@ -171,25 +403,84 @@ def plan_remediation(nodes, allow_reasons=DEFAULT_ALLOW_REASONS,
         if not reason:
             skipped.append(dict(view, why="no reason recorded; left for a human"))
             continue
-        if not any(p.search(reason) for p in allow):
-            skipped.append(dict(view, why="reason not in the allowlist (drained on purpose?)"))
+        entry = classify(reason, compiled)
+        if entry is None:
+            skipped.append(dict(view, why="reason matches no class (drained on purpose?)"))
             continue
-        if not state.responding or any(p.search(reason) for p in reboot):
-            action = "reboot"
-        else:
-            action = "resume"
-        candidates.append(dict(view, action=action, reason_time=node.get("reason_time") or 0))
+        if entry["name"] != "clusterops_hold":
+            reason_time = node.get("reason_time")
+            # A node whose reason time is unknown counts as recent: the breaker errs on acting less.
+            if window and (reason_time is None or reason_time >= now - window):
+                broken.append(dict(view, **{"class": entry["name"]}))
+        if entry["action"] == "human":
+            human.append(dict(view, **{"class": entry["name"]}))
+            continue
+        seen = heals.get(node["name"])
+        if heal_budget and seen and seen["heals"] >= heal_budget:
+            flapping.append(dict(view, heals=seen["heals"],
+                                 new_reason=flapping_reason(seen["heals"], heal_window, reason)))
+            continue
+        action = "reboot" if not state.responding or entry["action"] == "reboot" else "resume"
+        candidates.append(dict(view, action=action, reason_time=node.get("reason_time") or 0,
+                               **{"class": entry["name"]}))
+
+    threshold = circuit_threshold(considered, circuit_max, circuit_pct, circuit_min)
+    circuit_open = bool(window) and len(broken) > threshold
+    groups = {}  # type: Dict[str, List[Dict[str, Any]]]
+    for entry in broken:
+        groups.setdefault(entry["class"], []).append(entry)
+    circuit_view = {
+        "open": circuit_open, "broken": len(broken), "threshold": threshold, "window": window,
+        "groups": [{"class": name, "count": len(members),
+                    "hostlist": compress_hostlist([m["name"] for m in members]),
+                    "reason": members[0]["reason"]}
+                   for name, members in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))],
+    }
 
     # Oldest problem first, then by name, so a long-broken node is not starved by new ones.
     candidates.sort(key=lambda c: (c["reason_time"], c["name"]))
-    acted = candidates[:limit]
-    overflow = candidates[limit:]
+    room = 0 if circuit_open else max(0, limit - len(in_flight))
+    acted = candidates[:room]
+    overflow = candidates[room:] if not circuit_open else []
+    held = candidates if circuit_open else []
     for entry in candidates:
         del entry["reason_time"]
-    report = ["%s: %s (%s, reason %r)" % (c["name"], c["action"], c["state"], c["reason"])
-              for c in acted]
-    report += ["%s: over the blast radius of %d node(s) per run, not acted on (%s)"
-               % (c["name"], limit, c["action"]) for c in overflow]
+    if circuit_open:
+        flapping_now = []  # nothing at all changes while the breaker is open
+    else:
+        flapping_now = flapping
+
+    needs_human = []
+    if circuit_open:
+        needs_human.append({"name": compress_hostlist([b["name"] for b in broken]),
+                            "why": "cluster-wide failure suspected: %d nodes broke within %s (more than %d); "
+                                   "nothing healed: %s" % (
+                                       len(broken), _duration(window), threshold,
+                                       "; ".join("%s %s (%d, e.g. %r)" % (g["class"], g["hostlist"], g["count"],
+                                                                           g["reason"])
+                                                 for g in circuit_view["groups"]))})
+    needs_human += [{"name": h["name"], "why": "class %s: %s" % (h["class"], h["reason"])} for h in human]
+    needs_human += [{"name": f["name"], "why": "flapping: healed %d times in %s, last: %s"
+                     % (f["heals"], _duration(heal_window), f["reason"])} for f in flapping]
+
+    flapping_groups = {}  # type: Dict[str, List[str]]
+    for entry in flapping_now:
+        flapping_groups.setdefault(entry["new_reason"], []).append(entry["name"])
+
+    report = []
+    if circuit_open:
+        report.append(needs_human[0]["why"])
+    report += ["%s: %s (%s, class %s, reason %r)" % (c["name"], c["action"], c["state"], c["class"], c["reason"])
+               for c in acted]
+    report += ["%s: over the blast radius of %d node(s) rebooting or acted on at once (%d in flight), "
+               "not acted on (%s)" % (c["name"], limit, len(in_flight), c["action"]) for c in overflow]
+    report += ["%s: held by the circuit breaker, not acted on (%s)" % (c["name"], c["action"]) for c in held]
+    report += ["%s: flapping, healed %d times in %s; %s (reason %r) [needs a human]"
+               % (f["name"], f["heals"], _duration(heal_window),
+                  "set reason %r" % f["new_reason"] if not circuit_open else "held by the circuit breaker",
+                  f["reason"]) for f in flapping]
+    report += ["%s: class %s needs a human (%s, reason %r) [needs a human]"
+               % (h["name"], h["class"], h["state"], h["reason"]) for h in human]
     report += ["%s: skipped, %s (%s, reason %r)" % (s["name"], s["why"], s["state"], s["reason"])
                for s in skipped]
     reboot_names = [c["name"] for c in acted if c["action"] == "reboot"]
@@ -200,8 +491,16 @@ def plan_remediation(nodes, allow_reasons=DEFAULT_ALLOW_REASONS,
         "reboot_hostlist": compress_hostlist(reboot_names),
         "resume_hostlist": compress_hostlist(resume_names),
         "actions": acted,
+        "flapping": flapping,
+        "flapping_groups": [{"reason": reason, "nodes": names, "hostlist": compress_hostlist(names)}
+                            for reason, names in sorted(flapping_groups.items())],
+        "human": human,
         "skipped": skipped,
         "overflow": overflow,
+        "held": held,
+        "in_flight": in_flight,
+        "circuit": circuit_view,
+        "needs_human": needs_human,
         "total": len(nodes),
         "considered": considered,
         "limit": limit,

@@ -2,7 +2,7 @@
 # Copyright (c) clusterops.slurm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The remediation reasons have one home, _remediation.py; every place that repeats them for
+"""The remediation defaults have one home, _remediation.py; every place that repeats them for
 documentation or role input (role defaults, role argument spec, filter DOCUMENTATION) must
 say the same, or a release's new reason form is fixed in one place and missed in another."""
 
@@ -16,8 +16,11 @@ import yaml
 
 from ansible_collections.clusterops.slurm.plugins.filter import remediation_plan
 from ansible_collections.clusterops.slurm.plugins.module_utils._remediation import (
-    DEFAULT_ALLOW_REASONS,
-    DEFAULT_REBOOT_REASONS,
+    DEFAULT_CIRCUIT,
+    DEFAULT_HEAL_BUDGET,
+    DEFAULT_HEAL_WINDOW,
+    DEFAULT_REASON_CLASSES,
+    DEFAULT_REBOOT_REASON,
 )
 
 ROLE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "roles", "remediate_nodes")
@@ -32,10 +35,22 @@ def test_role_defaults_argument_spec_and_filter_docs_equal_the_code():
     defaults = load("defaults", "main.yml")
     spec = load("meta", "argument_specs.yml")["argument_specs"]["main"]["options"]
     doc = yaml.safe_load(remediation_plan.DOCUMENTATION)["options"]
-    for allow, reboot in [
-        (defaults["remediate_nodes_allow_reasons"], defaults["remediate_nodes_reboot_reasons"]),
-        (spec["remediate_nodes_allow_reasons"]["default"], spec["remediate_nodes_reboot_reasons"]["default"]),
-        (doc["allow_reasons"]["default"], doc["reboot_reasons"]["default"]),
-    ]:
-        assert tuple(allow) == DEFAULT_ALLOW_REASONS
-        assert tuple(reboot) == DEFAULT_REBOOT_REASONS
+    expected_classes = [dict(c) for c in DEFAULT_REASON_CLASSES]
+    assert defaults["remediate_nodes_reason_classes"] == expected_classes
+    assert spec["remediate_nodes_reason_classes"]["default"] == expected_classes
+    assert doc["classes"]["default"] == expected_classes
+    scalars = {
+        "heal_budget": DEFAULT_HEAL_BUDGET, "heal_window": DEFAULT_HEAL_WINDOW,
+        "circuit_window": DEFAULT_CIRCUIT["window"], "circuit_max_nodes": DEFAULT_CIRCUIT["max_nodes"],
+        "circuit_max_percent": DEFAULT_CIRCUIT["max_percent"], "circuit_min_nodes": DEFAULT_CIRCUIT["min_nodes"],
+        "reboot_reason": DEFAULT_REBOOT_REASON,
+    }
+    for key, value in scalars.items():
+        assert defaults["remediate_nodes_" + key] == value, key
+        assert spec["remediate_nodes_" + key]["default"] == value, key
+    assert doc["heal_budget"]["default"] == DEFAULT_HEAL_BUDGET
+    assert doc["heal_window"]["default"] == DEFAULT_HEAL_WINDOW
+    assert doc["reboot_reason"]["default"] == DEFAULT_REBOOT_REASON
+    assert dict((k, v["default"]) for k, v in doc["circuit"]["suboptions"].items()) == DEFAULT_CIRCUIT
+    # the deprecated allowlist has no default any more: set, it replaces the classes
+    assert "remediate_nodes_allow_reasons" not in defaults and "default" not in spec["remediate_nodes_allow_reasons"]

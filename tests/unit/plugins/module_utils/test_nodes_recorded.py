@@ -112,7 +112,7 @@ def test_recorded_policy_decisions():
     # a reboot that timed out is for a human
     timed_out = plan("reboot_timed_out_n2")
     assert timed_out["reboot"] == [] and timed_out["resume"] == []
-    assert "allowlist" in timed_out["skipped"][0]["why"]
+    assert "no class" in timed_out["skipped"][0]["why"]
     assert plan("drained_n3")["reboot"] == ["n3"]
     assert plan("slurmd_dead_n4")["reboot"] == ["n4"]
     # slurmd restarted, node responds again: it only needs returning to service

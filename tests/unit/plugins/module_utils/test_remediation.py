@@ -50,7 +50,7 @@ def test_policy_without_limits():
     assert plan["resume"] == ["n5", "n10"]
     skipped = by_name(plan["skipped"])
     assert sorted(skipped) == ["n4", "n6", "n7", "n8", "n9"]
-    assert "allowlist" in skipped["n4"]["why"]
+    assert "no class" in skipped["n4"]["why"]
     assert "reboot" in skipped["n6"]["why"]
     assert "no reason" in skipped["n8"]["why"]
     # reasons are reported whole
@@ -65,17 +65,22 @@ def test_admin_drained_nodes_are_never_planned():
     assert not acted & {"n4", "n7", "n9", "n8"}
 
 
-def test_blast_radius_oldest_first():
-    plan = plan_remediation(CLUSTER, max_nodes=2, max_percent=100)
+def test_blast_radius_oldest_first_and_reboots_in_flight_count():
+    # n6 is rebooting (REBOOT_REQUESTED): it takes one of the three places.
+    plan = plan_remediation(CLUSTER, max_nodes=3, max_percent=100)
+    assert plan["in_flight"] == ["n6"]
     assert [a["name"] for a in plan["actions"]] == ["n2", "n3"]
     assert [o["name"] for o in plan["overflow"]] == ["n5", "n10"]
-    assert plan["limit"] == 2
+    assert plan["limit"] == 3
 
 
 def test_blast_radius_percent():
-    # 12 nodes, 10 % -> 1 node
+    # 12 nodes, 10 % -> 1 node, and that one place is taken by n6's reboot in flight
     plan = plan_remediation(CLUSTER, max_nodes=16, max_percent=10)
     assert plan["limit"] == 1
+    assert plan["actions"] == [] and len(plan["overflow"]) == 4
+    without_reboot = [n for n in CLUSTER if n["name"] != "n6"]
+    plan = plan_remediation(without_reboot, max_nodes=16, max_percent=10)
     assert len(plan["actions"]) == 1 and len(plan["overflow"]) == 3
 
 
@@ -99,15 +104,12 @@ def test_scope():
     assert plan["considered"] == 2
 
 
-def test_custom_allowlist_and_reboot_reasons():
-    plan = plan_remediation(CLUSTER, allow_reasons=["^NHC:"], reboot_reasons=["scratch"],
+def test_custom_classes():
+    plan = plan_remediation(CLUSTER, classes=[{"name": "nhc_fs", "match": "^NHC: check_fs_mount", "action": "reboot"}],
                             max_nodes=100, max_percent=100)
-    assert plan["reboot"] == ["n7"]
-
-
-def test_invalid_regex():
-    with pytest.raises(RemediationError):
-        plan_remediation(CLUSTER, allow_reasons=["(unclosed"])
+    # Only the given classes count: "Not responding" (n2) now matches none and is left alone.
+    assert plan["reboot"] == ["n7"] and plan["resume"] == []
+    assert "no class" in by_name(plan["skipped"])["n2"]["why"]
 
 
 def test_report_has_one_line_per_listed_node():
@@ -115,7 +117,7 @@ def test_report_has_one_line_per_listed_node():
     lines = dict((line.split(":", 1)[0], line) for line in plan["report"])
     assert sorted(lines) == sorted(["n2", "n3", "n5", "n10", "n4", "n6", "n7", "n8", "n9"])
     assert lines["n2"].startswith("n2: reboot (DOWN+NOT_RESPONDING")
-    assert "over the blast radius" in lines["n5"]
+    assert "over the blast radius" in lines["n3"] and "1 in flight" in lines["n3"]
     assert "skipped" in lines["n4"] and "maintenance CHG-1" in lines["n4"]
 
 
@@ -133,7 +135,7 @@ def test_report_has_one_line_per_listed_node():
 def test_only_slurms_exact_reasons_are_fixed(reason):
     plan = plan_remediation([node("n1", "IDLE+DRAIN", reason)], max_nodes=10, max_percent=100)
     assert plan["reboot"] == [] and plan["resume"] == []
-    assert "allowlist" in plan["skipped"][0]["why"]
+    assert "no class" in plan["skipped"][0]["why"]
 
 
 @pytest.mark.parametrize("state, reason, action", [

@@ -1,0 +1,260 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Reason classes, the healing budget, the circuit breaker and reboots in flight."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import pytest
+
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_state import parse_state
+from ansible_collections.clusterops.slurm.plugins.module_utils._remediation import (
+    DEFAULT_REASON_CLASSES,
+    RemediationError,
+    circuit_threshold,
+    classes_from_allowlist,
+    compile_classes,
+    count_heals,
+    flapping_reason,
+    plan_remediation,
+)
+
+NOW = 1_800_000_000
+DAY = 86400
+NO_CIRCUIT = {"window": 0}
+
+
+def node(name, state, reason="", reason_time=NOW - 60):
+    parsed = parse_state(state)
+    return {"name": name, "state": parsed.base, "flags": sorted(parsed.flags), "state_raw": state,
+            "reason": reason, "reason_time": reason_time, "partitions": ["gpu"]}
+
+
+def event(name, start, end, reason, state="DRAIN"):
+    return {"node": name, "start": start, "end": end, "state": state, "user": "slurm", "reason": reason}
+
+
+def plan(nodes, **kwargs):
+    kwargs.setdefault("max_nodes", 100)
+    kwargs.setdefault("max_percent", 100)
+    kwargs.setdefault("now", NOW)
+    return plan_remediation(nodes, **kwargs)
+
+
+# Reasons the node_health HealthCheckProgram writes (docs/node-health.md) and what the default
+# classes do with them; the Xid numbers follow NVIDIA's catalogue (docs/node-remediation.md).
+@pytest.mark.parametrize("reason, action, klass", [
+    ("clusterops-health: gpu_xid: Xid 79 (PCI:0000:3b:00): GPU has fallen off the bus", "reboot", "gpu_xid_reset"),
+    ("clusterops-health: gpu_xid: Xid 48 (PCI:0000:3b:00): An uncorrectable double bit error", "reboot", "gpu_xid_reset"),
+    ("clusterops-health: gpu_xid: Xid 95 (PCI:0000:3b:00): Uncontained: FBHUB", "reboot", "gpu_xid_reset"),
+    ("clusterops-health: gpu_xid: Xid 119 (PCI:0000:3b:00): Timeout waiting for RPC from GSP", "reboot", "gpu_xid_reset"),
+    ("clusterops-health: gpu_xid: Xid 154 (PCI:0000:3b:00): GPU recovery action changed", "reboot", "gpu_xid_reset"),
+    ("clusterops-health: gpu_xid: Xid 64 (PCI:0000:3b:00): Row Remapper: Failed to remap row", "human", "health_other"),
+    ("clusterops-health: gpu_xid: Xid 92 (PCI:0000:3b:00): High single-bit ECC error rate", "human", "health_other"),
+    ("clusterops-health: gpu_xid: Xid 790 (PCI:0000:3b:00): not a real Xid", "human", "health_other"),
+    ("clusterops-health: gpu_xid: Xid 7 (PCI:0000:3b:00): unused", "human", "health_other"),
+    ("clusterops-health: gpu_count: expected 8 found 7", "reboot", "gpu_count"),
+    ("clusterops-health: gpu_state: GPU 0000:3b:00.0: ecc.errors.uncorrected.volatile.total 2", "reboot", "gpu_state"),
+    ("clusterops-health: mount: /data not mounted", "reboot", "mount"),
+    ("clusterops-health: disk_free: /tmp has 1.0 GiB free, needs 10.0 GiB", "human", "health_other"),
+    ("clusterops-health: command: ib-check exited 1", "human", "health_other"),
+    ("clusterops: flapping: healed 3 times in 24h, last: Prolog error", "human", "clusterops_hold"),
+    ("clusterops: suspect: runs a,b failed on it (jobs 12,15)", "human", "clusterops_hold"),
+])
+def test_health_check_reasons_have_a_class(reason, action, klass):
+    result = plan([node("n1", "IDLE+DRAIN", reason)], circuit=NO_CIRCUIT)
+    if action == "human":
+        assert [h["name"] for h in result["human"]] == ["n1"] and result["human"][0]["class"] == klass
+        assert result["needs_human"] == [{"name": "n1", "why": "class %s: %s" % (klass, reason)}]
+        assert result["reboot"] == result["resume"] == []
+    else:
+        assert result[action] == ["n1"] and result["actions"][0]["class"] == klass
+        assert result["needs_human"] == []
+
+
+@pytest.mark.parametrize("reason", [
+    "NHC: check_fs_mount: /scratch not mounted",      # LBNL NHC drains by itself; NHC owns it
+    "clusterops-healthcheck: gpu_count: expected 8",  # not the documented prefix
+    "admin: clusterops-health: gpu_count: expected 8 found 7",
+    "RMA ticket 42 (was clusterops-health: gpu_xid: Xid 79)",
+    "clusterops: flapping is being investigated by bob",
+])
+def test_reasons_of_others_are_never_classified(reason):
+    result = plan([node("n1", "IDLE+DRAIN", reason)], circuit=NO_CIRCUIT)
+    assert result["skipped"][0]["why"].startswith("reason matches no class")
+    assert result["needs_human"] == [] and result["actions"] == []
+
+
+@pytest.mark.parametrize("classes, message", [
+    ("^Prolog", "must be a list"),
+    ([{"name": "a", "match": "x"}], "missing action"),
+    ([{"name": "a", "match": "x", "action": "reboot", "when": "now"}], "unknown key(s) when"),
+    ([{"name": "a", "match": "x", "action": "drain"}], "action must be one of reboot, resume, human"),
+    ([{"name": "a", "match": "(x", "action": "reboot"}], "not a valid regular expression"),
+    ([{"name": "a", "match": "x", "action": "reboot"}, {"name": "a", "match": "y", "action": "resume"}],
+     "defined twice"),
+    (["^Prolog error$"], "must be a dict"),
+])
+def test_bad_classes_are_refused_with_the_class_named(classes, message):
+    with pytest.raises(RemediationError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        compile_classes(classes)
+
+
+def test_default_classes_compile_and_the_first_match_wins():
+    names = [c["name"] for c in compile_classes(DEFAULT_REASON_CLASSES)]
+    # health_other is a catch-all for the health prefix: every specific health class is before it
+    assert names.index("health_other") > max(names.index(n) for n in ("gpu_xid_reset", "gpu_count", "gpu_state", "mount"))
+
+
+def test_allowlist_migration_keeps_the_old_meaning():
+    classes = classes_from_allowlist(["^Prolog error$", "^Kill task failed$"], ["^Kill task failed$", "^never$"])
+    assert [(c["match"], c["action"]) for c in classes] == [("^Prolog error$", "resume"), ("^Kill task failed$", "reboot")]
+    result = plan([node("n1", "IDLE+DRAIN", "Prolog error"), node("n2", "IDLE+DRAIN", "Kill task failed"),
+                   node("n3", "IDLE+DRAIN", "never")], classes=classes, circuit=NO_CIRCUIT)
+    assert result["resume"] == ["n1"] and result["reboot"] == ["n2"]
+    assert [s["name"] for s in result["skipped"]] == ["n3"]
+
+
+# --- healing budget ----------------------------------------------------------------------
+
+FLAPPING_HISTORY = [
+    # Prolog error three times, each resumed (recorded on 22.05/24.11/26.05 as one closed event each)
+    event("n2", NOW - 3000, NOW - 2900, "Prolog error"),
+    event("n2", NOW - 2000, NOW - 1900, "Prolog error"),
+    event("n2", NOW - 1000, NOW - 900, "Prolog error"),
+    # the open event of the drain now
+    event("n2", NOW - 60, None, "Prolog error"),
+]
+
+
+def test_count_heals_counts_closed_failures_of_acting_classes():
+    classes = compile_classes(DEFAULT_REASON_CLASSES)
+    assert count_heals(FLAPPING_HISTORY, classes, NOW - DAY) == {"n2": {"heals": 3, "last": "Prolog error"}}
+    # the window: only what ended after `since`
+    assert count_heals(FLAPPING_HISTORY, classes, NOW - 1500) == {"n2": {"heals": 1, "last": "Prolog error"}}
+
+
+def test_count_heals_reboot_cycle_and_rerecorded_events():
+    classes = compile_classes(DEFAULT_REASON_CLASSES)
+    history = [
+        # health check drain, replaced by remediation's reboot reason, then drained again at boot
+        event("n3", NOW - 900, NOW - 800, "clusterops-health: gpu_xid: Xid 79 (PCI:0000:3b:00): GPU has fallen off the bus"),
+        event("n3", NOW - 800, NOW - 700, "clusterops.slurm remediation: reboot", state="DOWN+DRAIN+REBOOT_ISSUED"),
+        event("n3", NOW - 700, None, "clusterops-health: gpu_xid: Xid 79 (PCI:0000:3b:00): GPU has fallen off the bus"),
+        # the same failure re-recorded when only the state changed (DOWN -> DOWN+DRAIN): one failure
+        event("n4", NOW - 500, NOW - 400, "Kill task failed", state="DOWN"),
+        event("n4", NOW - 399, NOW - 100, "Kill task failed"),
+        # an admin's drain and a human class are not heals
+        event("n5", NOW - 500, NOW - 400, "maintenance CHG-1"),
+        event("n5", NOW - 300, NOW - 200, "clusterops-health: disk_free: /tmp has 1.0 GiB free, needs 10.0 GiB"),
+    ]
+    heals = count_heals(list(reversed(history)), classes, NOW - DAY)  # any input order
+    assert heals == {"n3": {"heals": 1, "last": history[0]["reason"]}, "n4": {"heals": 1, "last": "Kill task failed"}}
+
+
+def test_flapping_node_is_left_for_a_human_after_the_budget():
+    nodes = [node("n2", "IDLE+DRAIN", "Prolog error"), node("n3", "IDLE+DRAIN", "Prolog error")]
+    result = plan(nodes, events=FLAPPING_HISTORY, heal_budget=3, heal_window=DAY, circuit=NO_CIRCUIT)
+    assert result["resume"] == ["n3"]
+    assert [f["name"] for f in result["flapping"]] == ["n2"]
+    reason = "clusterops: flapping: healed 3 times in 24h, last: Prolog error"
+    assert result["flapping_groups"] == [{"reason": reason, "nodes": ["n2"], "hostlist": "n2"}]
+    assert result["needs_human"] == [{"name": "n2", "why": "flapping: healed 3 times in 24h, last: Prolog error"}]
+    # the reason set is one that no acting class matches: the next run leaves it to a human
+    after = plan([node("n2", "IDLE+DRAIN", reason)], events=FLAPPING_HISTORY, circuit=NO_CIRCUIT)
+    assert after["human"][0]["class"] == "clusterops_hold" and after["actions"] == []
+
+
+@pytest.mark.parametrize("budget, window, events, flapping", [
+    (4, DAY, FLAPPING_HISTORY, False),      # under the budget
+    (3, 1500, FLAPPING_HISTORY, False),     # older heals are outside the window
+    (0, DAY, FLAPPING_HISTORY, False),      # budget off
+    (3, DAY, None, False),                  # no history given: not checked
+    (1, DAY, FLAPPING_HISTORY[:1], True),
+])
+def test_budget_settings(budget, window, events, flapping):
+    result = plan([node("n2", "IDLE+DRAIN", "Prolog error")], events=events, heal_budget=budget,
+                  heal_window=window, circuit=NO_CIRCUIT)
+    assert bool(result["flapping"]) is flapping
+    assert result["resume"] == ([] if flapping else ["n2"])
+
+
+def test_flapping_reason_is_safe_for_scontrol():
+    reason = flapping_reason(3, 3600, 'x' * 200 + '"quoted"')
+    assert '"' not in reason and reason.startswith("clusterops: flapping: healed 3 times in 1h, last: ")
+    assert len(reason) < 160
+
+
+# --- circuit breaker ----------------------------------------------------------------------
+
+def cluster(broken, total=100, reason="Kill task failed", age=60):
+    nodes = [node("n%d" % i, "IDLE") for i in range(1, total + 1)]
+    for i in range(broken):
+        nodes[i] = node("n%d" % (i + 1), "IDLE+DRAIN", reason, reason_time=NOW - age)
+    return nodes
+
+
+@pytest.mark.parametrize("considered, expected", [(8, 3), (100, 10), (320, 32), (16384, 32), (0, 3)])
+def test_circuit_threshold(considered, expected):
+    assert circuit_threshold(considered, 32, 10, 3) == expected
+
+
+def test_circuit_opens_when_too_many_break_at_once():
+    result = plan(cluster(11), circuit={"window": 1800})
+    assert result["circuit"]["open"] and result["circuit"]["broken"] == 11 and result["circuit"]["threshold"] == 10
+    assert result["reboot"] == result["resume"] == [] and result["flapping_groups"] == []
+    assert len(result["held"]) == 11 and result["overflow"] == []
+    assert result["circuit"]["groups"] == [{"class": "kill_task_failed", "count": 11, "hostlist": "n[1-11]",
+                                            "reason": "Kill task failed"}]
+    why = result["needs_human"][0]["why"]
+    assert why.startswith("cluster-wide failure suspected: 11 nodes broke within 30min (more than 10)")
+    assert "kill_task_failed n[1-11]" in why
+
+
+def test_circuit_stays_closed_at_the_threshold_and_for_old_failures():
+    assert not plan(cluster(10), circuit={"window": 1800})["circuit"]["open"]
+    old = plan(cluster(11, age=4000), circuit={"window": 1800})
+    assert not old["circuit"]["open"] and old["circuit"]["broken"] == 0
+    assert len(old["reboot"]) == 11
+    assert not plan(cluster(50), circuit={"window": 0})["circuit"]["open"]
+
+
+def test_circuit_counts_unknown_reason_times_and_groups_by_class():
+    nodes = cluster(2, total=8) + [node("m1", "IDLE+DRAIN", "clusterops-health: mount: /data not mounted", None),
+                          node("m2", "IDLE+DRAIN", "clusterops-health: mount: /data not mounted", None)]
+    result = plan(nodes, circuit={"window": 1800, "min_nodes": 3})
+    assert result["circuit"]["open"]
+    assert [(g["class"], g["hostlist"]) for g in result["circuit"]["groups"]] == [
+        ("kill_task_failed", "n[1-2]"), ("mount", "m[1-2]")]
+
+
+def test_circuit_ignores_nodes_already_held_by_clusterops():
+    nodes = [node("n%d" % i, "IDLE+DRAIN", "clusterops: flapping: healed 3 times in 24h, last: Prolog error")
+             for i in range(1, 6)]
+    result = plan(nodes, circuit={"window": 1800, "min_nodes": 3})
+    assert not result["circuit"]["open"]
+
+
+@pytest.mark.parametrize("circuit, message", [
+    ({"window": -1}, "circuit window"), ({"max_nodes": "x"}, "circuit max_nodes"), ({"size": 3}, "unknown key"),
+])
+def test_bad_circuit_settings(circuit, message):
+    with pytest.raises(RemediationError, match=message):
+        plan(cluster(1), circuit=circuit)
+
+
+# --- reboots in flight ---------------------------------------------------------------------
+
+def test_reboots_in_flight_use_up_the_blast_radius():
+    rebooting = [node("r%d" % i, "DOWN+DRAIN+REBOOT_ISSUED", "clusterops.slurm remediation: reboot") for i in range(1, 3)]
+    # booted but not yet registered: still broken with remediation's own reason
+    booting = [node("r3", "DOWN", "clusterops.slurm remediation: reboot")]
+    broken = [node("k%d" % i, "IDLE+DRAIN", "Kill task failed", reason_time=NOW - 100 + i) for i in range(1, 4)]
+    result = plan(rebooting + booting + broken, max_nodes=4, circuit=NO_CIRCUIT)
+    assert result["in_flight"] == ["r1", "r2", "r3"]
+    assert result["reboot"] == ["k1"] and [o["name"] for o in result["overflow"]] == ["k2", "k3"]
+    full = plan(rebooting + booting + broken, max_nodes=3, circuit=NO_CIRCUIT)
+    assert full["reboot"] == [] and len(full["overflow"]) == 3
