@@ -20,6 +20,8 @@
 #   cluster-prolog-ok    NODE=n2: the Prolog succeeds on n2 again
 #   cluster-slurmctld-stop       only slurmctld stops: the controller does not answer
 #   cluster-slurmctld-start      slurmctld starts again with its saved state
+#   cluster-slurmdbd-stop        only slurmdbd stops: accounting (sacct, sacctmgr) does not answer
+#   cluster-slurmdbd-start       slurmdbd starts again
 
 # Directory of this fragment, valid wherever it is included from.
 DEVCLUSTER_MK_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
@@ -54,7 +56,8 @@ DEVCLUSTER_PREREQ := $(if $(filter 22.05,$(SLURM)),,cluster-deps molecule-setup)
 
 .PHONY: cluster-deps cluster-up cluster-down cluster-status cluster-env \
         cluster-crash cluster-poweron cluster-reboot cluster-slurmd-kill cluster-slurmd-start \
-        cluster-prolog-fail cluster-prolog-ok cluster-slurmctld-stop cluster-slurmctld-start
+        cluster-prolog-fail cluster-prolog-ok cluster-slurmctld-stop cluster-slurmctld-start \
+        cluster-slurmdbd-stop cluster-slurmdbd-start
 
 cluster-deps:
 	"$(DEVCLUSTER_MK_DIR)/install-deps.sh"
@@ -72,7 +75,7 @@ cluster-status:
 cluster-env:
 	@$(DEVCLUSTER) env
 
-cluster-slurmctld-stop cluster-slurmctld-start:
+cluster-slurmctld-stop cluster-slurmctld-start cluster-slurmdbd-stop cluster-slurmdbd-start:
 	$(DEVCLUSTER) $(patsubst cluster-%,%,$@)
 
 cluster-crash cluster-poweron cluster-reboot cluster-slurmd-kill cluster-slurmd-start \

@@ -646,6 +646,15 @@ class Cluster:
         self.stop_daemon("slurmctld")
         log("slurmctld stopped; `cluster-slurmctld-start` starts it again with its state")
 
+    def slurmdbd_stop(self):
+        """Stop only slurmdbd (slurmctld, nodes, jobs keep running): accounting is gone, so
+        sacct and sacctmgr cannot answer while the cluster itself runs on."""
+        if not self.daemon_pid("slurmdbd"):
+            log("slurmdbd is not running")
+            return
+        self.stop_daemon("slurmdbd")
+        log("slurmdbd stopped; `cluster-slurmdbd-start` starts it again")
+
     def render_slurmdbd_conf(self):
         p = self.p
         return "\n".join([
@@ -1436,6 +1445,8 @@ def main(argv=None):
         sp.add_argument("node")
     sub.add_parser("slurmctld-stop", help="stop slurmctld only (the controller does not answer)")
     sub.add_parser("slurmctld-start", help="start slurmctld again, keeping its state")
+    sub.add_parser("slurmdbd-stop", help="stop slurmdbd only (accounting does not answer)")
+    sub.add_parser("slurmdbd-start", help="start slurmdbd again")
     sub.add_parser("powerd", help=argparse.SUPPRESS)
     sub.add_parser("container-init", help=argparse.SUPPRESS)
     ni = sub.add_parser("node-init", help=argparse.SUPPRESS)
@@ -1484,6 +1495,13 @@ def main(argv=None):
             c.p.ensure_dirs()
             with flocked(c.p.lock):
                 c.start_slurmctld(clean=False)
+        elif args.cmd in ("slurmdbd-stop", "slurmdbd-start"):
+            c.p.ensure_dirs()
+            with flocked(c.p.lock):
+                if args.cmd == "slurmdbd-stop":
+                    c.slurmdbd_stop()
+                else:
+                    c.start_slurmdbd()
         elif args.cmd == "powerd":
             c.powerd()
     except ClusterError as exc:
@@ -1520,7 +1538,7 @@ def main_container(args):
                           "prolog-fail", "prolog-ok"):
             c.require_running()
             return c.inner([args.cmd, args.node])
-        elif args.cmd in ("slurmctld-stop", "slurmctld-start"):
+        elif args.cmd in ("slurmctld-stop", "slurmctld-start", "slurmdbd-stop", "slurmdbd-start"):
             c.require_running()
             return c.inner([args.cmd])
         else:
