@@ -394,7 +394,9 @@ def plan_remediation(nodes, classes=DEFAULT_REASON_CLASSES, in_scope=None, max_n
             continue
         reason = node.get("reason") or ""
         view = {"name": node["name"], "state": state.compound(), "reason": reason}
-        if state.flags & _REBOOTING or (reboot_reason and reason == reboot_reason):
+        # Slurm appends " : reboot issued" (and more) to the reason a reboot was given.
+        if state.flags & _REBOOTING or (reboot_reason and (reason == reboot_reason
+                                                           or reason.startswith(reboot_reason + " : "))):
             in_flight.append(node["name"])
         owned = [why for flag, why in _OWNED_ELSEWHERE if flag in state.flags]
         if owned:

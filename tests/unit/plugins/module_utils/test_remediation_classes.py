@@ -251,7 +251,7 @@ def test_bad_circuit_settings(circuit, message):
 def test_reboots_in_flight_use_up_the_blast_radius():
     rebooting = [node("r%d" % i, "DOWN+DRAIN+REBOOT_ISSUED", "clusterops.slurm remediation: reboot") for i in range(1, 3)]
     # booted but not yet registered: still broken with remediation's own reason
-    booting = [node("r3", "DOWN", "clusterops.slurm remediation: reboot")]
+    booting = [node("r3", "DOWN", "clusterops.slurm remediation: reboot : reboot issued")]
     broken = [node("k%d" % i, "IDLE+DRAIN", "Kill task failed", reason_time=NOW - 100 + i) for i in range(1, 4)]
     result = plan(rebooting + booting + broken, max_nodes=4, circuit=NO_CIRCUIT)
     assert result["in_flight"] == ["r1", "r2", "r3"]
