@@ -120,6 +120,8 @@ def _validate_run(spec, folder):
         raise RegistryError("%s: checkpoint_validate %r is not a validation level (%s)"
                             % (folder, run["checkpoint_validate"], ", ".join(LEVELS)))
     template = run["checkpoint_name_template"]
+    if template == "":
+        run["checkpoint_name_template"] = template = None  # the role writes "" for none
     if template is not None:
         try:
             if not isinstance(template, str):

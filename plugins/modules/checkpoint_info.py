@@ -22,10 +22,10 @@ description:
     Megatron V(iter_<S>/) with C(latest_checkpointed_iteration.txt), and Lightning/NeMo
     C(ModelCheckpoint) files V(*.ckpt) (V(epoch=<E>-step=<S>.ckpt), V(step=<S>.ckpt), any metrics in
     any order, V(-v<N>) versions, V(last.ckpt) and V(last-v<N>.ckpt) as copies or symlinks)."
-  - A Lightning checkpoint is ordered by its global step, read from the name (V(step=<S>), or the
+  - "A Lightning checkpoint is ordered by its global step, read from the name (V(step=<S>), or the
     O(name_template)), else from the file's own C(data.pkl) (C(global_step)), read without torch and
     without running anything from the file. A whole V(.ckpt) whose step neither tells is reported in
-    RV(unordered) and no checkpoint is chosen (RV(latest_valid) is V(null)): the order is not guessed.
+    RV(unordered) and no checkpoint is chosen (RV(latest_valid) is V(null)): the order is not guessed."
   - Checkpoints are ordered by the numbers in their names, (epoch, step) where the name has an epoch,
     else step; never by name or modification time. Temporary entries (V(tmp-*), V(*.tmp)) are never
     chosen, and names that match no layout are returned in RV(ignored).

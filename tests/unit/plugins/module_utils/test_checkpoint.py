@@ -1169,7 +1169,7 @@ def test_naming_kinds(tmp_path, build, template, expected, step, step_from, rc):
         (expected, step, step_from), report.to_dict()
     assert report.had_candidates
     argv = [sys.executable, LIBRARY, "latest", str(tmp_path)] + (["--name-template", template] if template else [])
-    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
     assert proc.returncode == rc, proc.stderr
     assert proc.stdout == (os.path.join(str(tmp_path), expected) + "\n" if expected else "")
     if rc == 3:
@@ -1327,9 +1327,12 @@ def save_with_numpy(obj, path):
 
 def test_load_level_marks_a_numpy_rng_state_invalid(tmp_path):
     torch = pytest.importorskip("torch")
-    good = ck.write_checkpoint(str(tmp_path), 10, 0, lambda d: (torch.save({"w": torch.ones(2)}, os.path.join(d, "model.pt")),
-                                                                   torch.save({"torch": torch.get_rng_state()},
-                                                                              os.path.join(d, "rng.pt"))), fsync=False)
+
+    def without_numpy(staging):
+        torch.save({"w": torch.ones(2)}, os.path.join(staging, "model.pt"))
+        torch.save({"torch": torch.get_rng_state()}, os.path.join(staging, "rng.pt"))
+
+    good = ck.write_checkpoint(str(tmp_path), 10, 0, without_numpy, fsync=False)
 
     def with_numpy(staging):
         torch.save({"w": torch.ones(2)}, os.path.join(staging, "model.pt"))
@@ -1377,5 +1380,5 @@ def test_load_level_without_torch_is_a_usage_error(tmp_path):
               "sys.argv = ['_checkpoint.py', 'latest', sys.argv[1], '--validate', 'load']\n"
               "exec(compile(open(%r).read(), %r, 'exec'), {'__name__': '__main__'})\n" % (LIBRARY, LIBRARY))
     proc = subprocess.run([sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, universal_newlines=True)
+                          stderr=subprocess.PIPE, universal_newlines=True, check=False)
     assert proc.returncode == 2 and "needs torch" in proc.stderr and proc.stdout == "", proc.stderr

@@ -391,3 +391,19 @@ def test_registry_refuses_unknown_levels_and_bad_name_templates(tmp_path):
     by_name = dict((e["name"], e["error"]) for e in errors)
     assert "checkpoint_validate 'full' is not a validation level" in by_name["b"]
     assert "has no {step}" in by_name["c"]
+
+
+def test_launcher_role_levels_and_name_template_match_the_library():
+    yaml = pytest.importorskip("yaml")
+    role = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "roles", "torchrun_launcher")
+    with open(os.path.join(role, "meta", "argument_specs.yml")) as handle:
+        options = yaml.safe_load(handle)["argument_specs"]["main"]["options"]
+    with open(os.path.join(role, "defaults", "main.yml")) as handle:
+        defaults = yaml.safe_load(handle)
+    assert options["torchrun_launcher_checkpoint_validate"]["choices"] == list(ckpt_lib.LEVELS)
+    assert defaults["torchrun_launcher_checkpoint_validate"] == options["torchrun_launcher_checkpoint_validate"][
+        "default"] == tr._RUN_DEFAULTS["checkpoint_validate"]
+    assert defaults["torchrun_launcher_checkpoint_name_template"] == options[
+        "torchrun_launcher_checkpoint_name_template"]["default"] == ""
+    # The role writes "" for no template: the registry reads it as none.
+    assert run(checkpoint_name_template="")["checkpoint_name_template"] is None
