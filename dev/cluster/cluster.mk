@@ -20,6 +20,7 @@
 #   cluster-prolog-ok    NODE=n2: the Prolog succeeds on n2 again
 #   cluster-slurmctld-stop       only slurmctld stops: the controller does not answer
 #   cluster-slurmctld-start      slurmctld starts again with its saved state
+#   cluster-gpu-fault NODE=n2 FAULT=fallen-off-bus   emulate a GPU fault (FAULT=none clears it)
 #   cluster-slurmdbd-stop        only slurmdbd stops: accounting (sacct, sacctmgr) does not answer
 #   cluster-slurmdbd-start       slurmdbd starts again
 
@@ -82,3 +83,12 @@ cluster-crash cluster-poweron cluster-reboot cluster-slurmd-kill cluster-slurmd-
 cluster-prolog-fail cluster-prolog-ok:
 	@test -n "$(NODE)" || { echo "usage: make $@ NODE=n2" >&2; exit 2; }
 	$(DEVCLUSTER) $(patsubst cluster-%,%,$@) "$(NODE)"
+
+# GPU fault emulation (dev/cluster/gpu_standin.py, samples in dev/cluster/gpu-samples/):
+# FAULT=none|fallen-off-bus|dbe-ecc|row-remap-failure|gpu-lost. The stand-in nvidia-smi shows it at
+# once; the node's kernel log gets its Xid lines now and again at every boot until FAULT=none
+# (a cleared fault is gone from the kernel log after the next boot).
+.PHONY: cluster-gpu-fault
+cluster-gpu-fault:
+	@test -n "$(NODE)" -a -n "$(FAULT)" || { echo "usage: make $@ NODE=n2 FAULT=fallen-off-bus|dbe-ecc|row-remap-failure|gpu-lost|none" >&2; exit 2; }
+	$(DEVCLUSTER) gpu-fault "$(NODE)" "$(FAULT)"
