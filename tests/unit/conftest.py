@@ -16,7 +16,11 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import pickle
 import sys
+import types
+
+import pytest
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _COLLECTIONS = os.path.join(_REPO, '.collections')
@@ -39,3 +43,58 @@ def _make_importable():
 
 
 _make_importable()
+
+
+# ---------------------------------------------------------------------------------------------
+# A checkpoint file whose RNG state holds numpy arrays, with or without numpy installed
+# ---------------------------------------------------------------------------------------------
+
+def _reconstruct():  # never called: only its name is pickled
+    raise AssertionError('not to be called')
+
+
+class _NumpyArray(object):
+    """Pickles as numpy pickles an ndarray: GLOBAL numpy._core.multiarray _reconstruct, then REDUCE."""
+
+
+class _NumpyLikePickler(pickle._Pickler):  # pylint: disable=protected-access
+    dispatch = dict(pickle._Pickler.dispatch)  # pylint: disable=protected-access
+
+    def reducer_override(self, obj):
+        if isinstance(obj, _NumpyArray):
+            return (_reconstruct, ('ndarray', (0,), b'b'))
+        return NotImplemented
+
+    def save_global(self, obj, name=None):
+        if obj is _reconstruct:
+            self.write(pickle.GLOBAL + b'numpy._core.multiarray\n_reconstruct\n')
+            self.memoize(obj)
+            return None
+        return super(_NumpyLikePickler, self).save_global(obj, name)
+
+
+_NumpyLikePickler.dispatch[types.FunctionType] = _NumpyLikePickler.save_global
+
+
+@pytest.fixture
+def torch_save_numpy_rng():
+    """``save(path, **fields)``: torch.save of ``{"torch": <torch RNG state>, "numpy":
+    np.random.get_state(), **fields}``, the RNG state other trainers save and that
+    ``torch.load(weights_only=True)`` refuses. Without numpy, the same pickle opcodes are written
+    (numpy's ndarray global), so the refusal is the same. Skips without torch."""
+    torch = pytest.importorskip('torch')
+
+    def save(path, **fields):
+        try:
+            import numpy  # pylint: disable=import-outside-toplevel
+        except ImportError:
+            numpy, state, module = None, ('MT19937', _NumpyArray(), 624, 0, 0.0), types.ModuleType('numpy_like')
+            module.Pickler = _NumpyLikePickler
+        else:
+            state, module = numpy.random.get_state(), pickle
+        data = {'torch': torch.get_rng_state(), 'numpy': state}
+        data.update(fields)
+        torch.save(data, str(path), pickle_module=module)
+        return str(path)
+
+    return save

@@ -18,12 +18,10 @@ __metaclass__ = type
 
 import json
 import os
-import pickle
 import signal
 import subprocess
 import sys
 import time
-import types
 
 import pytest
 
@@ -408,47 +406,7 @@ def test_resume_from_an_older_checkpoint_moves_the_newer_broken_one_aside(tmp_pa
 # A checkpoint torch.load(weights_only=True) refuses: a clean refusal, never a traceback
 # ---------------------------------------------------------------------------------------------
 
-def _reconstruct():  # never called: only its name is pickled
-    raise AssertionError("not to be called")
-
-
-class _NumpyArray(object):
-    """Pickles as numpy pickles an ndarray, for a numpy RNG state where numpy is not installed."""
-
-
-class _NumpyLikePickler(pickle._Pickler):
-    dispatch = dict(pickle._Pickler.dispatch)
-
-    def reducer_override(self, obj):
-        if isinstance(obj, _NumpyArray):
-            return (_reconstruct, ("ndarray", (0,), b"b"))
-        return NotImplemented
-
-    def save_global(self, obj, name=None):
-        if obj is _reconstruct:
-            self.write(pickle.GLOBAL + b"numpy._core.multiarray\n_reconstruct\n")
-            self.memoize(obj)
-            return
-        return super(_NumpyLikePickler, self).save_global(obj, name)
-
-
-_NumpyLikePickler.dispatch[types.FunctionType] = _NumpyLikePickler.save_global
-
-
-def _save_numpy_rng_state(path):
-    """torch.save of an RNG state dict with ``np.random.get_state()`` in it (numpy or its pickle)."""
-    try:
-        import numpy
-    except ImportError:
-        module = types.ModuleType("numpy_like_pickle")
-        module.Pickler = _NumpyLikePickler
-        torch.save({"torch": torch.get_rng_state(), "numpy": ("MT19937", _NumpyArray(), 624, 0, 0.0)}, path,
-                   pickle_module=module)
-    else:
-        torch.save({"torch": torch.get_rng_state(), "numpy": numpy.random.get_state()}, path)
-
-
-def test_resume_from_a_checkpoint_weights_only_refuses_exits_2_with_the_reason(tmp_path):
+def test_resume_from_a_checkpoint_weights_only_refuses_exits_2_with_the_reason(tmp_path, torch_save_numpy_rng):
     run_dir = tmp_path / "run"
     spe = 640 // 16  # one process
 
@@ -456,7 +414,7 @@ def test_resume_from_a_checkpoint_weights_only_refuses_exits_2_with_the_reason(t
         torch.save({}, os.path.join(staging, "model.pt"))
         torch.save({"optimizer": {}, "scheduler": {}}, os.path.join(staging, "optim.pt"))
         os.makedirs(os.path.join(staging, "rng"))
-        _save_numpy_rng_state(os.path.join(staging, "rng", "rank0.pt"))
+        torch_save_numpy_rng(os.path.join(staging, "rng", "rank0.pt"))
 
     extra = dict(world_size=1, seed=1234, batch_size=16, dataset_size=640, steps_per_epoch=spe, batch=10, step=10)
     ckpt = ck.write_checkpoint(str(run_dir), 10, 0, files, extra=extra, fsync=False)

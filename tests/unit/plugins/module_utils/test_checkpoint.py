@@ -1276,56 +1276,7 @@ def test_lightning_order_ignores_mtimes_and_name_order(picked, mtimes, data):
 # Loadability (issue 12 part 4)
 # ---------------------------------------------------------------------------------------------
 
-def _reconstruct():  # never called: only its name is pickled
-    raise AssertionError("not to be called")
-
-
-class NumpyArray(object):
-    """Pickles as numpy pickles an ndarray (GLOBAL numpy._core.multiarray _reconstruct): a numpy RNG
-    state (np.random.get_state()) in a checkpoint, written where numpy is not installed."""
-
-
-class _NumpyLikePickler(pickle._Pickler):
-    def reducer_override(self, obj):
-        if isinstance(obj, NumpyArray):
-            return (_reconstruct, ("ndarray", (0,), b"b"))
-        return NotImplemented
-
-    def save_global(self, obj, name=None):
-        if obj is _reconstruct:
-            self.write(pickle.GLOBAL + b"numpy._core.multiarray\n_reconstruct\n")
-            self.memoize(obj)
-            return
-        return super(_NumpyLikePickler, self).save_global(obj, name)
-
-
-_NumpyLikePickler.dispatch = dict(pickle._Pickler.dispatch)
-_NumpyLikePickler.dispatch[type(_reconstruct)] = _NumpyLikePickler.save_global
-
-
-def numpy_rng_state():
-    """``np.random.get_state()`` when numpy is installed, else a tuple that pickles the same way."""
-    try:
-        import numpy
-    except ImportError:
-        return ("MT19937", NumpyArray(), 624, 0, 0.0)
-    return numpy.random.get_state()
-
-
-def save_with_numpy(obj, path):
-    torch = pytest.importorskip("torch")
-    try:
-        import numpy  # noqa: F401
-    except ImportError:
-        import types
-        module = types.ModuleType("numpy_like_pickle")
-        module.Pickler = _NumpyLikePickler
-        torch.save(obj, path, pickle_module=module)
-    else:
-        torch.save(obj, path)
-
-
-def test_load_level_marks_a_numpy_rng_state_invalid(tmp_path):
+def test_load_level_marks_a_numpy_rng_state_invalid(tmp_path, torch_save_numpy_rng):
     torch = pytest.importorskip("torch")
 
     def without_numpy(staging):
@@ -1336,7 +1287,7 @@ def test_load_level_marks_a_numpy_rng_state_invalid(tmp_path):
 
     def with_numpy(staging):
         torch.save({"w": torch.ones(2)}, os.path.join(staging, "model.pt"))
-        save_with_numpy({"torch": torch.get_rng_state(), "numpy": numpy_rng_state()}, os.path.join(staging, "rng.pt"))
+        torch_save_numpy_rng(os.path.join(staging, "rng.pt"))
 
     ck.write_checkpoint(str(tmp_path), 20, 0, with_numpy, fsync=False)
     assert ck.latest_valid(str(tmp_path), "sha256").name == "step_000000020"  # whole: only load tells
@@ -1352,7 +1303,7 @@ def test_load_level_marks_a_numpy_rng_state_invalid(tmp_path):
     assert ck.verify(bad.path, ck.LOAD).valid is False
     # A Lightning file whose callbacks saved a numpy RNG state: the same at the file level.
     path = os.path.join(str(tmp_path), "step=30.ckpt")
-    save_with_numpy({"global_step": 30, "epoch": 0, "callbacks": {"rng": numpy_rng_state()}}, path)
+    torch_save_numpy_rng(path, global_step=30, epoch=0)
     checked = ck.verify(path, ck.LOAD)
     assert checked.valid is False and "torch.load(weights_only=True) fails" in checked.why_invalid
     assert ck.verify(path, ck.SHA256).valid is True
