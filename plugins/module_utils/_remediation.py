@@ -112,8 +112,9 @@ DEFAULT_HEAL_WINDOW = 24 * 3600
 #: within the window (seconds) means a cluster-wide failure: nothing is healed.
 DEFAULT_CIRCUIT = {"window": 1800, "max_nodes": 32, "max_percent": 10.0, "min_nodes": 3}
 
-#: Two events of a node closer than this (seconds) are one record of the same failure when their
-#: reasons are equal: Slurm closes an event and opens the next one when only the state changes.
+#: An event of a node that starts within this many seconds of the end of the one before follows it
+#: directly: the node did not return to service in between (Slurm closes an event and opens the
+#: next one in the same second when a reason or the state changes).
 EVENT_JOIN_SECONDS = 2
 
 _OWNED_ELSEWHERE = (
@@ -234,21 +235,24 @@ def classify(reason, classes):
     return None
 
 
-def count_heals(events, classes, since):
-    # type: (List[Dict[str, Any]], Sequence[Dict[str, Any]], int) -> Dict[str, Dict[str, Any]]
-    """Count, per node, how often it was returned to service from a failure that a class heals.
+def count_heals(events, classes, since, reboot_reason=DEFAULT_REBOOT_REASON):
+    # type: (List[Dict[str, Any]], Sequence[Dict[str, Any]], int, str) -> Dict[str, Dict[str, Any]]
+    """Count, per node, how often it was healed from a failure that a class heals.
 
-    A heal is a closed event (``end`` set, at or after ``since``) whose reason belongs to a
-    ``reboot`` or ``resume`` class: whoever returned the node (this collection, an admin or Slurm
-    itself), the node failed that way and came back. An event closed within
-    ``EVENT_JOIN_SECONDS`` of the next event of the same node with the same reason is the same
-    failure recorded twice (Slurm opens a new event when only the state changes), not a heal.
+    A heal is a closed event (``end`` at or after ``since``) whose reason belongs to a ``reboot``
+    or ``resume`` class and after which the node either returned to service (no event of the
+    node starts within ``EVENT_JOIN_SECONDS`` of its end: resumed by this collection, an admin or
+    Slurm itself) or was rebooted by remediation (the next event's reason is ``reboot_reason``,
+    which Slurm may extend with " : reboot issued"). A failure whose reason Slurm or a health
+    check replaced by another failure reason, or recorded again when only the state changed, is
+    not a heal: the node never came back in between.
 
     Args:
         events: ``slurm_node_event_info`` ``events``: ``{node, start, end, state, reason}``
             (Unix seconds, ``end`` None while the event is open), any order.
         classes: compiled classes (``compile_classes``).
         since: Unix seconds; older heals do not count.
+        reboot_reason: the reason remediation gives the nodes it reboots.
 
     Returns:
         ``{node: {"heals": int, "last": reason of the newest heal}}`` for nodes healed at least once.
@@ -265,9 +269,11 @@ def count_heals(events, classes, since):
             entry = classify(event.get("reason") or "", classes)
             if entry is None or entry["action"] == "human":
                 continue
-            following = node_events[index + 1:index + 2]
-            if following and following[0]["reason"] == event["reason"] \
-                    and abs(following[0]["start"] - event["end"]) <= EVENT_JOIN_SECONDS:
+            following = [e for e in node_events[index + 1:]
+                         if abs(e["start"] - event["end"]) <= EVENT_JOIN_SECONDS]
+            rebooted = any(reboot_reason and (e.get("reason") or "").startswith(reboot_reason)
+                           for e in following)
+            if following and not rebooted:
                 continue
             seen = result.setdefault(node, {"heals": 0, "last": "", "last_time": 0})
             seen["heals"] += 1
@@ -375,7 +381,7 @@ def plan_remediation(nodes, classes=DEFAULT_REASON_CLASSES, in_scope=None, max_n
         raise RemediationError("circuit max_percent must be a number, not %r" % settings["max_percent"])
     now = time.time() if now is None else float(now)
     scope = None if in_scope is None else set(in_scope)
-    heals = count_heals(events, compiled, int(now) - heal_window) if events is not None else {}
+    heals = count_heals(events, compiled, int(now) - heal_window, reboot_reason) if events is not None else {}
 
     candidates = []
     skipped = []

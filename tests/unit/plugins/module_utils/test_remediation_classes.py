@@ -8,8 +8,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import io
+import os
+
 import pytest
 
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_events import parse_events
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_state import parse_state
 from ansible_collections.clusterops.slurm.plugins.module_utils._remediation import (
     DEFAULT_REASON_CLASSES,
@@ -137,6 +141,33 @@ def test_count_heals_counts_closed_failures_of_acting_classes():
     assert count_heals(FLAPPING_HISTORY, classes, NOW - 1500) == {"n2": {"heals": 1, "last": "Prolog error"}}
 
 
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures")
+
+
+def recorded_events(release, scenario):
+    path = os.path.join(FIXTURES, "slurm-" + release, "node-events-" + scenario, "sacctmgr-show-event.out")
+    if not os.path.exists(path):
+        pytest.skip("no %s recording of %s" % (release, scenario))
+    with io.open(path, encoding="utf-8", errors="replace") as handle:
+        return parse_events(handle.read())
+
+
+# What real Slurm recorded (dev/cluster/record-node-events.sh): a drained node resumed twice is two
+# heals; "Kill task failed" then remediation's reboot is one; a crash ("Not responding", replaced
+# in the same second by "Node unexpectedly rebooted" at power-on) then a resume is one; an admin's
+# drain and slurmctld's cold-start events are none.
+@pytest.mark.parametrize("release", ["22.05", "24.11", "26.05"])
+@pytest.mark.parametrize("scenario, node, heals", [
+    ("flapping", "n2", 2), ("reboot", "n3", 1), ("crash", "n4", 1), ("admin-open", None, 0),
+])
+def test_count_heals_on_recorded_histories(release, scenario, node, heals):
+    events = recorded_events(release, scenario)
+    counted = count_heals(events, compile_classes(DEFAULT_REASON_CLASSES), 0)
+    assert sum(v["heals"] for v in counted.values()) == heals, (events, counted)
+    if node:
+        assert counted[node]["heals"] == heals
+
+
 def test_count_heals_reboot_cycle_and_rerecorded_events():
     classes = compile_classes(DEFAULT_REASON_CLASSES)
     history = [
@@ -147,6 +178,10 @@ def test_count_heals_reboot_cycle_and_rerecorded_events():
         # the same failure re-recorded when only the state changed (DOWN -> DOWN+DRAIN): one failure
         event("n4", NOW - 500, NOW - 400, "Kill task failed", state="DOWN"),
         event("n4", NOW - 399, NOW - 100, "Kill task failed"),
+        # a power cycle outside Slurm, then the health check's drain at slurmd start replaces the
+        # reason: the node never came back in between, no heal
+        event("n6", NOW - 500, NOW - 490, "Node unexpectedly rebooted", state="DOWN"),
+        event("n6", NOW - 490, None, "clusterops-health: gpu_count: expected 8 found 7"),
         # an admin's drain and a human class are not heals
         event("n5", NOW - 500, NOW - 400, "maintenance CHG-1"),
         event("n5", NOW - 300, NOW - 200, "clusterops-health: disk_free: /tmp has 1.0 GiB free, needs 10.0 GiB"),
