@@ -31,6 +31,7 @@ import argparse
 import hashlib
 import json
 import os
+import pickle
 import platform
 import shutil
 import ssl
@@ -40,6 +41,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
+import zipfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIBRARY_DIR = os.path.join(REPO, "plugins", "module_utils")
@@ -115,6 +117,38 @@ def scan_figures(parent, count, repeat):
     return dict(count=count, build_s=built, rows=rows)
 
 
+def lightning_file(path, step, layers=50):
+    """A file laid out as Lightning's torch.save writes it (zip, data.pkl with global_step and a
+    50-entry state_dict whose tensors are persistent ids), built without torch."""
+    state = {"epoch": step // 1000, "global_step": step, "pytorch-lightning_version": "2.5.1",
+             "state_dict": dict(("layer%d.weight" % i, "storage %d" % i) for i in range(layers)),
+             "optimizer_states": [], "lr_schedulers": [], "loops": {}, "callbacks": {}}
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
+        archive.writestr("archive/data.pkl", pickle.dumps(state, protocol=2))
+        archive.writestr("archive/version", b"3\n")
+        for i in range(layers):
+            archive.writestr("archive/data/%d" % i, b"\0" * 16)
+
+
+def lightning_figures(parent, count, repeat):
+    """``latest_valid`` over Lightning ``.ckpt`` files: the step in the name, then only in the file."""
+    rows = []
+    print("\nnewest valid among %d Lightning .ckpt files (warm cache, %d runs):" % (count, repeat))
+    for what, name in (("step in the name (epoch=E-step=S.ckpt)", "epoch=%d-step=%d.ckpt"),
+                       ("step only in data.pkl (epoch=E-val_loss=X.ckpt)", "epoch=%d-val_loss=0.%d.ckpt")):
+        root = os.path.join(parent, "lightning")
+        os.mkdir(root)
+        for index in range(count):
+            step = (index + 1) * 10
+            lightning_file(os.path.join(root, name % (step // 1000, step)), step)
+        best, median, result = timed(lambda r=root: ck.latest_valid(r, "sizes"), repeat)
+        assert result.step == count * 10, (what, result)
+        rows.append(dict(what=what, best_ms=best * 1000, median_ms=median * 1000))
+        print("  %-66s best %8.1f ms   median %8.1f ms" % (what, best * 1000, median * 1000))
+        shutil.rmtree(root)
+    return dict(count=count, rows=rows)
+
+
 def throughput_figures(parent, big_mib, repeat):
     root = os.path.join(parent, "big")
     os.mkdir(root)
@@ -166,6 +200,7 @@ def throughput_figures(parent, big_mib, repeat):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--count", type=int, default=10000)
+    parser.add_argument("--lightning-count", type=int, default=1000)
     parser.add_argument("--big-mib", type=int, default=512)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--dir", help="parent of the temporary folder (default: the system's)")
@@ -176,6 +211,7 @@ def main():
     parent = tempfile.mkdtemp(prefix="clusterops-ckpt-bench-", dir=args.dir)
     try:
         figures = dict(scan=scan_figures(parent, args.count, args.repeat),
+                       lightning=lightning_figures(parent, args.lightning_count, args.repeat),
                        sha256=throughput_figures(parent, args.big_mib, args.repeat))
     finally:
         shutil.rmtree(parent, ignore_errors=True)

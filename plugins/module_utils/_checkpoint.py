@@ -1338,6 +1338,12 @@ def verify(path, validate=SHA256):
         if parsed is None:
             raise CheckpointError("%s matches no checkpoint layout" % name)
         ckpt = Checkpoint(name, full, parsed[0], parsed[2], parsed[3], os.path.isdir(full))
+        if ckpt.step < 0 and not ckpt.is_dir:
+            try:
+                ckpt.step, ckpt.epoch = lightning_progress(full)
+                ckpt.step_from = "metadata"
+            except (_Invalid, ValueError, OSError):
+                pass  # the check below says why when it is broken
     parent_real = os.path.realpath(os.path.dirname(ckpt.path))
     if os.path.islink(ckpt.path) and not _inside(ckpt.path, parent_real):
         ckpt.valid, ckpt.why_invalid, ckpt.checked = False, "a symlink out of its folder (not followed)", validate
@@ -1860,6 +1866,8 @@ def _prune_locked(root, result, keep_last, keep_every, keep, threshold, tmp_grac
                 reasons[ckpt.name] = "step %d is a multiple of keep_every %d" % (ckpt.step, keep_every)
             elif ckpt.pointed_by:
                 reasons[ckpt.name] = "named by the pointer %s" % ", ".join(ckpt.pointed_by)
+            elif ckpt.last:
+                reasons[ckpt.name] = "Lightning's last checkpoint (save_last), which a resume with ckpt_path='last' opens"
             elif ckpt.name in linked:
                 reasons[ckpt.name] = linked[ckpt.name]
             else:

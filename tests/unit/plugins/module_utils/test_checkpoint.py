@@ -1333,3 +1333,18 @@ def test_load_level_without_torch_is_a_usage_error(tmp_path):
     proc = subprocess.run([sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, universal_newlines=True, check=False)
     assert proc.returncode == 2 and "needs torch" in proc.stderr and proc.stdout == "", proc.stderr
+
+
+def test_prune_keeps_lightning_last_copy_and_verify_reads_its_step(tmp_path):
+    _steps(tmp_path, ("step=10.ckpt", 10), ("step=20.ckpt", 20), ("step=30.ckpt", 30))
+    last = lightning_ckpt(tmp_path, "last.ckpt", 30)  # the same step as the newest: the named one is chosen
+    os.utime(last, (1000, 1000))  # older on disk: only the last.ckpt rule keeps it
+    report = ck.inspect(str(tmp_path))
+    assert report.latest_valid.name == "step=30.ckpt" and not any("same (epoch, step)" in w for w in report.warnings)
+    result = ck.prune(str(tmp_path), keep_last=1, tmp_grace=None)
+    assert sorted(d["name"] for d in result.deleted) == ["step=10.ckpt", "step=20.ckpt"]
+    assert [k["reason"] for k in result.kept if k["name"] == "last.ckpt"] == [
+        "Lightning's last checkpoint (save_last), which a resume with ckpt_path='last' opens"]
+    assert os.path.exists(os.path.join(str(tmp_path), "last.ckpt"))
+    checked = ck.verify(os.path.join(str(tmp_path), "last.ckpt"))
+    assert (checked.valid, checked.step, checked.step_from) == (True, 30, "metadata")
