@@ -113,9 +113,11 @@ DEFAULT_HEAL_WINDOW = 24 * 3600
 DEFAULT_CIRCUIT = {"window": 1800, "max_nodes": 32, "max_percent": 10.0, "min_nodes": 3}
 
 #: An event of a node that starts within this many seconds of the end of the one before follows it
-#: directly: the node did not return to service in between (Slurm closes an event and opens the
-#: next one in the same second when a reason or the state changes).
-EVENT_JOIN_SECONDS = 2
+#: directly: the node did not return to service in between. Slurm closes an event and opens the
+#: next one in the same second when a reason or the state changes (recorded on 22.05, 24.11 and
+#: 26.05: always 0 s), while a node resumed and drained again is at least a second apart in
+#: practice (and then it did come back, if only briefly).
+EVENT_JOIN_SECONDS = 0
 
 _OWNED_ELSEWHERE = (
     ("REBOOT_REQUESTED", "a reboot is already requested"),

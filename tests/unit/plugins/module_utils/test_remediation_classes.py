@@ -177,7 +177,7 @@ def test_count_heals_reboot_cycle_and_rerecorded_events():
         event("n3", NOW - 700, None, "clusterops-health: gpu_xid: Xid 79 (PCI:0000:3b:00): GPU has fallen off the bus"),
         # the same failure re-recorded when only the state changed (DOWN -> DOWN+DRAIN): one failure
         event("n4", NOW - 500, NOW - 400, "Kill task failed", state="DOWN"),
-        event("n4", NOW - 399, NOW - 100, "Kill task failed"),
+        event("n4", NOW - 400, NOW - 100, "Kill task failed"),
         # a power cycle outside Slurm, then the health check's drain at slurmd start replaces the
         # reason: the node never came back in between, no heal
         event("n6", NOW - 500, NOW - 490, "Node unexpectedly rebooted", state="DOWN"),
