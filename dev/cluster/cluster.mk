@@ -7,8 +7,9 @@
 # Targets:
 #   cluster-deps      install Debian packages (dev/cluster/install-deps.sh)
 #   cluster-up        start the cluster and wait until all slurmd nodes are idle
-#                     and sacct works (idempotent)
-#   cluster-down      stop every daemon and job process the cluster started
+#                     and sacct works (idempotent); CLUSTER=b: another one next to it (a fleet)
+#   cluster-down      stop every daemon and job process the cluster started (without
+#                     CLUSTER: the fleet's other clusters too)
 #   cluster-status    daemons, sinfo, squeue
 #   cluster-env       print eval-able `export SLURM_CONF=...` lines
 #   cluster-crash     NODE=n2: power loss of one node (slurmd + its jobs die)
@@ -33,10 +34,34 @@ DEVCLUSTER_MK_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 SLURM ?= 22.05
 # State dir: configs, logs, pid files, MariaDB datadir, munge key. Absolute.
 DEVCLUSTER_DEFAULT_DIR := $(CURDIR)/.devcluster$(if $(filter 22.05,$(SLURM)),,-$(SLURM))
+# A fleet: CLUSTER=b (c, d) is another 22.05 cluster next to the default one, with its own state
+# dir .devcluster-$(CLUSTER) (so its own munge key, MariaDB and accounting database), ClusterName
+# $(CLUSTER) and every port moved by its DEVCLUSTER_PORT_OFFSET (b 4500, c 3000, d 1500; another
+# name needs DEVCLUSTER_PORT_OFFSET=<n> given). `make cluster-down` without CLUSTER stops them all.
+# .devcluster-fleet.yml, rewritten by cluster-up and cluster-down, lists every running dev cluster.
+CLUSTER ?=
+DEVCLUSTER_FLEET_OFFSETS := b=4500 c=3000 d=1500
+DEVCLUSTER_FLEET_INVENTORY := $(CURDIR)/.devcluster-fleet.yml
+ifneq ($(strip $(CLUSTER)),)
+ifneq ($(SLURM),22.05)
+$(error CLUSTER=$(CLUSTER): a fleet cluster runs Slurm 22.05 on the host (SLURM=$(SLURM) has one cluster))
+endif
+DEVCLUSTER_CLUSTER_OFFSET := $(patsubst $(CLUSTER)=%,%,$(filter $(CLUSTER)=%,$(DEVCLUSTER_FLEET_OFFSETS)))
+ifneq ($(DEVCLUSTER_CLUSTER_OFFSET),)
+export DEVCLUSTER_PORT_OFFSET := $(DEVCLUSTER_CLUSTER_OFFSET)
+else ifneq ($(origin DEVCLUSTER_PORT_OFFSET),command line)
+$(error CLUSTER=$(CLUSTER): no port offset known for it; give DEVCLUSTER_PORT_OFFSET=<n> too)
+endif
+export DEVCLUSTER_NAME := $(CLUSTER)
+DEVCLUSTER_DEFAULT_DIR := $(CURDIR)/.devcluster-$(CLUSTER)
+endif
 DEVCLUSTER_DIR ?= $(DEVCLUSTER_DEFAULT_DIR)
 # `make ... SLURM=26.05` after `eval "$(make -s cluster-env SLURM=24.11)"`: the environment's
-# DEVCLUSTER_DIR is the other release's; SLURM given on the command line wins.
+# DEVCLUSTER_DIR is the other release's; SLURM (or CLUSTER) given on the command line wins.
 ifeq ($(origin DEVCLUSTER_DIR)/$(origin SLURM),environment/command line)
+override DEVCLUSTER_DIR := $(DEVCLUSTER_DEFAULT_DIR)
+endif
+ifeq ($(origin DEVCLUSTER_DIR)/$(origin CLUSTER),environment/command line)
 override DEVCLUSTER_DIR := $(DEVCLUSTER_DEFAULT_DIR)
 endif
 # Debian's python3: the manager uses the stdlib only, and a pyenv shim on PATH
@@ -63,11 +88,25 @@ DEVCLUSTER_PREREQ := $(if $(filter 22.05,$(SLURM)),,cluster-deps molecule-setup)
 cluster-deps:
 	"$(DEVCLUSTER_MK_DIR)/install-deps.sh"
 
+DEVCLUSTER_FLEET_WRITE := "$(DEVCLUSTER_PYTHON)" "$(DEVCLUSTER_MK_DIR)/fleet_inventory.py" --output "$(DEVCLUSTER_FLEET_INVENTORY)"
+
 cluster-up: $(DEVCLUSTER_PREREQ)
 	$(DEVCLUSTER) up --nodes "$(NODES)" $(if $(strip $(SLURMD_NODES)),--slurmd-nodes "$(SLURMD_NODES)")
+	@$(DEVCLUSTER_FLEET_WRITE)
 
+# Without CLUSTER (and without a DEVCLUSTER_DIR of its own) on 22.05: the fleet's clusters too.
 cluster-down:
 	$(DEVCLUSTER) down
+ifeq ($(strip $(CLUSTER))/$(SLURM)/$(filter command line,$(origin DEVCLUSTER_DIR)),/22.05/)
+	@for pair in $(DEVCLUSTER_FLEET_OFFSETS); do \
+	  name=$${pair%%=*}; dir="$(CURDIR)/.devcluster-$$name"; \
+	  if [ -f "$$dir/cluster.json" ]; then \
+	    DEVCLUSTER_NAME=$$name DEVCLUSTER_PORT_OFFSET=$${pair#*=} "$(DEVCLUSTER_PYTHON)" \
+	      "$(DEVCLUSTER_MK_DIR)/devcluster.py" --slurm 22.05 --dir "$$dir" down || exit 1; \
+	  fi; \
+	done
+endif
+	@$(DEVCLUSTER_FLEET_WRITE)
 
 cluster-status:
 	@$(DEVCLUSTER) status
