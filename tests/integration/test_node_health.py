@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import INVENTORY, STATE_DIR, make, nodes, run, scontrol, wait_for
+from conftest import INVENTORY, STATE_DIR, is_healthy, make, nodes, run, scontrol, wait_for
 
 PREFIX = "clusterops-health: "
 REASONS = {
@@ -33,15 +33,24 @@ HEALTHCHECK = os.path.join(STATE_DIR, "etc", "healthcheck")
 
 @pytest.fixture()
 def gpu_faults(healthy):
-    """Clears every fault afterwards and reboots the nodes that had one (their kernel log)."""
+    """Clears every fault afterwards and reboots the nodes that had one (their kernel log), then
+    waits until they registered with the new boot time and puts them back in service."""
     touched = []
     yield touched
-    for node in set(touched):
+    touched = sorted(set(touched))
+    before = nodes()
+    for node in touched:
         make("cluster-gpu-fault", NODE=node, FAULT="none")
         make("cluster-reboot", NODE=node)
     if touched:
-        wait_for(lambda ns: all(ns[n]["boot_time"] for n in touched), "faulted nodes back", 60)
-        run(["scontrol", "update", "nodename=" + ",".join(sorted(set(touched))), "state=resume"], check=False)
+        wait_for(lambda ns: all((ns[n]["boot_time"] or 0) > (before[n]["boot_time"] or 0)
+                                and "NOT_RESPONDING" not in ns[n]["flags"] for n in touched),
+                 "faulted nodes registered after their reboot", 60, 0.2)
+        time.sleep(1)
+        broken = [n for n, v in nodes().items() if n in touched and not is_healthy(v)]
+        if broken:
+            scontrol("update", "nodename=" + ",".join(broken), "state=resume")
+        wait_for(lambda ns: all(is_healthy(ns[n]) for n in touched), "faulted nodes back in service", 30, 0.2)
 
 
 def health_check(node):

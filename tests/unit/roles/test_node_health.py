@@ -287,3 +287,17 @@ def test_role_defaults_equal_argument_spec():
         assert spec[name].get("default") == value, name
     assert spec["node_health_checks"]["options"]["type"]["choices"] == list(hc.CHECK_TYPES)
     assert sys.version_info >= (3, 6)
+
+
+@pytest.mark.parametrize("reason, updates", [
+    ("clusterops: Kill task failed : reboot issued", ["update nodename=n2 state=drain reason=" + R79]),
+    (R79, []),  # already ours: no new drain, but the re-check after registration all the same
+])
+def test_rebooting_node_is_checked_again_after_registration(fake, monkeypatch, reason, updates):
+    rechecks = []
+    monkeypatch.setattr(hc, "recheck_after_reboot", lambda path, node: rechecks.append(node))
+    fake["node"].write_text("NodeName=n2 State=DOWN+DRAIN+REBOOT_ISSUED\n   NextState=RESUME\n"
+                            "   Reason=%s [root@2026-11-30T21:48:18]\n" % reason)
+    assert hc.main(["--config", str(fake["config"]), "--node", "n2"]) == hc.EXIT_FAILED
+    assert _argvs(fake) == ["show node n2"] + updates
+    assert rechecks == ["n2"]
