@@ -95,8 +95,8 @@ def test_fault_at_power_on_drains_before_jobs(gpu_faults):
     make("cluster-poweron", NODE="n3")
     state = wait_for(lambda ns: ns["n3"]["reason"] == REASONS["fallen-off-bus"] and "DRAIN" in ns["n3"]["flags"],
                      "n3 drained at power-on", timeout=60, interval=0.2)
-    print("\npower-on with fallen-off-bus: drained %.1f s after power-on (%s)" % (time.time() - started,
-                                                                               state["n3"]["state"]))
+    elapsed = time.time() - started
+    print("\npower-on with fallen-off-bus: drained %.1f s after power-on (%s)" % (elapsed, state["n3"]["state"]))
 
 
 def test_cleared_fault_and_reboot_returns_to_service(gpu_faults):
