@@ -7,6 +7,7 @@
 from __future__ import absolute_import, division, print_function
 
 import json
+import re
 import time
 
 import pytest
@@ -279,7 +280,8 @@ def test_stopped_controller_fails_loudly_and_changes_nothing(healthy):
     assert "0 nodes in the cluster" not in proc.stdout
     with open(textfile) as handle:
         prom = handle.read()
-    assert "clusterops_remediate_slurm_readable 0" in prom and "clusterops_remediate_needs_human 1" in prom
+    assert re.search(r'^clusterops_remediate_slurm_readable\{cluster="[^"]+"\} 0$', prom, re.M), prom
+    assert re.search(r'^clusterops_remediate_needs_human\{cluster="[^"]+"\} 1$', prom, re.M), prom
     # nothing acted on: n1 is still drained for its Prolog error once the controller answers
     after = wait_for(lambda ns: "n1" in ns, "the controller answers again", timeout=60)
     assert after["n1"]["flags"] >= {"DRAIN"} and after["n1"]["reason"] == "Prolog error"

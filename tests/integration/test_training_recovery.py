@@ -115,9 +115,9 @@ def remediate(registry, *extra, **kw):
 
 
 def prometheus(path):
-    """{metric: value} of a textfile-collector file."""
+    """{metric: value} of a textfile-collector file (one cluster: its cluster label dropped)."""
     with open(path) as handle:
-        return dict((line.split()[0], float(line.split()[1])) for line in handle
+        return dict((line.split()[0].split("{")[0], float(line.split()[1])) for line in handle
                     if line.strip() and not line.startswith("#"))
 
 
