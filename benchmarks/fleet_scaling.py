@@ -84,7 +84,7 @@ def run_remediate(inventory, started):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--clusters", nargs="+", default=["b", "c", "d", "e"])
     parser.add_argument("--counts", nargs="+", type=int, default=[1, 2, 4])
     parser.add_argument("--repeat", type=int, default=5)
@@ -104,7 +104,7 @@ def main():
                             "--output", inventory] + dirs[:count], check=True)
             run_remediate(inventory, started)  # warm-up (page cache, Python bytecode), not counted
             work, idle = [], []
-            for _ in range(args.repeat):
+            for _repetition in range(args.repeat):
                 for state_dir in dirs[:count]:
                     drain_one(state_dir)
                 work.append(run_remediate(inventory, started))
@@ -122,7 +122,7 @@ def main():
     print("\n| clusters | heal one node each: wall s (median of %d) | ratio | nothing to do: wall s | ratio |"
           % args.repeat)
     print("|---|---|---|---|---|")
-    for count, work, idle, _, _ in rows:
+    for count, work, idle, _work_runs, _idle_runs in rows:
         print("| %d | %.2f | %.2f | %.2f | %.2f |" % (count, work, work / base[1], idle, idle / base[2]))
 
 

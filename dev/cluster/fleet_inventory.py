@@ -118,7 +118,7 @@ def render(hosts):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--output", help="write here (atomically) instead of stdout")
     parser.add_argument("state_dirs", nargs="*", help="state dirs (default: every running one)")
     args = parser.parse_args(argv)
