@@ -239,15 +239,21 @@ def classify(reason, classes):
 
 def count_heals(events, classes, since, reboot_reason=DEFAULT_REBOOT_REASON):
     # type: (List[Dict[str, Any]], Sequence[Dict[str, Any]], int, str) -> Dict[str, Dict[str, Any]]
-    """Count, per node, how often it was healed from a failure that a class heals.
+    """Count, per node, how often it was healed (rebooted by remediation, or returned to service
+    from a failure that a class heals).
 
-    A heal is a closed event (``end`` at or after ``since``) whose reason belongs to a ``reboot``
-    or ``resume`` class and after which the node either returned to service (no event of the
-    node starts within ``EVENT_JOIN_SECONDS`` of its end: resumed by this collection, an admin or
-    Slurm itself) or was rebooted by remediation (the next event's reason is ``reboot_reason``,
-    which Slurm may extend with " : reboot issued"). A failure whose reason Slurm or a health
-    check replaced by another failure reason, or recorded again when only the state changed, is
-    not a heal: the node never came back in between.
+    Two kinds of heal, both read from Slurm's accounting:
+
+    * a reboot by remediation: an event whose reason is ``reboot_reason`` (Slurm extends it with
+      " : reboot issued"), started at or after ``since``, whether or not the node came back;
+    * a return to service: a closed event (``end`` at or after ``since``) whose reason belongs to a
+      ``reboot`` or ``resume`` class and after which no event of the node starts in the same second
+      (resumed by this collection, an admin or Slurm itself).
+
+    Not heals: a failure whose reason was replaced by another one in the same second (a crash's
+    "Not responding" by "Node unexpectedly rebooted" at power-on), a failure recorded again when
+    only the state changed, and a failure found again while the node boots from remediation's
+    reboot (the event right after the reboot's): that reboot was counted already.
 
     Args:
         events: ``slurm_node_event_info`` ``events``: ``{node, start, end, state, reason}``
@@ -257,8 +263,14 @@ def count_heals(events, classes, since, reboot_reason=DEFAULT_REBOOT_REASON):
         reboot_reason: the reason remediation gives the nodes it reboots.
 
     Returns:
-        ``{node: {"heals": int, "last": reason of the newest heal}}`` for nodes healed at least once.
+        ``{node: {"heals": int, "last": the failure healed last}}`` for nodes healed at least once.
     """
+    def ours(event):
+        return bool(reboot_reason) and (event.get("reason") or "").startswith(reboot_reason)
+
+    def touching(first, second):
+        return first["end"] is not None and abs(second["start"] - first["end"]) <= EVENT_JOIN_SECONDS
+
     by_node = {}  # type: Dict[str, List[Dict[str, Any]]]
     for event in events or ():
         by_node.setdefault(event["node"], []).append(event)
@@ -266,21 +278,27 @@ def count_heals(events, classes, since, reboot_reason=DEFAULT_REBOOT_REASON):
     for node, node_events in by_node.items():
         node_events.sort(key=lambda e: (e["start"], e["end"] is None, e["end"] or 0))
         for index, event in enumerate(node_events):
-            if event["end"] is None or event["end"] < since:
-                continue
-            entry = classify(event.get("reason") or "", classes)
-            if entry is None or entry["action"] == "human":
-                continue
-            following = [e for e in node_events[index + 1:]
-                         if abs(e["start"] - event["end"]) <= EVENT_JOIN_SECONDS]
-            rebooted = any(reboot_reason and (e.get("reason") or "").startswith(reboot_reason)
-                           for e in following)
-            if following and not rebooted:
-                continue
-            seen = result.setdefault(node, {"heals": 0, "last": "", "last_time": 0})
+            before = node_events[index - 1] if index else None
+            if ours(event):
+                if event["start"] < since:
+                    continue
+                failure = before["reason"] if before is not None and touching(before, event) else event["reason"]
+                when = event["start"]
+            else:
+                if event["end"] is None or event["end"] < since:
+                    continue
+                entry = classify(event.get("reason") or "", classes)
+                if entry is None or entry["action"] == "human":
+                    continue
+                if any(touching(event, later) for later in node_events[index + 1:]):
+                    continue
+                if before is not None and ours(before) and touching(before, event):
+                    continue
+                failure, when = event["reason"], event["end"]
+            seen = result.setdefault(node, {"heals": 0, "last": "", "last_time": -1})
             seen["heals"] += 1
-            if event["end"] >= seen["last_time"]:
-                seen["last"], seen["last_time"] = event["reason"], event["end"]
+            if when >= seen["last_time"]:
+                seen["last"], seen["last_time"] = failure, when
     for seen in result.values():
         del seen["last_time"]
     return result

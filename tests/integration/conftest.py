@@ -203,11 +203,21 @@ def reset_cluster():
     pending = [n for n, v in current.items() if v["flags"] & {"REBOOT_REQUESTED"}]
     if pending:
         scontrol("cancel_reboot", ",".join(pending))
-    broken = [n for n, v in nodes().items() if not is_healthy(v)]
-    if broken:
-        run(["scontrol", "update", "NodeName=%s" % ",".join(broken), "State=RESUME"], check=False)
-    return wait_for(lambda ns: all(is_healthy(v) for v in ns.values()), "every node back in service",
-                    timeout=180)
+    last_resume = [0.0]
+
+    def resume_broken(ns):
+        # A node powered on above registers with a new boot time some seconds later and comes
+        # back DOWN "Node unexpectedly rebooted" after a resume sent before that: resume what
+        # responds but is still out of service, every few seconds, until all are back.
+        if all(is_healthy(v) for v in ns.values()):
+            return True
+        broken = [n for n, v in ns.items() if not is_healthy(v) and "NOT_RESPONDING" not in v["flags"]]
+        if broken and time.time() - last_resume[0] > 5:
+            run(["scontrol", "update", "NodeName=%s" % ",".join(broken), "State=RESUME"], check=False)
+            last_resume[0] = time.time()
+        return False
+
+    return wait_for(resume_broken, "every node back in service", timeout=180)
 
 
 def pytest_configure(config):

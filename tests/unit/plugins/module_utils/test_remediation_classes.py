@@ -168,6 +168,33 @@ def test_count_heals_on_recorded_histories(release, scenario, node, heals):
         assert counted[node]["heals"] == heals
 
 
+# n2 of the 22.05 dev cluster with an emulated GPU fallen off the bus, rebooted 3 times by
+# remediate.yml (tests/integration/test_node_healing_policy.py), as sacctmgr showed it. After the
+# third reboot Slurm completed the reboot (clearing the health check's drain made at slurmd start)
+# and the health check drained the node again a second later: still 3 heals, not 4.
+GPU_CYCLE = """\
+n2|1796077808|1796077812|DOWN*|root(0)|Not responding
+n2|1796077812|1796077815|BOOT^|root(0)|clusterops.slurm remediation: reboot : reboot issued
+n2|1796077825|1796077829|DRAIN|root(0)|clusterops-health: gpu_xid: Xid 79 (PCI:0000:44:00): GPU has fallen off the bus
+n2|1796077829|1796077832|BOOT^|root(0)|clusterops.slurm remediation: reboot : reboot issued
+n2|1796077832|1796077836|BOOT^|root(0)|clusterops-health: gpu_xid: Xid 79 (PCI:0000:44:00): GPU has fallen off the bus
+n2|1796077836|1796077839|BOOT^|root(0)|clusterops.slurm remediation: reboot : reboot issued
+n2|1796077839|1796077842|BOOT^|root(0)|clusterops-health: gpu_xid: Xid 79 (PCI:0000:44:00): GPU has fallen off the bus
+n2|1796077842|1796077844|BOOT^|root(0)|clusterops.slurm remediation: reboot : reboot issued
+n2|1796077844|1796077844|BOOT^|root(0)|clusterops-health: gpu_xid: Xid 79 (PCI:0000:44:00): GPU has fallen off the bus
+n2|1796077845|Unknown|DRAIN|root(0)|clusterops-health: gpu_xid: Xid 79 (PCI:0000:44:00): GPU has fallen off the bus
+"""
+
+
+def test_count_heals_gpu_reboot_cycles_recorded():
+    events = parse_events(GPU_CYCLE)
+    classes = compile_classes(DEFAULT_REASON_CLASSES)
+    xid79 = "clusterops-health: gpu_xid: Xid 79 (PCI:0000:44:00): GPU has fallen off the bus"
+    assert count_heals(events, classes, 1796077820) == {"n2": {"heals": 3, "last": xid79}}
+    # with the earlier crash (not responding, then remediation's reboot) in the window: 4
+    assert count_heals(events, classes, 1796077800)["n2"]["heals"] == 4
+
+
 def test_count_heals_reboot_cycle_and_rerecorded_events():
     classes = compile_classes(DEFAULT_REASON_CLASSES)
     history = [
