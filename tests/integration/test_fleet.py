@@ -94,13 +94,13 @@ def fleet(healthy, cluster_b, tmp_path):
                 host_a=os.path.basename(conftest.STATE_DIR).lstrip("."), host_b=os.path.basename(B_DIR).lstrip("."))
 
 
-def extravars():
+def extravars(extra=None):
     """As conftest.playbook(): a node history of the test's own, every node may be acted on."""
-    return {"remediate_nodes_heal_window": max(1, int(time.time() - conftest.TEST_STARTED[0])),
-            "remediate_nodes_max_percent": 100}
+    return dict({"remediate_nodes_heal_window": max(1, int(time.time() - conftest.TEST_STARTED[0])),
+                 "remediate_nodes_max_percent": 100}, **(extra or {}))
 
 
-def runner(tmp_path, ident, inventory):
+def runner(tmp_path, ident, inventory, extra=None):
     """remediate.yml through ansible-runner, as AWX runs a job template; returns the artifacts."""
     import ansible_runner  # pylint: disable=import-outside-toplevel
     env = slurm_env()
@@ -112,7 +112,7 @@ def runner(tmp_path, ident, inventory):
                                          "ANSIBLE_NOCOLOR", "ANSIBLE_FORCE_COLOR")}
     envvars["SLURM_CONF"] = "/nonexistent/slurm.conf"
     result = ansible_runner.run(private_data_dir=private, ident=ident, playbook=REMEDIATE, inventory=inventory,
-                                extravars=extravars(), envvars=envvars, quiet=True)
+                                extravars=extravars(extra), envvars=envvars, quiet=True)
     folder = os.path.join(private, "artifacts", ident)
     with open(os.path.join(folder, "stdout")) as handle:
         stdout = handle.read()
@@ -244,3 +244,33 @@ def test_ha_pair_one_host_acts(fleet, tmp_path):
         assert after.get("REQUEST_UPDATE_NODE", 0) == before.get("REQUEST_UPDATE_NODE", 0)
         wait_for(lambda ns: is_healthy(ns["n2"]), "n2 of cluster b rebooted and back", timeout=120)
         assert nodes()["n2"]["reason"] == ""
+
+
+def test_cluster_with_no_host_answering_needs_a_human_and_the_others_are_healed(fleet):
+    """A third cluster whose only controller host does not answer: the job fails naming it, the
+    two others are remediated as usual, and the Prometheus textfile has one series per cluster
+    (the dead one included) and the fleet totals."""
+    a, b = fleet["a"], fleet["b"]
+    conftest.scontrol("update", "NodeName=n1", "State=DRAIN", "Reason=Prolog error")
+    with open(fleet["inventory"]) as handle:
+        text = handle.read()
+    with open(fleet["inventory"], "w") as handle:
+        handle.write(text + '        "z-ctl":\n          ansible_connection: "ssh"\n          ansible_host: "127.0.0.1"\n'
+                     '          ansible_port: 1\n          slurm_cluster: "z"\n')
+    prom = os.path.join(str(fleet["tmp"]), "remediate.prom")  # both dev clusters' hosts are this machine
+    job = runner(fleet["tmp"], "dead", fleet["inventory"], {"remediate_prometheus_textfile": prom})
+    assert (job["status"], job["rc"]) == ("failed", 2), job["stdout"]
+    assert "Remediation needs a human: cluster z: no controller host of the cluster answers (z-ctl)" in job["stdout"]
+    remediate = job["remediate"]
+    assert remediate["clusters_needing_human"] == ["z"], remediate
+    assert remediate["clusters"]["z"]["host"] is None and remediate["clusters"]["z"]["unreachable"] == ["z-ctl"]
+    assert remediate["clusters"][a]["nodes_healed"] == 1 and remediate["clusters"][b]["nodes_healed"] == 0
+    assert job["stats"]["failures"] == {"z-ctl": 1} and job["stats"]["dark"] == {}, job["stats"]
+    with open(prom) as handle:
+        lines = set(handle.read().splitlines())
+    assert {'clusterops_remediate_slurm_readable{cluster="z"} 0', 'clusterops_remediate_needs_human{cluster="z"} 1',
+            'clusterops_remediate_nodes_healed{cluster="%s"} 1' % a,
+            'clusterops_remediate_slurm_readable{cluster="%s"} 1' % b,
+            "clusterops_remediate_fleet_clusters 3", "clusterops_remediate_fleet_clusters_needing_human 1",
+            "clusterops_remediate_fleet_nodes_healed 1"} <= lines, lines
+    wait_for(lambda ns: is_healthy(ns["n1"]), "n1 of cluster a resumed", timeout=60)
