@@ -31,6 +31,8 @@ packages=(
   ca-certificates
   # crontab(1) for the checkpoint_pruning role and its integration test.
   cron
+  # Ansible's ssh connection: the fleet tests list a controller host that does not answer.
+  openssh-client
 )
 
 if [[ "$(id -u)" -ne 0 ]]; then
