@@ -16,12 +16,22 @@ The run registry is a folder with one sub-folder per training run, written by th
 
 ``run.json``: ``{"format": "clusterops.training_run", "format_version": 1, "name", "owner",
 "launcher", "checkpoint_dir", "workdir", "nodes", "requeue", "checkpoint_validate", "checkpoint_name_template",
-"max_resubmissions", "no_progress_limit", "enabled"}``.
+"max_resubmissions", "no_progress_limit", "enabled", "log_dir", "hang_timeout", "progress", "heartbeat_file",
+"py_spy"}``. The hang watchdog's fields: ``hang_timeout`` seconds without progress after which a
+RUNNING job is hung (0: no watchdog); ``progress`` what progress is: ``heartbeat`` (the mtime of
+``heartbeat_file``, which the trainer replaces every step, JSON ``{"step", "time"}``),
+``checkpoint`` (the newest mtime in ``checkpoint_dir``, for a trainer that writes no heartbeat)
+or ``log`` (the newest mtime of the job's log files ``<log_dir>/<name>-<job id>*``); ``py_spy``
+the py-spy command on the nodes, for the hung ranks' stacks.
 
 ``state.json``: ``{"format": "clusterops.training_state", "format_version": 1,
 "resubmissions": [{"time", "job_id", "after_job", "after_state", "step"}, ...],
-"stopped": null | {"time", "after_job", "reason"}}``; ``time`` in Unix seconds, ``step`` the
-newest valid checkpoint step at the resubmission (None: none, the run started from scratch).
+"stopped": null | {"time", "after_job", "reason"},
+"hang_cancels": [{"time", "job_id", "step", "idle", "evidence"}, ...]}``; ``time`` in Unix seconds, ``step`` the
+newest valid checkpoint step at the resubmission (None: none, the run started from scratch);
+a resubmission after a hang also has ``hang_step``. ``hang_cancels`` lists the jobs remediation
+cancelled because they hung (written *before* ``scancel``): such a job's CANCELLED is
+remediation's, not a user's, and it is resubmitted; a job in this list is never cancelled again.
 
 Everything here but :func:`read_registry`, :func:`read_state`, :func:`write_state`,
 :func:`checkpoint_status` and :class:`RegistryLock` is pure: jobs, checkpoint status and state
@@ -71,6 +81,11 @@ HUMAN_STATES = {
 NONE = "none"
 RESUBMIT = "resubmit"
 STOP = "stop"
+#: The job is hung: collect evidence, cancel it (then resubmit it, decided anew).
+CANCEL_HUNG = "cancel_hung"
+
+#: What a run's progress is, for the hang watchdog (``run.json`` ``progress``).
+PROGRESS_SOURCES = ("heartbeat", "checkpoint", "log")
 
 _RUN_FIELDS = {
     "name": str, "owner": str, "launcher": str, "checkpoint_dir": str,
@@ -78,6 +93,7 @@ _RUN_FIELDS = {
 _RUN_DEFAULTS = {
     "workdir": None, "nodes": None, "requeue": False, "checkpoint_validate": "sizes", "checkpoint_name_template": None,
     "max_resubmissions": 5, "no_progress_limit": 2, "enabled": True,
+    "log_dir": None, "hang_timeout": 0, "progress": "log", "heartbeat_file": None, "py_spy": "py-spy",
 }
 
 
@@ -111,11 +127,24 @@ def _validate_run(spec, folder):
     for field in ("launcher", "checkpoint_dir"):
         if not os.path.isabs(run[field]):
             raise RegistryError("%s: %s %r is not an absolute path" % (folder, field, run[field]))
-    for field in ("max_resubmissions", "no_progress_limit"):
+    for field in ("max_resubmissions", "no_progress_limit", "hang_timeout"):
         if not isinstance(run[field], int) or isinstance(run[field], bool) or run[field] < 0:
             raise RegistryError("%s: %s must be an integer, 0 or more" % (folder, field))
     if not isinstance(run["enabled"], bool):
         raise RegistryError("%s: enabled must be true or false" % folder)
+    if run["progress"] not in PROGRESS_SOURCES:
+        raise RegistryError("%s: progress %r is not one of %s" % (folder, run["progress"], ", ".join(PROGRESS_SOURCES)))
+    for field in ("log_dir", "heartbeat_file"):
+        if run[field] == "":
+            run[field] = None  # the role writes "" for none
+        if run[field] is not None and (not isinstance(run[field], str) or not os.path.isabs(run[field])):
+            raise RegistryError("%s: %s %r is not an absolute path" % (folder, field, run[field]))
+    if run["progress"] == "heartbeat" and not run["heartbeat_file"]:
+        raise RegistryError("%s: progress is heartbeat but heartbeat_file is not set" % folder)
+    if run["progress"] == "log" and run["hang_timeout"] and not run["log_dir"]:
+        raise RegistryError("%s: progress is log but log_dir is not set" % folder)
+    if not isinstance(run["py_spy"], str) or not run["py_spy"]:
+        raise RegistryError("%s: py_spy must be a command name or path" % folder)
     if run["checkpoint_validate"] not in LEVELS:
         raise RegistryError("%s: checkpoint_validate %r is not a validation level (%s)"
                             % (folder, run["checkpoint_validate"], ", ".join(LEVELS)))
@@ -180,7 +209,8 @@ def read_registry(path, names=None):
 
 def empty_state():
     # type: () -> Dict[str, Any]
-    return {"format": STATE_FORMAT, "format_version": FORMAT_VERSION, "resubmissions": [], "stopped": None}
+    return {"format": STATE_FORMAT, "format_version": FORMAT_VERSION, "resubmissions": [], "stopped": None,
+            "hang_cancels": []}
 
 
 def read_state(run_folder):
@@ -318,6 +348,60 @@ def checkpoint_status(checkpoint_dir, validate, name_template=None):
     return result
 
 
+def _mtime(path):
+    # type: (str) -> Optional[float]
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None
+
+
+def read_progress(run, job_id_raw=None):
+    # type: (Dict[str, Any], Optional[Any]) -> Dict[str, Any]
+    """The run's last sign of progress, by its ``progress`` source (file system only).
+
+    Returns:
+        ``{"source", "path", "time": float|None (Unix seconds; None: nothing yet), "step":
+        int|None}``. ``heartbeat``: the mtime of ``heartbeat_file`` and the ``step`` it holds;
+        ``checkpoint``: the newest mtime of ``checkpoint_dir`` and its entries (a staging
+        folder being written counts); ``log``: the newest mtime of ``<log_dir>/<name>-<job
+        id>*`` (the launcher's batch log and its per-node logs).
+    """
+    source = run.get("progress") or "log"
+    out = {"source": source, "path": None, "time": None, "step": None}  # type: Dict[str, Any]
+    if source == "heartbeat":
+        path = run.get("heartbeat_file")
+        out["path"] = path
+        if path:
+            out["time"] = _mtime(path)
+            try:
+                with open(path, "rb") as handle:
+                    step = json.loads(handle.read(4096).decode("utf-8")).get("step")
+                if isinstance(step, int) and not isinstance(step, bool):
+                    out["step"] = step
+            except (OSError, IOError, ValueError, AttributeError):
+                pass
+        return out
+    if source == "checkpoint":
+        folder = run["checkpoint_dir"]
+        paths = [folder]
+    else:
+        folder = run.get("log_dir")
+        paths = []
+        prefix = "%s-%s" % (run["name"], job_id_raw)
+    out["path"] = folder
+    try:
+        names = os.listdir(folder) if folder else []
+    except OSError:
+        names = []
+    for name in names:
+        if source == "checkpoint" or name == prefix + ".out" or name.startswith(prefix + "-"):
+            paths.append(os.path.join(folder, name))
+    times = [t for t in (_mtime(p) for p in paths) if t is not None]
+    out["time"] = max(times) if times else None
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # The decision (pure)
 # ---------------------------------------------------------------------------------------------
@@ -343,9 +427,50 @@ def _job_brief(job):
             "start_time": job.get("start_time"), "end_time": job.get("end_time")}
 
 
-def decide(run, jobs, ckpt, state):
-    # type: (Dict[str, Any], List[Dict[str, Any]], Dict[str, Any], Dict[str, Any]) -> Dict[str, Any]
+def hang_cancelled(state, job_id_raw):
+    # type: (Dict[str, Any], Any) -> Optional[Dict[str, Any]]
+    """The ``hang_cancels`` entry of job ``job_id_raw``: remediation cancelled it because it hung."""
+    for entry in state.get("hang_cancels") or []:
+        if str(entry.get("job_id")) == str(job_id_raw):
+            return entry
+    return None
+
+
+def hang_check(run, job, progress, now):
+    # type: (Dict[str, Any], Dict[str, Any], Optional[Dict[str, Any]], float) -> Optional[Dict[str, Any]]
+    """Whether the RUNNING ``job`` of ``run`` is hung: None, or ``{"idle", "since", "step"}``.
+
+    Hung: the run has a watchdog (``hang_timeout`` > 0), the job is RUNNING and neither its last
+    progress (``progress["time"]``, see :func:`read_progress`) nor its start is newer than
+    ``hang_timeout`` seconds. Progress older than the job's start (a heartbeat left by the job
+    before) does not count: a job gets ``hang_timeout`` from its start to show progress. A job
+    with no start time is never hung (nothing to count from).
+    """
+    timeout = run.get("hang_timeout") or 0
+    if timeout <= 0 or job.get("state") != "RUNNING" or job.get("held"):
+        return None
+    start = job.get("start_time")
+    if not start:
+        return None
+    last = (progress or {}).get("time")
+    since = max(start, last) if last is not None else start
+    idle = now - since
+    if idle <= timeout:
+        return None
+    step = (progress or {}).get("step") if last is not None and last >= start else None
+    return {"idle": int(idle), "since": since, "step": step}
+
+
+def decide(run, jobs, ckpt, state, progress=None, now=None):
+    # type: (Dict[str, Any], List[Dict[str, Any]], Dict[str, Any], Dict[str, Any], Optional[Dict[str, Any]], Optional[float]) -> Dict[str, Any]
     """What to do for one run.
+
+    ``progress`` (:func:`read_progress`) and ``now`` (Unix seconds) feed the hang watchdog: a
+    RUNNING job that is hung (:func:`hang_check`) gets the action ``cancel_hung`` (status
+    ``hung``), unless remediation cancelled it already (then it waits for the job to end:
+    nothing is cancelled twice). A job that remediation cancelled because it hung and that ended
+    CANCELLED is resubmitted like a FAILED one, within the budgets; when it hung at the same
+    step as the hangs before the last ``no_progress_limit`` resubmissions, that is no progress.
 
     Args:
         run: its registry spec (:func:`read_registry`).
@@ -407,6 +532,20 @@ def decide(run, jobs, ckpt, state):
                           "or scontrol release %s) or cancel it" % (
                               job["job_id"], who, job.get("reason") or job.get("state_raw"),
                               job["job_id"]), human=True)
+        cancelled = hang_cancelled(state, job["job_id_raw"])
+        if cancelled:
+            return result("hung", "job %s is %s: remediation cancelled it at %s because it hung; waiting "
+                          "for it to end (it is not cancelled again)" % (
+                              job["job_id"], job["state"], time.strftime(
+                                  "%Y-%m-%dT%H:%M:%SZ", time.gmtime(cancelled.get("time") or 0))))
+        hung = hang_check(run, job, progress, time.time() if now is None else now)
+        if hung:
+            out["hang"] = hung
+            return result("hung", "job %s is RUNNING but its progress (%s) has not moved for %d s (hang_timeout "
+                          "%d s)%s: hung" % (
+                              job["job_id"], (progress or {}).get("source"), hung["idle"], run["hang_timeout"],
+                              ", last step %d" % hung["step"] if hung["step"] is not None else ""),
+                          action=CANCEL_HUNG)
         why = "job %s is %s" % (job["job_id"], job["state"])
         if job.get("requeued"):
             why += " (Slurm requeued it itself after %s)" % (
@@ -429,13 +568,18 @@ def decide(run, jobs, ckpt, state):
                       human=True)
     state_name = last["state"]
     ended = "job %s ended %s" % (last["job_id"], state_name)
-    if state_name == "CANCELLED":
+    hang = hang_cancelled(state, last["job_id_raw"]) if state_name == "CANCELLED" else None
+    if hang:
+        out["hang_step"] = hang.get("step")
+        ended = "job %s hung%s and remediation cancelled it" % (
+            last["job_id"], " at step %d" % hang["step"] if hang.get("step") is not None else "")
+    elif state_name == "CANCELLED":
         who = last.get("cancelled_by")
         return result("cancelled", "%s%s: a cancelled run is never resubmitted" % (
             ended, " by uid %s" % who if who is not None else ""))
     if state_name in HUMAN_STATES:
         return result("ended", "%s: %s" % (ended, HUMAN_STATES[state_name]), human=True)
-    if state_name not in RESUBMIT_STATES:
+    if state_name not in RESUBMIT_STATES and not hang:
         return result("ended", "%s, not a state remediation resubmits after" % ended, human=True)
     if ckpt.get("status") in ("invalid", "error"):
         return result("failed", "%s, but %s" % (ended, ckpt.get("detail")), human=True)
@@ -446,6 +590,10 @@ def decide(run, jobs, ckpt, state):
     window = run["no_progress_limit"]
     step = ckpt.get("step")
     recent = resubmissions[-window:] if window > 0 else []
+    if hang and hang.get("step") is not None and window > 0 and len(recent) == window \
+            and all(r.get("hang_step") == hang["step"] for r in recent):
+        return result("failed", "%s; no progress: it hung at step %d again, as before each of the last %d "
+                      "resubmission(s)" % (ended, hang["step"], window), action=STOP, human=True)
     if window > 0 and len(recent) == window and all(r.get("step") == step for r in recent):
         return result("failed", "%s; no progress: the newest valid checkpoint is still %s after "
                       "%d consecutive resubmission(s)" % (
@@ -461,9 +609,24 @@ def record_resubmission(state, decision, job_id, now):
     """The state after resubmitting ``decision``'s run as ``job_id`` (a new dict)."""
     new = dict(state)
     last = decision["last_job"] or {}
-    new["resubmissions"] = list(state.get("resubmissions") or []) + [{
-        "time": int(now), "job_id": job_id, "after_job": last.get("job_id_raw"),
-        "after_state": last.get("state"), "step": decision["step"]}]
+    entry = {"time": int(now), "job_id": job_id, "after_job": last.get("job_id_raw"),
+             "after_state": last.get("state"), "step": decision["step"]}
+    if "hang_step" in decision:
+        entry["after_state"] = "HUNG"
+        entry["hang_step"] = decision["hang_step"]
+    new["resubmissions"] = list(state.get("resubmissions") or []) + [entry]
+    return new
+
+
+def record_hang_cancel(state, decision, now, evidence):
+    # type: (Dict[str, Any], Dict[str, Any], float, Optional[str]) -> Dict[str, Any]
+    """The state after deciding to cancel ``decision``'s hung job (a new dict; written before scancel)."""
+    new = dict(state)
+    last = decision["last_job"] or {}
+    hang = decision.get("hang") or {}
+    new["hang_cancels"] = list(state.get("hang_cancels") or []) + [{
+        "time": int(now), "job_id": last.get("job_id_raw"), "step": hang.get("step"),
+        "idle": hang.get("idle"), "evidence": evidence}]
     return new
 
 

@@ -45,6 +45,20 @@ description:
     newest valid checkpoint step has not changed over C(no_progress_limit) consecutive
     resubmissions, remediation stops the run. A stopped run is reported as needing a human
     until its C(state.json) is removed.
+  - Hang watchdog, per run (C(run.json) C(hang_timeout), 0 for none) - a run whose job is
+    C(RUNNING) but whose progress (C(progress) - V(heartbeat) the mtime of C(heartbeat_file), which
+    the trainer replaces every step; V(checkpoint) the newest mtime in the checkpoint folder;
+    V(log) the newest mtime of the job's log files) has not moved for C(hang_timeout) seconds,
+    counted from the job's start at the earliest, is hung (RV(runs[].status) V(hung)). Evidence
+    first - the Python stacks of every rank, with C(py-spy dump) run on the job's nodes as the
+    run's owner (C(srun --overlap --jobid <id>)), and where py-spy fails a C(SIGUSR2) to the rank
+    (the reference trainer's C(faulthandler) dump, in the job's log) - saved in the run's log
+    folder as C(hang-<job id>-<UTC time>.txt). Then the job is recorded in the run's C(state.json)
+    as cancelled by remediation because it hung (before C(scancel)), cancelled, and, once it ended
+    (at most O(hang_cancel_wait) seconds), resubmitted within the run's budgets like a failed
+    job; a run that hangs at the same step as before its last C(no_progress_limit)
+    resubmissions is stopped for no progress. A job remediation cancelled is never cancelled
+    again, and a job a user cancelled is still never resubmitted.
   - Exactly once - the whole read-decide-submit runs under an exclusive lock on the registry
     (C(flock) on C(<registry>/.remediate.lock)), so overlapping runs (AWX schedules overlap)
     never both submit; the submission itself checks the job identity (name, owner, and the key
@@ -58,8 +72,8 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: Reads everything and reports what it would do, with the exact C(sbatch) commands;
-      submits nothing, writes no state and takes no lock.
+    details: Reads everything and reports what it would do, with the exact C(sbatch), C(srun) and
+      C(scancel) commands; submits, cancels and collects nothing, writes no state and takes no lock.
   diff_mode:
     support: full
     details: Per run, the last job and its state before, the action after.
@@ -97,6 +111,13 @@ options:
     description: Seconds to wait before looking the job up after such a failure.
     type: float
     default: 10
+  hang_cancel_wait:
+    description:
+      - After cancelling a hung job, how many seconds to wait for it to end before resubmitting
+        its run in the same task (Slurm's C(KillWait) and the epilog pass first). A job that
+        has not ended by then is resubmitted by the next remediation.
+    type: int
+    default: 120
 notes:
   - Runs on the host that holds the registry and sees the checkpoint folders (shared file
     system). Submitting as another user than the one the task runs as needs root
@@ -148,14 +169,28 @@ runs:
         - V(disabled), V(finished), V(active), V(held) (its job waits for a release; needs a
           human), V(unknown) (a job in a state this collection does not know; needs a human),
           V(not_started), V(stopped) (by an earlier remediation), V(cancelled), V(failed) (last
-          job ended in a state that is resubmitted), V(lost) (our resubmission is not visible),
-          V(ended) (another final state).
+          job ended in a state that is resubmitted, or hung and was cancelled by remediation),
+          V(hung) (its job is RUNNING without progress; or cancelled by remediation and not ended
+          yet), V(lost) (our resubmission is not visible), V(ended) (another final state).
       type: str
     action:
       description:
         - V(resubmit) (done, or would be in check mode), V(stop) (remediation stops the run
-          now), V(none).
+          now), V(cancel_hung) (the job hung - evidence, cancel, then resubmitted within the budgets
+          when it ended in time, see RV(runs[].then)), V(none).
       type: str
+    evidence:
+      description: For V(cancel_hung), the file the ranks' stacks were saved to.
+      type: str
+    evidence_command:
+      description: For V(cancel_hung), the C(srun) command that collects the stacks (run as the owner).
+      type: list
+      elements: str
+    then:
+      description:
+        - For V(cancel_hung), the decision after the cancelled job ended (the same keys as a run's
+          entry, V(null) when it had not ended within O(hang_cancel_wait)).
+      type: dict
     needs_human:
       description: True when a person has to look at the run.
       type: bool
@@ -230,6 +265,7 @@ commands:
   elements: list
 '''
 
+import glob
 import os
 import time
 
@@ -250,15 +286,19 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import
     effective_user,
     slurm_argument_spec,
 )
+from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import expand_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._training import (
+    CANCEL_HUNG,
     RESUBMIT,
     STOP,
     RegistryError,
     RegistryLock,
     checkpoint_status,
     decide,
+    read_progress,
     read_registry,
     read_state,
+    record_hang_cancel,
     record_resubmission,
     record_stop,
     run_jobs,
@@ -299,15 +339,144 @@ def resubmit(module, cli, me, run, decision, jobs, state):
                 record_resubmission(state, decision, done["job_id"], time.time()))
 
 
+#: Run on each node of a hung job (one task per node, as the run's owner): every process of the
+#: job on this node with torchrun's RANK in its environment (a training rank), its Python stacks
+#: with py-spy; when py-spy fails, SIGUSR2 (the reference trainer's faulthandler dump goes to the
+#: job's log). $1 job id, $2 py-spy command.
+EVIDENCE_SCRIPT = r"""job=$1 pyspy=$2 node=${SLURMD_NODENAME:-$(hostname)} found=0
+for dir in /proc/[0-9]*; do
+  env=$(tr '\0' '\n' < "$dir/environ" 2>/dev/null) || continue
+  grep -qx "SLURM_JOB_ID=$job" <<<"$env" || continue
+  rank=$(sed -n 's/^RANK=//p' <<<"$env")
+  [ -n "$rank" ] || continue
+  wnode=$(sed -n 's/^SLURMD_NODENAME=//p' <<<"$env")
+  [ -z "$wnode" ] || [ "$wnode" = "$node" ] || continue
+  pid=${dir#/proc/} found=$((found + 1))
+  echo "=== node $node rank $rank pid $pid: py-spy dump"
+  if ! timeout 30 "$pyspy" dump --pid "$pid" 2>&1; then
+    echo "=== node $node rank $rank pid $pid: py-spy failed; SIGUSR2 (faulthandler stacks in the job's log)"
+    kill -USR2 "$pid" 2>&1
+  fi
+done
+echo "=== node $node: $found rank(s)"
+"""
+
+
+def evidence_commands(cli, run, decision):
+    """The srun command (as the run's owner) that collects the ranks' stacks of the hung job."""
+    last = decision["last_job"]
+    nodes = len(expand_hostlist(last["node_list"])) if last.get("node_list") else 1
+    return cli.command("srun", ["--overlap", "--jobid=%s" % last["job_id_raw"], "--nodes=%d" % nodes,
+                                "--ntasks=%d" % nodes, "--ntasks-per-node=1", "--immediate=30",
+                                "--quiet",
+                                "bash", "-c", EVIDENCE_SCRIPT, "clusterops-evidence",
+                                str(last["job_id_raw"]), run["py_spy"]])
+
+
+def collect_evidence(module, cli, me, run, decision, now):
+    """Save the hung job's stacks next to the run's logs; the file's path (never raises for a
+    failed collection: the evidence file then says why)."""
+    last = decision["last_job"]
+    folder = run.get("log_dir") or run.get("workdir") or run["checkpoint_dir"]
+    path = os.path.join(folder, "hang-%s-%s.txt" % (last["job_id_raw"], time.strftime(
+        "%Y%m%dT%H%M%SZ", time.gmtime(now))))
+    owner = run["owner"]
+    runner = cli if owner == me else cli.as_user(owner)
+    args = decision["evidence_command"][1:]
+    lines = ["# clusterops.slurm training_restart: run %s, job %s hung: %s" % (
+        run["name"], last["job_id"], decision["reason"]),
+        "# command: %s" % " ".join(runner.prefix + decision["evidence_command"])]
+    try:
+        rc, out, err = runner.run("srun", args, check=False, what="collect the hung job's stacks")
+        lines += ["# rc %s" % rc, out.rstrip(), err.rstrip()]
+    except SlurmCommandError as exc:
+        rc = None
+        lines += ["# %s" % exc, (exc.stdout or "").rstrip(), (exc.stderr or "").rstrip()]
+    text = "\n".join(lines)
+    if "py-spy failed" in text or rc != 0:
+        # The faulthandler dumps land in the job's logs: wait for them, then copy their tails.
+        time.sleep(3)
+        for log in sorted(glob.glob(os.path.join(run.get("log_dir") or folder, "%s-%s*" % (
+                run["name"], last["job_id_raw"])))):
+            try:
+                with open(log, "rb") as handle:
+                    handle.seek(max(0, os.path.getsize(log) - 64 * 1024))
+                    tail = handle.read().decode("utf-8", "replace")
+            except (OSError, IOError):
+                continue
+            text += "\n=== tail of %s\n%s" % (log, tail)
+    try:
+        with open(path, "w") as handle:
+            handle.write(text + "\n")
+        os.chmod(path, 0o644)
+    except (OSError, IOError) as exc:
+        module.warn("cannot write the hang evidence %s: %s" % (path, exc))
+        return None
+    return path
+
+
+def cancel_hung(module, cli, me, run, decision, state, start):
+    """Evidence, record, scancel, wait for the end, then decide again (and resubmit)."""
+    last = decision["last_job"]
+    decision["command"] = cli.command("scancel", [str(last["job_id_raw"])])
+    if module.check_mode:
+        return
+    now = time.time()
+    decision["evidence"] = collect_evidence(module, cli, me, run, decision, now)
+    state = record_hang_cancel(state, decision, now, decision["evidence"])
+    write_state(run["folder"], state)
+    decision["changed"] = True
+    try:
+        cli.run("scancel", [str(last["job_id_raw"])], what="cancel the hung job %s" % last["job_id"])
+    except SlurmCommandError as exc:
+        decision.update(needs_human=True, error=str(exc))
+        return
+    deadline = time.time() + max(module.params["hang_cancel_wait"], 0)
+    while True:
+        rc, out, dummy = cli.run("squeue", ["-h", "-j", str(last["job_id_raw"]), "-o", "%T"], check=False,
+                                 what="see whether the cancelled job ended")
+        if rc == 0 and not out.strip():
+            break
+        if time.time() >= deadline:
+            return
+        time.sleep(2)
+    jobs, dummy = read_jobs(cli, names=[run["name"]], users=[run["owner"]], start=start)
+    ckpt = checkpoint_status(run["checkpoint_dir"], run["checkpoint_validate"],
+                             run.get("checkpoint_name_template"))
+    then = decide(run, jobs, ckpt, state)
+    then.update(job_id=None, command=None, error=None, warnings=ckpt["warnings"], changed=False)
+    if then["action"] == RESUBMIT:
+        resubmit(module, cli, me, run, then, jobs, state)
+    elif then["action"] == STOP:
+        write_state(run["folder"], record_stop(state, then, time.time()))
+    then.pop("changed", None)
+    decision["then"] = then
+    decision["step"] = then["step"]
+    if then["needs_human"]:
+        decision["needs_human"] = True
+
+
 def report_line(decision):
     """One line for the summary: name, status, newest valid step, action and why."""
     action = decision["action"]
     if action == RESUBMIT:
         action = "resubmit (job %s)" % decision["job_id"] if decision["job_id"] else (
             "resubmit (check mode)" if decision["error"] is None else "resubmit FAILED")
+    then = decision.get("then")
+    if action == CANCEL_HUNG:
+        action = "cancel_hung (evidence %s)" % decision.get("evidence") if decision.get("evidence") else (
+            "cancel_hung (check mode)" if decision["error"] is None else "cancel_hung FAILED")
+        if then and then["action"] == RESUBMIT:
+            action += ", resubmit (job %s)" % then["job_id"] if then["job_id"] else ", resubmit FAILED"
+        elif then:
+            action += ", %s" % then["action"]
     line = "%s: %s, newest valid step %s -> %s: %s" % (
         decision["name"], decision["status"],
         decision["step"] if decision["step"] is not None else "none", action, decision["reason"])
+    if then:
+        line += "; then: %s" % then["reason"]
+        if then.get("error"):
+            line += " [error: %s]" % then["error"]
     if decision["error"]:
         line += " [error: %s]" % decision["error"]
     if decision["needs_human"]:
@@ -324,6 +493,7 @@ def main():
             lock_timeout=dict(type="int", default=60),
             submit_retries=dict(type="int", default=2),
             retry_delay=dict(type="float", default=10),
+            hang_cancel_wait=dict(type="int", default=120),
         ),
         supports_check_mode=True,
     )
@@ -363,6 +533,8 @@ def main():
         for run in runs:
             ckpt = checkpoint_status(run["checkpoint_dir"], run["checkpoint_validate"],
                                      run.get("checkpoint_name_template"))
+            mine = run_jobs(run, jobs)
+            progress = read_progress(run, mine[-1]["job_id_raw"] if mine else None)
             try:
                 state = read_state(run["folder"])
             except RegistryError as exc:
@@ -370,10 +542,13 @@ def main():
                 decision.update(action="none", needs_human=True, status="ended", reason=str(exc))
                 state = None
             else:
-                decision = decide(run, jobs, ckpt, state)
+                decision = decide(run, jobs, ckpt, state, progress, time.time())
             decision.update(job_id=None, command=None, error=None, warnings=ckpt["warnings"], changed=False)
             diff["before"][run["name"]] = _brief(decision)
-            if state is not None and decision["action"] == RESUBMIT:
+            if state is not None and decision["action"] == CANCEL_HUNG:
+                decision["evidence_command"] = evidence_commands(cli, run, decision)
+                cancel_hung(module, cli, me, run, decision, state, start)
+            elif state is not None and decision["action"] == RESUBMIT:
                 resubmit(module, cli, me, run, decision, jobs, state)
             elif state is not None and decision["action"] == STOP and not module.check_mode:
                 write_state(run["folder"], record_stop(state, decision, time.time()))
@@ -382,6 +557,9 @@ def main():
             if decision["action"] == RESUBMIT:
                 after = "resubmitted as job %s" % decision["job_id"] if decision["job_id"] else (
                     "would resubmit" if module.check_mode else "resubmission failed")
+            elif decision["action"] == CANCEL_HUNG:
+                after = "would collect stacks and cancel the hung job" if module.check_mode else (
+                    "cancelled the hung job; %s" % ((decision.get("then") or {}).get("action") or "not ended yet"))
             diff["after"][run["name"]] = after if after != "none" else _brief(decision)
             result["runs"].append(decision)
     except (SlurmCommandError, JobParseError) as exc:
@@ -397,13 +575,15 @@ def main():
     for decision in result["runs"]:
         if decision["action"] == RESUBMIT and (decision["job_id"] or module.check_mode):
             result["resubmitted"].append(decision["name"])
+        if (decision.get("then") or {}).get("job_id"):
+            result["resubmitted"].append(decision["name"])
         if decision["needs_human"]:
             result["needs_human"].append(decision["name"])
     result["report"] = [report_line(d) for d in result["runs"]] + [
         "%s: registry entry unusable -> none: %s [needs a human]" % (e["name"], e["error"])
         for e in result["errors"]]
     result["changed"] = any(d.pop("changed") for d in result["runs"]) or (
-        module.check_mode and any(d["action"] in (RESUBMIT, STOP) for d in result["runs"]))
+        module.check_mode and any(d["action"] in (RESUBMIT, STOP, CANCEL_HUNG) for d in result["runs"]))
     if module._diff:
         result["diff"] = diff
     module.exit_json(commands=cli.calls, **result)

@@ -73,6 +73,7 @@ torch is imported and before any process group exists: every rank exits at once,
 from __future__ import absolute_import, division, print_function
 
 import argparse
+import datetime
 import faulthandler
 import importlib.util
 import json
@@ -228,12 +229,20 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument("--events", help="JSONL event file appended by rank 0")
     parser.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto",
                         help="auto: nccl if CUDA is available, else gloo")
+    parser.add_argument("--heartbeat", help="file rank 0 replaces after every step with {step, time} "
+                        "(the hang watchdog's progress; docs/reference-trainer.md)")
+    parser.add_argument("--hang-at-step", type=int, default=0,
+                        help="fault injection: after step S, rank --hang-rank blocks before the next "
+                        "collective, once per run folder (0: never)")
+    parser.add_argument("--hang-rank", type=int, default=1, help="the rank that hangs (default %(default)s)")
     args = parser.parse_args(argv)
     for name in ("total_steps", "checkpoint_every", "batch_size", "dataset_size"):
         if getattr(args, name) < 1:
             parser.error("--%s must be at least 1" % name.replace("_", "-"))
     if args.step_time < 0:
         parser.error("--step-time must not be negative")
+    if args.hang_at_step < 0 or args.hang_rank < 0:
+        parser.error("--hang-at-step and --hang-rank must not be negative")
     return args
 
 
@@ -337,11 +346,17 @@ class Dist:
             self.device = torch.device("cpu")
 
     def init(self) -> None:
+        """The process group; collectives time out after $CLUSTEROPS_COLLECTIVE_TIMEOUT seconds
+        (the launcher sets it; unset: torch's default, 10 min for nccl, 30 min for gloo)."""
         if self.distributed:
+            kwargs = {}  # type: Dict[str, Any]
+            timeout = os.environ.get("CLUSTEROPS_COLLECTIVE_TIMEOUT")
+            if timeout:
+                kwargs["timeout"] = datetime.timedelta(seconds=int(timeout))
             if self.backend == "nccl":
-                dist.init_process_group(backend=self.backend, device_id=self.device)
+                dist.init_process_group(backend=self.backend, device_id=self.device, **kwargs)
             else:
-                dist.init_process_group(backend=self.backend)
+                dist.init_process_group(backend=self.backend, **kwargs)
 
     def close(self) -> None:
         """The last collective of a run that ends on every rank at the same step.
@@ -389,6 +404,42 @@ class Dist:
 # ---------------------------------------------------------------------------------------------
 # Events (rank 0)
 # ---------------------------------------------------------------------------------------------
+
+class Heartbeat:
+    """The file rank 0 replaces after every step (``--heartbeat``): ``{"step", "time"}``.
+
+    Written to a temporary name and renamed, so a reader never sees half a file; its mtime is
+    the time of the last step. Not fsynced: a heartbeat lost in a crash costs nothing.
+    """
+
+    def __init__(self, path: Optional[str], rank: int) -> None:
+        self.path = path if rank == 0 else None
+
+    def beat(self, step: int) -> None:
+        if not self.path:
+            return
+        tmp = "%s.tmp.%d" % (self.path, os.getpid())
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps({"step": step, "time": round(time.time(), 6)}) + "\n")
+        os.replace(tmp, self.path)
+
+
+#: Fault injection: the marker that makes ``--hang-at-step`` hang once per run folder.
+HANG_MARKER = ".fault-hang-step%d"
+
+
+def injected_hang(run_dir: str, step: int) -> None:
+    """Block for ever, like a rank stuck before a collective (``--hang-at-step``).
+
+    Writes the marker first, so the resumed run does not hang again. Signals do not end it: the
+    SIGTERM handler only records the signal, and this loop never looks (Slurm's SIGKILL after
+    KillWait ends it, as it ends a rank stuck in NCCL).
+    """
+    with open(os.path.join(run_dir, HANG_MARKER % step), "w", encoding="utf-8") as handle:
+        handle.write("%d\n" % os.getpid())
+    while True:
+        time.sleep(1)
+
 
 class Events:
     """JSONL event log written by rank 0; each line flushed and fsynced."""
@@ -545,6 +596,7 @@ def train(plan: Plan, flags: SignalFlags) -> int:
     torch.set_num_threads(1)
     dev.init()
     events = Events(args.events, dev.rank)
+    heartbeat = Heartbeat(args.heartbeat, dev.rank)
     try:
         torch.manual_seed(args.seed)
         model = make_model().to(dev.device)  # the same initial weights on every rank
@@ -601,6 +653,10 @@ def train(plan: Plan, flags: SignalFlags) -> int:
                 pos = Position(pos.step + 1, epoch, index + 1)
                 loss_value = float(loss.detach().item())
                 events.emit("step", step=pos.step, epoch=epoch, loss=loss_value)
+                heartbeat.beat(pos.step)
+                if pos.step == args.hang_at_step and dev.rank == args.hang_rank \
+                        and not os.path.exists(os.path.join(run_dir, HANG_MARKER % pos.step)):
+                    injected_hang(run_dir, pos.step)
                 code = boundary(args, flags, dev, events, saver, pos, model, optimizer, scheduler, loss_value)
                 if code is not None:
                     return code

@@ -1,0 +1,129 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Time from a hang to the training run training again, on the dev cluster.
+
+    make cluster-up && .venv/bin/python benchmarks/hang_recovery.py [--repeat N] [--hang-timeout 30]
+
+For each repetition: a 2-node run of the reference trainer (role torchrun_launcher, owner
+clusterops-alice, heartbeat every step, checkpoint every 20 steps, 0.1 s of emulated compute per
+step, ``hang_timeout`` as given) hangs after step 50 (``--hang-at-step``: rank 1 blocks, rank 0
+waits in all_reduce). playbooks/remediate.yml runs as soon as ``hang_timeout`` has passed since
+the last heartbeat (an AWX schedule adds up to its interval). Printed, per repetition:
+
+  hang_timeout  the last heartbeat -> the watchdog may act (the setting)
+  decide        remediate start -> the hang is decided (ansible-playbook start-up, the node
+                part, sacct/squeue, the checkpoint scan)
+  evidence      py-spy on both nodes through srun --overlap (-> the evidence file written)
+  cancel+resub  the evidence written -> the resubmission recorded (state.json, scancel, KillWait,
+                the job leaving the queue, sacct/squeue again, the checkpoint scan, sbatch)
+  restart       end of remediate -> the resubmitted job's first training step
+  total         the last heartbeat -> training again
+  steps lost    the step it hung at - the step resumed from
+
+(state.json times are whole seconds.) A figure-printing script, not a test.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from training_recovery import STATE, USER, VENV_BIN, attempts, sh, until  # noqa: E402
+
+HANG_AT, EVERY = 50, 20
+
+
+def deploy(base, name, hang_timeout):
+    workdir = os.path.join(base, name)
+    ckpt = os.path.join(workdir, "checkpoints")
+    heartbeat = os.path.join(workdir, "heartbeat.json")
+    variables = {
+        "torchrun_launcher_run_name": name, "torchrun_launcher_owner": USER,
+        "torchrun_launcher_registry_dir": os.path.join(base, "registry"),
+        "torchrun_launcher_tool_dir": os.path.join(base, "tools"),
+        "torchrun_launcher_install_reference_trainer": True,
+        "torchrun_launcher_workdir": workdir, "torchrun_launcher_checkpoint_dir": ckpt,
+        "torchrun_launcher_nodes": 2, "torchrun_launcher_time": "10",
+        "torchrun_launcher_env_activation": "venv", "torchrun_launcher_venv": os.path.dirname(VENV_BIN),
+        "torchrun_launcher_python": "python",
+        "torchrun_launcher_program": os.path.join(base, "tools", "reference_trainer.py"),
+        "torchrun_launcher_program_args": ["--checkpoint-dir", ckpt, "--events", os.path.join(ckpt, "events.jsonl"),
+                                           "--total-steps", "100", "--checkpoint-every", str(EVERY),
+                                           "--step-time", "0.1", "--heartbeat", heartbeat,
+                                           "--hang-at-step", str(HANG_AT)],
+        "torchrun_launcher_hang_timeout": hang_timeout, "torchrun_launcher_progress": "heartbeat",
+        "torchrun_launcher_heartbeat_file": heartbeat,
+        "torchrun_launcher_submit": True, "ansible_become_method": "su",
+    }
+    play = os.path.join(base, "deploy.yml")
+    with open(play, "w") as handle:
+        handle.write("- hosts: localhost\n  gather_facts: false\n  tasks:\n    - ansible.builtin.include_role:\n"
+                     "        name: clusterops.slurm.torchrun_launcher\n")
+    with open(play + ".json", "w") as handle:
+        json.dump(variables, handle)
+    sh("ansible-playbook", "-i", os.path.join(STATE, "inventory.yml"), play, "-e", "@" + play + ".json")
+    return ckpt, heartbeat
+
+
+def one(base, index, hang_timeout):
+    name = "bench-hang-%d-%s" % (index, time.strftime("%H%M%S"))
+    ckpt, heartbeat = deploy(base, name, hang_timeout)
+    until(lambda: os.path.exists(os.path.join(ckpt, ".fault-hang-step%d" % HANG_AT)), "the hang", 300)
+    t_hang = os.path.getmtime(heartbeat)
+    until(lambda: time.time() - os.path.getmtime(heartbeat) > hang_timeout, "hang_timeout", hang_timeout + 60)
+    t_start = time.time()
+    out = sh("ansible-playbook", "-i", os.path.join(STATE, "inventory.yml"), "playbooks/remediate.yml",
+             "-e", json.dumps({"remediate_nodes_max_percent": 50, "remediate_training_runs": [name],
+                               "remediate_training_registry": os.path.join(base, "registry")}))
+    t_remediated = time.time()
+    if "cancel_hung (evidence" not in out or ", resubmit (job" not in out:
+        raise SystemExit("remediation did not cancel and resubmit the hung run:\n%s" % out[-3000:])
+    with open(os.path.join(base, "registry", name, "state.json")) as handle:
+        state = json.load(handle)
+    t_decided = state["hang_cancels"][-1]["time"]
+    t_evidence = os.path.getmtime(state["hang_cancels"][-1]["evidence"])
+    t_resub = state["resubmissions"][-1]["time"]
+    until(lambda: len(attempts(ckpt)) >= 2 and any(e["event"] == "step" for e in attempts(ckpt)[1]),
+          "the resubmitted job to train", 300)
+    t_again = [e["time"] for e in attempts(ckpt)[1] if e["event"] == "step"][0]
+    lost = HANG_AT - attempts(ckpt)[1][0]["step"]
+    sh("scancel", "--quiet", "-n", name, "-u", USER, check=False)
+    return dict(timeout=t_start - t_hang, decide=t_decided - t_start, evidence=t_evidence - t_decided,
+                cancel=t_resub - t_evidence,
+                restart=t_again - t_remediated, remediate=t_remediated - t_start, total=t_again - t_hang, lost=lost)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--hang-timeout", type=int, default=30)
+    args = ap.parse_args()
+    if not os.path.exists(os.path.join(STATE, "etc", "slurm.conf")):
+        raise SystemExit("the dev cluster is not up: make cluster-up")
+    base = tempfile.mkdtemp(prefix="clusterops-bench-")
+    os.chmod(base, 0o755)
+    try:
+        results = [one(base, i, args.hang_timeout) for i in range(args.repeat)]
+    finally:
+        sh("scancel", "--quiet", "-u", USER, check=False)
+        shutil.rmtree(base, ignore_errors=True)
+    print("hang recovery on the dev cluster (2-node run, hang after step %d, checkpoint every %d steps, "
+          "0.1 s/step, hang_timeout %d s)" % (HANG_AT, EVERY, args.hang_timeout))
+    print("%-4s %12s %7s %9s %13s %10s %9s %9s %11s" % (
+        "rep", "hang_timeout", "decide", "evidence", "cancel+resub", "remediate", "restart", "total", "steps lost"))
+    for i, r in enumerate(results):
+        print("%-4d %11.1fs %6.1fs %8.1fs %12.1fs %9.1fs %8.1fs %8.1fs %11d" % (
+            i, r["timeout"], r["decide"], r["evidence"], r["cancel"], r["remediate"], r["restart"], r["total"],
+            r["lost"]))
+
+
+if __name__ == "__main__":
+    main()
