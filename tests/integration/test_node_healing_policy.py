@@ -30,6 +30,7 @@ from conftest import (
 REMEDIATE = "playbooks/remediate.yml"
 ALL = ["-e", json.dumps({"remediate_nodes_max_percent": 100})]
 FLAPPING = "clusterops: flapping: healed 3 times in "
+REBOOT_REASON = "clusterops.slurm remediation: reboot"
 
 
 def drain(hostlist, reason):
@@ -39,6 +40,29 @@ def drain(hostlist, reason):
 def changes():
     counts = sdiag_rpc_counts()
     return counts.get("REQUEST_UPDATE_NODE", 0), counts.get("REQUEST_REBOOT_NODES", 0)
+
+
+def recorded_events(node, since):
+    """The node's events in Slurm's accounting since ``since`` (Unix seconds), as remediation reads them."""
+    start = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(since))
+    env = slurm_env()
+    env.update(TZ="UTC", SLURM_TIME_FORMAT="%s")
+    out = run(["sacctmgr", "--noheader", "--parsable2", "show", "event", "event=node", "start=" + start,
+               "nodes=" + node, "format=NodeName,TimeStart,TimeEnd,State,User,Reason"], env=env).stdout
+    return [line.split("|", 5) for line in out.splitlines() if line.strip()]
+
+
+def wait_for_accounting(node, since, what, predicate, timeout=30):
+    """slurmctld sends node events to slurmdbd asynchronously (a few seconds late under load): wait
+    until the accounting shows what happened before remediation reads it."""
+    deadline = time.time() + timeout
+    while True:
+        events = recorded_events(node, since)
+        if predicate(events):
+            return events
+        if time.time() > deadline:
+            raise AssertionError("accounting did not show %s within %ss: %s" % (what, timeout, events))
+        time.sleep(0.5)
 
 
 def fresh_controller_env(tmp):
@@ -52,6 +76,7 @@ def fresh_controller_env(tmp):
 
 @pytest.mark.every_release
 def test_flapping_node_is_healed_budget_times_then_left_for_a_human(healthy):
+    started = int(time.time())
     resumes = 0
     for cycle in range(3):
         drain("n2", "Prolog error")
@@ -67,6 +92,9 @@ def test_flapping_node_is_healed_budget_times_then_left_for_a_human(healthy):
     # The fourth failure: the history comes from Slurm's accounting, read by a controller-side
     # environment that shares nothing with the runs before (a new AWX container).
     drain("n2", "Prolog error")
+    wait_for_accounting("n2", started, "3 closed Prolog error events and the open one",
+                        lambda evs: len([e for e in evs if e[5] == "Prolog error" and e[2] != "Unknown"]) >= 3
+                        and any(e[5] == "Prolog error" and e[2] == "Unknown" for e in evs))
     with tempfile.TemporaryDirectory() as tmp:
         before = changes()
         proc, recap = playbook(REMEDIATE, *ALL, check=False, env=fresh_controller_env(tmp))
@@ -183,6 +211,7 @@ def test_gpu_that_stays_broken_is_rebooted_budget_times_then_left_for_a_human(he
     start; remediation reboots it (class gpu_xid_reset); it comes back still broken and is drained
     again at boot; after exactly 3 reboots the healing budget leaves it for a human. Once the GPU
     is fixed, a reboot returns it to service."""
+    started = int(time.time())
     make("cluster-gpu-fault", NODE="n2", FAULT="fallen-off-bus")
     try:
         make("cluster-reboot", NODE="n2")
@@ -191,6 +220,9 @@ def test_gpu_that_stays_broken_is_rebooted_budget_times_then_left_for_a_human(he
         reboots = 0
         for cycle in range(4):
             boot = nodes()["n2"]["boot_time"]
+            wait_for_accounting("n2", started, "%d reboot(s) by remediation and the open drain" % reboots,
+                                lambda evs: len([e for e in evs if e[5].startswith(REBOOT_REASON)]) >= reboots
+                                and evs and evs[-1][2] == "Unknown" and evs[-1][5] == XID79)
             proc, recap = playbook(REMEDIATE, *ALL, check=False)
             if "n2: reboot (" not in proc.stdout:
                 break
