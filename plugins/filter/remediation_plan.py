@@ -232,10 +232,25 @@ _value:
       type: list
       elements: str
     circuit:
-      description:
-        - The circuit breaker, C({open, broken, threshold, window, groups}); C(groups) holds
-          C({class, count, hostlist, reason}) of the nodes that broke within the window, largest first.
+      description: The circuit breaker.
       type: dict
+      contains:
+        open:
+          description: True when more nodes broke within the window than the threshold; then nothing is planned.
+          type: bool
+        broken:
+          description: Nodes in scope that broke within the window (this collection's holds not counted).
+          type: int
+        threshold:
+          description: The most nodes that may break within the window.
+          type: int
+        window:
+          description: Seconds; V(0) when the breaker is off.
+          type: int
+        groups:
+          description: The nodes that broke within the window by class, C({class, count, hostlist, reason}), largest first.
+          type: list
+          elements: dict
     needs_human:
       description: What needs a human, C({name, why}); C(name) is a node or a hostlist.
       type: list
