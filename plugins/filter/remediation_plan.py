@@ -325,15 +325,15 @@ def remediation_plan(nodes, classes=None, scope="", max_nodes=16, max_percent=10
     if not isinstance(nodes, list) or not all(isinstance(n, dict) and "name" in n for n in nodes):
         raise AnsibleFilterError("remediation_plan: input must be the node list of slurm_node_info")
     if allow_reasons is not None or reboot_reasons is not None:
+        if classes is not None:
+            raise AnsibleFilterError("remediation_plan: give classes or the deprecated allow_reasons/"
+                                     "reboot_reasons, not both")
         display.deprecated(
             "remediation_plan: allow_reasons and reboot_reasons (role variables remediate_nodes_allow_reasons "
             "and remediate_nodes_reboot_reasons) are replaced by reason classes (classes, role variable "
             "remediate_nodes_reason_classes); each allowed pattern is used as one class now, reboot when "
             "the same pattern is in reboot_reasons, else resume",
             version="2.0.0", collection_name="clusterops.slurm")
-        if classes is not None:
-            raise AnsibleFilterError("remediation_plan: give classes or the deprecated allow_reasons/"
-                                     "reboot_reasons, not both")
         if allow_reasons is None:
             allow_reasons = [c["match"] for c in DEFAULT_REASON_CLASSES if c["action"] != "human"]
         if reboot_reasons is None:

@@ -69,3 +69,23 @@ def test_slurm_state_filter():
     assert slurm_state(["IDLE", "DRAIN"])["base"] == "IDLE"
     with pytest.raises(AnsibleFilterError, match="unknown Slurm node state"):
         slurm_state("sleepy")
+
+
+def test_deprecated_allowlist_still_works_and_says_so(monkeypatch):
+    warnings = []
+    monkeypatch.setattr("ansible_collections.clusterops.slurm.plugins.filter.remediation_plan.display.deprecated",
+                        lambda msg, **kw: warnings.append((msg, kw)))
+    nodes = [node("n1", "IDLE+DRAIN", "Prolog error", ["normal"]), node("n2", "IDLE+DRAIN", "site: ib down", ["normal"])]
+    plan = remediation_plan(nodes, allow_reasons=["^site: ib down$"], reboot_reasons=["^site: ib down$"],
+                            circuit={"window": 0})
+    # the allowlist replaces the classes: only its pattern acts, as a reboot
+    assert plan["reboot"] == ["n2"] and plan["resume"] == []
+    assert len(warnings) == 1 and "remediate_nodes_reason_classes" in warnings[0][0]
+    assert warnings[0][1]["collection_name"] == "clusterops.slurm"
+    # only the reboot list given: the allowed reasons are the default classes' acting ones
+    plan = remediation_plan(nodes, reboot_reasons=["^Prolog error$"], circuit={"window": 0})
+    assert plan["reboot"] == ["n1"]
+    with pytest.raises(AnsibleFilterError, match="not both"):
+        remediation_plan(nodes, classes=[], allow_reasons=["x"])
+    assert not remediation_plan(nodes, circuit={"window": 0})["reboot"]  # no warning without them
+    assert len(warnings) == 2
