@@ -349,7 +349,8 @@ def plan_remediation(nodes, classes=DEFAULT_REASON_CLASSES, in_scope=None, max_n
                      max_percent=10.0, events=None, heal_budget=DEFAULT_HEAL_BUDGET,
                      heal_window=DEFAULT_HEAL_WINDOW, circuit=None,
                      reboot_reason=DEFAULT_REBOOT_REASON, now=None):
-    # type: (List[Dict[str, Any]], Sequence[Dict[str, Any]], Optional[Sequence[str]], int, float, Optional[List[Dict[str, Any]]], int, int, Optional[Dict[str, Any]], str, Optional[float]) -> Dict[str, Any]
+    # type: (List[Dict[str, Any]], Sequence[Dict[str, Any]], Optional[Sequence[str]], int, float,
+    #        Optional[List[Dict[str, Any]]], int, int, Optional[Dict[str, Any]], str, Optional[float]) -> Dict[str, Any]
     """Plan one remediation run.
 
     Args:
@@ -480,13 +481,11 @@ def plan_remediation(nodes, classes=DEFAULT_REASON_CLASSES, in_scope=None, max_n
 
     needs_human = []
     if circuit_open:
+        grouped = "; ".join("%s %s (%d, e.g. %r)" % (g["class"], g["hostlist"], g["count"], g["reason"])
+                            for g in circuit_view["groups"])
         needs_human.append({"name": compress_hostlist([b["name"] for b in broken]),
                             "why": "cluster-wide failure suspected: %d nodes broke within %s (more than %d); "
-                                   "nothing healed: %s" % (
-                                       len(broken), _duration(window), threshold,
-                                       "; ".join("%s %s (%d, e.g. %r)" % (g["class"], g["hostlist"], g["count"],
-                                                                           g["reason"])
-                                                 for g in circuit_view["groups"]))})
+                                   "nothing healed: %s" % (len(broken), _duration(window), threshold, grouped)})
     needs_human += [{"name": h["name"], "why": "class %s: %s" % (h["class"], h["reason"])} for h in human]
     needs_human += [{"name": f["name"], "why": "flapping: healed %d times in %s, last: %s"
                      % (f["heals"], _duration(heal_window), f["reason"])} for f in flapping]

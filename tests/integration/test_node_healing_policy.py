@@ -115,11 +115,11 @@ def test_flapping_node_is_healed_budget_times_then_left_for_a_human(healthy):
 
 @pytest.mark.every_release
 def test_budget_off_heals_every_time(healthy):
-    for _ in range(4):
+    for cycle in range(4):
         drain("n3", "Epilog error")
         proc, recap = playbook(REMEDIATE, *ALL, "-e", "remediate_nodes_heal_budget=0")
         assert recap["failed"] == 0 and "n3: resume" in proc.stdout, proc.stdout
-        wait_for(lambda ns: "DRAIN" not in ns["n3"]["flags"], "n3 resumed")
+        wait_for(lambda ns: "DRAIN" not in ns["n3"]["flags"], "n3 resumed (cycle %d)" % cycle)
 
 
 @pytest.mark.every_release

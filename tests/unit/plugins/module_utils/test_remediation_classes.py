@@ -285,8 +285,8 @@ def test_circuit_stays_closed_at_the_threshold_and_for_old_failures():
 
 
 def test_circuit_counts_unknown_reason_times_and_groups_by_class():
-    nodes = cluster(2, total=8) + [node("m1", "IDLE+DRAIN", "clusterops-health: mount: /data not mounted", None),
-                          node("m2", "IDLE+DRAIN", "clusterops-health: mount: /data not mounted", None)]
+    mount = "clusterops-health: mount: /data not mounted"
+    nodes = cluster(2, total=8) + [node("m1", "IDLE+DRAIN", mount, None), node("m2", "IDLE+DRAIN", mount, None)]
     result = plan(nodes, circuit={"window": 1800, "min_nodes": 3})
     assert result["circuit"]["open"]
     assert [(g["class"], g["hostlist"]) for g in result["circuit"]["groups"]] == [
