@@ -36,40 +36,18 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from training_recovery import STATE, USER, VENV_BIN, attempts, sh, until  # noqa: E402
+from training_recovery import STATE, USER, attempts, heal_window, sh, until  # noqa: E402
+from training_recovery import deploy as deploy_run  # noqa: E402
 
 HANG_AT, EVERY = 50, 20
 
 
 def deploy(base, name, hang_timeout):
-    workdir = os.path.join(base, name)
-    ckpt = os.path.join(workdir, "checkpoints")
-    heartbeat = os.path.join(workdir, "heartbeat.json")
-    variables = {
-        "torchrun_launcher_run_name": name, "torchrun_launcher_owner": USER,
-        "torchrun_launcher_registry_dir": os.path.join(base, "registry"),
-        "torchrun_launcher_tool_dir": os.path.join(base, "tools"),
-        "torchrun_launcher_install_reference_trainer": True,
-        "torchrun_launcher_workdir": workdir, "torchrun_launcher_checkpoint_dir": ckpt,
-        "torchrun_launcher_nodes": 2, "torchrun_launcher_time": "10",
-        "torchrun_launcher_env_activation": "venv", "torchrun_launcher_venv": os.path.dirname(VENV_BIN),
-        "torchrun_launcher_python": "python",
-        "torchrun_launcher_program": os.path.join(base, "tools", "reference_trainer.py"),
-        "torchrun_launcher_program_args": ["--checkpoint-dir", ckpt, "--events", os.path.join(ckpt, "events.jsonl"),
-                                           "--total-steps", "100", "--checkpoint-every", str(EVERY),
-                                           "--step-time", "0.1", "--heartbeat", heartbeat,
-                                           "--hang-at-step", str(HANG_AT)],
-        "torchrun_launcher_hang_timeout": hang_timeout, "torchrun_launcher_progress": "heartbeat",
-        "torchrun_launcher_heartbeat_file": heartbeat,
-        "torchrun_launcher_submit": True, "ansible_become_method": "su",
-    }
-    play = os.path.join(base, "deploy.yml")
-    with open(play, "w") as handle:
-        handle.write("- hosts: localhost\n  gather_facts: false\n  tasks:\n    - ansible.builtin.include_role:\n"
-                     "        name: clusterops.slurm.torchrun_launcher\n")
-    with open(play + ".json", "w") as handle:
-        json.dump(variables, handle)
-    sh("ansible-playbook", "-i", os.path.join(STATE, "inventory.yml"), play, "-e", "@" + play + ".json")
+    heartbeat = os.path.join(base, name, "heartbeat.json")
+    ckpt = deploy_run(base, name, trainer_args=("--total-steps", "100", "--checkpoint-every", str(EVERY),
+                                                "--heartbeat", heartbeat, "--hang-at-step", str(HANG_AT)),
+                      torchrun_launcher_hang_timeout=hang_timeout, torchrun_launcher_progress="heartbeat",
+                      torchrun_launcher_heartbeat_file=heartbeat)
     return ckpt, heartbeat
 
 
@@ -82,6 +60,7 @@ def one(base, index, hang_timeout):
     t_start = time.time()
     out = sh("ansible-playbook", "-i", os.path.join(STATE, "inventory.yml"), "playbooks/remediate.yml",
              "-e", json.dumps({"remediate_nodes_max_percent": 50, "remediate_training_runs": [name],
+                               "remediate_nodes_heal_window": heal_window(),
                                "remediate_training_registry": os.path.join(base, "registry")}))
     t_remediated = time.time()
     if "cancel_hung (evidence" not in out or ", resubmit (job" not in out:
