@@ -129,7 +129,8 @@ def plan_node_changes(nodes, names, action, reason=None, reason_policy="keep", a
         action: one of :data:`NODE_ACTIONS`.
         reason: reason to set (required by ``drain`` and ``down``, optional for ``reboot``).
         reason_policy: ``keep`` leaves a reason already on a node as it is (a node being
-            drained that already has one keeps it); ``replace`` sets ``reason`` on every node.
+            drained that already has one keeps it); ``replace`` sets ``reason`` on every node
+            (a drained node is drained again with it, so that Slurm's accounting records it).
         asap: ``reboot`` only: ``scontrol reboot ASAP`` (drain first, reboot once idle).
         nextstate: ``reboot`` only: ``resume`` or ``down`` after the reboot.
 
@@ -180,7 +181,10 @@ def plan_node_changes(nodes, names, action, reason=None, reason_policy="keep", a
             if not already:
                 add(name, action, current_reason if keep else reason)
             elif reason_policy == "replace" and current_reason != reason:
-                add(name, "reason", reason)
+                # A drained node is drained again with the new reason, not only given it:
+                # slurmctld records a new node event in the accounting for a drain, never for a
+                # reason alone, and the healing budget reads when a hold began and ended there.
+                add(name, "drain" if action == "drain" else "reason", reason)
             else:
                 result["unchanged"].append(name)
         elif action == "resume":

@@ -42,9 +42,13 @@ def calls(plan):
      [("drain", "n[1,5]", "rack work")], ["n3", "n4"]),
     # drain of a DOWN node that has a reason: the reason is kept (keep policy)
     (["n2"], "drain", {"reason": "rack work"}, [("drain", "n2", "Not responding")], []),
-    # replace: reason set everywhere, one call per distinct change
+    # replace: reason set everywhere; drained nodes are drained again (Slurm's accounting records
+    # a drain, not a reason alone), in the same call
     (["n1", "n3", "n4"], "drain", {"reason": "RMA", "reason_policy": "replace"},
-     [("drain", "n1", "RMA"), ("reason", "n[3-4]", "RMA")], []),
+     [("drain", "n[1,3-4]", "RMA")], []),
+    # replace on down nodes: the reason only
+    (["n1", "n2"], "down", {"reason": "dead", "reason_policy": "replace"},
+     [("down", "n1", "dead"), ("reason", "n2", "dead")], []),
     (["n1", "n2"], "down", {"reason": "dead"}, [("down", "n1", "dead")], ["n2"]),
     (["n1", "n2", "n3", "n4", "n8"], "resume", {}, [("resume", "n[2-4,8]", None)], ["n1"]),
     (["n1", "n3", "n6", "n7"], "reboot", {"reason": "fix"}, [("reboot", "n[1,3]", "fix")], ["n6", "n7"]),
