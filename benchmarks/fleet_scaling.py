@@ -72,7 +72,7 @@ def wait_idle(state_dir, timeout=60):
 def run_remediate(inventory, started):
     # The same node is healed at every repetition: no healing budget (it would call it flapping).
     extra = {"remediate_nodes_max_percent": 100, "remediate_nodes_heal_budget": 0,
-             "remediate_nodes_heal_window": max(1, int(time.time() - started))}
+             "remediate_nodes_heal_since": int(started)}
     t0 = time.monotonic()
     proc = subprocess.run(["ansible-playbook", "-i", inventory, REMEDIATE, "-e", json.dumps(extra)],
                           cwd=REPO, env=env_for(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

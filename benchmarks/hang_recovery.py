@@ -36,7 +36,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from training_recovery import STATE, USER, attempts, heal_window, sh, until  # noqa: E402
+from training_recovery import STATE, USER, attempts, heal_since, sh, until  # noqa: E402
 from training_recovery import deploy as deploy_run  # noqa: E402
 
 HANG_AT, EVERY = 50, 20
@@ -60,7 +60,7 @@ def one(base, index, hang_timeout):
     t_start = time.time()
     out = sh("ansible-playbook", "-i", os.path.join(STATE, "inventory.yml"), "playbooks/remediate.yml",
              "-e", json.dumps({"remediate_nodes_max_percent": 50, "remediate_training_runs": [name],
-                               "remediate_nodes_heal_window": heal_window(),
+                               "remediate_nodes_heal_since": heal_since(),
                                "remediate_training_registry": os.path.join(base, "registry")}))
     t_remediated = time.time()
     if "cancel_hung (evidence" not in out or ", resubmit (job" not in out:

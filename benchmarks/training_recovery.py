@@ -38,7 +38,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STATE = os.environ.get("DEVCLUSTER_DIR", os.path.join(REPO, ".devcluster"))
 USER = "clusterops-alice"
 #: The healing budget counts heals in the dev cluster's accounting, which keeps those of earlier
-#: tests and benchmarks: a benchmark's remediate.yml counts only its own (heal_window()).
+#: tests and benchmarks: a benchmark's remediate.yml counts only its own (heal_since()).
 STARTED = time.time()
 VENV_BIN = os.path.dirname(os.path.abspath(sys.executable))
 
@@ -87,9 +87,9 @@ def attempts(ckpt):
     return out
 
 
-def heal_window():
-    """remediate_nodes_heal_window covering this benchmark's own run only (seconds, at least 1)."""
-    return max(1, int(time.time() - STARTED))
+def heal_since():
+    """remediate_nodes_heal_since for this benchmark's own heals only (Unix seconds)."""
+    return int(STARTED) + 1
 
 
 def deploy(base, name, trainer_args=("--total-steps", "200", "--checkpoint-every", "20"), **extra):
@@ -136,7 +136,7 @@ def one(base, index):
           "NODE_FAIL", 180)
     t_detect = time.time()
     sh("ansible-playbook", "-i", os.path.join(STATE, "inventory.yml"), "playbooks/remediate.yml",
-       "-e", json.dumps({"remediate_nodes_max_percent": 50, "remediate_nodes_heal_window": heal_window(),
+       "-e", json.dumps({"remediate_nodes_max_percent": 50, "remediate_nodes_heal_since": heal_since(),
                          "remediate_training_registry": os.path.join(base, "registry")}))
     t_remediated = time.time()
     until(lambda: len(attempts(ckpt)) >= 2 and any(e["event"] == "step" for e in attempts(ckpt)[1]),

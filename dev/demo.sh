@@ -38,11 +38,11 @@ RUN=demo-llm
 USER_NAME=clusterops-alice
 CKPT=$DEMO/$RUN/checkpoints
 # The healing budget counts heals in the dev cluster's accounting, which keeps those of earlier
-# demos and tests: this demo counts only its own (the window starts when it does).
+# demos and tests: this demo counts only its own (remediate_nodes_heal_since: when it started).
 DEMO_STARTED=$(date +%s)
 extra() {
-  printf '{"remediate_nodes_max_percent": 50, "remediate_training_registry": "%s", "remediate_nodes_heal_window": %d}' \
-    "$DEMO/registry" "$(( $(date +%s) - DEMO_STARTED + 1 ))"
+  printf '{"remediate_nodes_max_percent": 50, "remediate_training_registry": "%s", "remediate_nodes_heal_since": %d}' \
+    "$DEMO/registry" "$DEMO_STARTED"
 }
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }

@@ -110,6 +110,14 @@ options:
     description: Seconds back from now in which heals count.
     type: int
     default: 86400
+  heal_since:
+    description:
+      - Unix seconds; heals before this time do not count either, e.g. the end of a maintenance
+        that removed a cause shared by many nodes. V(0) sets no such limit.
+      - A node's own count also starts afresh when it leaves a reason of a V(human) class (a person
+        repaired it and returned it to service).
+    type: int
+    default: 0
   circuit:
     description: Circuit breaker settings.
     type: dict
@@ -278,6 +286,7 @@ from ansible.utils.display import Display
 from ansible_collections.clusterops.slurm.plugins.module_utils._remediation import (
     DEFAULT_CIRCUIT,
     DEFAULT_HEAL_BUDGET,
+    DEFAULT_HEAL_SINCE,
     DEFAULT_HEAL_WINDOW,
     DEFAULT_REASON_CLASSES,
     DEFAULT_REBOOT_REASON,
@@ -320,7 +329,8 @@ def _scope_names(nodes, expression):
 
 def remediation_plan(nodes, classes=None, scope="", max_nodes=16, max_percent=10, events=None,
                      heal_budget=DEFAULT_HEAL_BUDGET, heal_window=DEFAULT_HEAL_WINDOW, circuit=None,
-                     reboot_reason=DEFAULT_REBOOT_REASON, allow_reasons=None, reboot_reasons=None):
+                     reboot_reason=DEFAULT_REBOOT_REASON, allow_reasons=None, reboot_reasons=None,
+                     heal_since=DEFAULT_HEAL_SINCE):
     """Plan one remediation run over ``nodes`` (see DOCUMENTATION)."""
     if not isinstance(nodes, list) or not all(isinstance(n, dict) and "name" in n for n in nodes):
         raise AnsibleFilterError("remediation_plan: input must be the node list of slurm_node_info")
@@ -347,7 +357,7 @@ def remediation_plan(nodes, classes=None, scope="", max_nodes=16, max_percent=10
             [dict(n) for n in nodes],
             classes=DEFAULT_REASON_CLASSES if classes is None else classes,
             in_scope=in_scope, max_nodes=max_nodes, max_percent=max_percent, events=events,
-            heal_budget=heal_budget, heal_window=heal_window,
+            heal_budget=heal_budget, heal_window=heal_window, heal_since=heal_since,
             circuit=dict(DEFAULT_CIRCUIT, **(circuit or {})), reboot_reason=reboot_reason)
     except (RemediationError, KeyError, TypeError) as exc:
         raise AnsibleFilterError("remediation_plan: %s" % to_native(exc))

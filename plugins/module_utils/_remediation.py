@@ -26,7 +26,8 @@ node in scope:
 4. Healing budget: a node healed ``heal_budget`` times within ``heal_window`` seconds (closed
    events of an acting class in Slurm's accounting) is not healed again; it gets the reason
    ``clusterops: flapping: healed N times in W, last: <reason>`` that only a ``human`` class
-   matches, and is reported as needing a human.
+   matches, and is reported as needing a human. Heals before ``heal_since`` or before the node
+   last left a ``human`` class (a person repaired it and returned it to service) do not count.
 5. A node that does not respond (NOT_RESPONDING), or whose class says ``reboot``, is rebooted;
    any other node of a ``resume`` class is resumed.
 6. Circuit breaker: when more nodes in scope broke within ``circuit_window`` seconds than
@@ -107,6 +108,8 @@ DEFAULT_REBOOT_REASON = "clusterops.slurm remediation: reboot"
 #: Healing budget: a node healed this many times within the window is not healed again.
 DEFAULT_HEAL_BUDGET = 3
 DEFAULT_HEAL_WINDOW = 24 * 3600
+#: Unix seconds before which no heal counts (0: none).
+DEFAULT_HEAL_SINCE = 0
 
 #: Circuit breaker: more nodes than min(max_nodes, max(min_nodes, percent of scope)) broken
 #: within the window (seconds) means a cluster-wide failure: nothing is healed.
@@ -255,6 +258,10 @@ def count_heals(events, classes, since, reboot_reason=DEFAULT_REBOOT_REASON):
     only the state changed, and a failure found again while the node boots from remediation's
     reboot (the event right after the reboot's): that reboot was counted already.
 
+    A node's count starts afresh when an event of a ``human`` class (e.g. ``clusterops:
+    flapping``) closes: a person repaired the node and returned it to service, so heals up to
+    that moment no longer tell anything about the node as it is now.
+
     Args:
         events: ``slurm_node_event_info`` ``events``: ``{node, start, end, state, reason}``
             (Unix seconds, ``end`` None while the event is open), any order.
@@ -271,21 +278,26 @@ def count_heals(events, classes, since, reboot_reason=DEFAULT_REBOOT_REASON):
     def touching(first, second):
         return first["end"] is not None and abs(second["start"] - first["end"]) <= EVENT_JOIN_SECONDS
 
+    def repaired(event):
+        entry = classify(event.get("reason") or "", classes)
+        return event["end"] is not None and entry is not None and entry["action"] == "human"
+
     by_node = {}  # type: Dict[str, List[Dict[str, Any]]]
     for event in events or ():
         by_node.setdefault(event["node"], []).append(event)
     result = {}  # type: Dict[str, Dict[str, Any]]
     for node, node_events in by_node.items():
         node_events.sort(key=lambda e: (e["start"], e["end"] is None, e["end"] or 0))
+        node_since = max([since] + [e["end"] + 1 for e in node_events if repaired(e)])
         for index, event in enumerate(node_events):
             before = node_events[index - 1] if index else None
             if ours(event):
-                if event["start"] < since:
+                if event["start"] < node_since:
                     continue
                 failure = before["reason"] if before is not None and touching(before, event) else event["reason"]
                 when = event["start"]
             else:
-                if event["end"] is None or event["end"] < since:
+                if event["end"] is None or event["end"] < node_since:
                     continue
                 entry = classify(event.get("reason") or "", classes)
                 if entry is None or entry["action"] == "human":
@@ -348,9 +360,10 @@ def _int_setting(value, what, minimum=0):
 def plan_remediation(nodes, classes=DEFAULT_REASON_CLASSES, in_scope=None, max_nodes=16,
                      max_percent=10.0, events=None, heal_budget=DEFAULT_HEAL_BUDGET,
                      heal_window=DEFAULT_HEAL_WINDOW, circuit=None,
-                     reboot_reason=DEFAULT_REBOOT_REASON, now=None):
+                     reboot_reason=DEFAULT_REBOOT_REASON, now=None, heal_since=DEFAULT_HEAL_SINCE):
     # type: (List[Dict[str, Any]], Sequence[Dict[str, Any]], Optional[Sequence[str]], int, float,
-    #        Optional[List[Dict[str, Any]]], int, int, Optional[Dict[str, Any]], str, Optional[float]) -> Dict[str, Any]
+    #        Optional[List[Dict[str, Any]]], int, int, Optional[Dict[str, Any]], str, Optional[float],
+    #        int) -> Dict[str, Any]
     """Plan one remediation run.
 
     Args:
@@ -366,6 +379,8 @@ def plan_remediation(nodes, classes=DEFAULT_REASON_CLASSES, in_scope=None, max_n
         heal_budget: heals within ``heal_window`` after which a node is left for a human
             (0: no budget).
         heal_window: seconds.
+        heal_since: Unix seconds; heals before it do not count either (e.g. the end of a
+            maintenance that removed a cause shared by many nodes). 0: no such limit.
         circuit: ``{window, max_nodes, max_percent, min_nodes}`` (missing keys from
             ``DEFAULT_CIRCUIT``); ``window`` 0 turns the circuit breaker off.
         reboot_reason: the reason remediation gives reboots (recognises reboots in flight).
@@ -389,6 +404,7 @@ def plan_remediation(nodes, classes=DEFAULT_REASON_CLASSES, in_scope=None, max_n
     limit = blast_radius_limit(len(nodes), max_nodes, max_percent)
     heal_budget = _int_setting(heal_budget, "heal_budget")
     heal_window = _int_setting(heal_window, "heal_window", 1)
+    heal_since = _int_setting(heal_since, "heal_since")
     settings = dict(DEFAULT_CIRCUIT, **(circuit or {}))
     unknown = sorted(set(settings) - set(DEFAULT_CIRCUIT))
     if unknown:
@@ -402,7 +418,8 @@ def plan_remediation(nodes, classes=DEFAULT_REASON_CLASSES, in_scope=None, max_n
         raise RemediationError("circuit max_percent must be a number, not %r" % settings["max_percent"])
     now = time.time() if now is None else float(now)
     scope = None if in_scope is None else set(in_scope)
-    heals = count_heals(events, compiled, int(now) - heal_window, reboot_reason) if events is not None else {}
+    heal_start = max(int(now) - heal_window, heal_since)
+    heals = count_heals(events, compiled, heal_start, reboot_reason) if events is not None else {}
 
     candidates = []
     skipped = []

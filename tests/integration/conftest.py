@@ -138,15 +138,22 @@ def scontrol(*args):
 TEST_STARTED = [time.time()]
 
 
+def heal_since():
+    """Extra variables that make remediate.yml count only the heals of the running test: an
+    absolute time (Unix seconds, the first whole second after the test began), not a window
+    measured when ansible-playbook starts, which would end a few seconds later than the test's
+    first heal when the playbook starts slowly."""
+    return {"remediate_nodes_heal_since": int(TEST_STARTED[0]) + 1}
+
+
 def playbook(*args, **kwargs):
     """ansible-playbook playbooks/remediate.yml (or another) against the dev inventory; returns
     (proc, recap) where recap is {"ok": n, "changed": n, "failed": n, ...} for localhost.
 
-    The healing budget counts heals in Slurm's accounting, which outlives a test: the heal window
-    is set to the time since the test began, so each test sees a node history of its own (a test
-    may set its own window with a later ``-e``)."""
-    window = max(1, int(time.time() - TEST_STARTED[0]))
-    cmd = ["ansible-playbook", "-i", INVENTORY, "-e", json.dumps({"remediate_nodes_heal_window": window})]
+    The healing budget counts heals in Slurm's accounting, which outlives a test: heals before
+    the test began do not count (remediate_nodes_heal_since), so each test sees a node history of
+    its own (a test may override it with a later ``-e``)."""
+    cmd = ["ansible-playbook", "-i", INVENTORY, "-e", json.dumps(heal_since())]
     cmd += list(args)
     proc = run(cmd, check=kwargs.pop("check", True), **kwargs)
     recap = {}

@@ -96,8 +96,7 @@ def fleet(healthy, cluster_b, tmp_path):
 
 def extravars(extra=None):
     """As conftest.playbook(): a node history of the test's own, every node may be acted on."""
-    return dict({"remediate_nodes_heal_window": max(1, int(time.time() - conftest.TEST_STARTED[0])),
-                 "remediate_nodes_max_percent": 100}, **(extra or {}))
+    return dict(conftest.heal_since(), remediate_nodes_max_percent=100, **(extra or {}))
 
 
 def runner(tmp_path, ident, inventory, extra=None):
@@ -232,9 +231,7 @@ def test_ha_pair_one_host_acts(fleet, tmp_path):
         before = sdiag_rpc_counts()
         env = slurm_env()
         env["SLURM_CONF"] = "/nonexistent/slurm.conf"
-        window = max(1, int(time.time() - conftest.TEST_STARTED[0]))
-        proc = run(["ansible-playbook", "-i", path, REMEDIATE, "-e",
-                    json.dumps({"remediate_nodes_heal_window": window, "remediate_nodes_max_percent": 100})],
+        proc = run(["ansible-playbook", "-i", path, REMEDIATE, "-e", json.dumps(extravars())],
                    check=False, env=env)
         after = sdiag_rpc_counts()
         assert proc.returncode == 0, proc.stdout

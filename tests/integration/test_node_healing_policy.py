@@ -111,6 +111,17 @@ def test_flapping_node_is_healed_budget_times_then_left_for_a_human(healthy):
     assert proc.returncode != 0 and recap["changed"] == 0, proc.stdout
     assert "n2: class clusterops_hold needs a human" in proc.stdout
     assert nodes()["n2"]["reason"].startswith(FLAPPING)
+    # A person repairs it and returns it to service: its budget starts afresh, the next failure is
+    # healed again (not held at once for the rest of the day).
+    repaired = int(time.time())
+    scontrol("update", "NodeName=n2", "State=RESUME")
+    wait_for(lambda ns: "DRAIN" not in ns["n2"]["flags"], "n2 returned to service by a person")
+    time.sleep(1.5)
+    drain("n2", "Prolog error")
+    wait_for_accounting("n2", repaired - 1, "the repair (the flapping hold closed)",
+                        lambda evs: any(e[5].startswith(FLAPPING) and e[2] != "Unknown" for e in evs))
+    proc, recap = playbook(REMEDIATE, *ALL)
+    assert recap["failed"] == 0 and "n2: resume" in proc.stdout, proc.stdout
 
 
 @pytest.mark.every_release

@@ -18,6 +18,7 @@ from ansible_collections.clusterops.slurm.plugins.filter import remediation_plan
 from ansible_collections.clusterops.slurm.plugins.module_utils._remediation import (
     DEFAULT_CIRCUIT,
     DEFAULT_HEAL_BUDGET,
+    DEFAULT_HEAL_SINCE,
     DEFAULT_HEAL_WINDOW,
     DEFAULT_REASON_CLASSES,
     DEFAULT_REBOOT_REASON,
@@ -41,6 +42,7 @@ def test_role_defaults_argument_spec_and_filter_docs_equal_the_code():
     assert doc["classes"]["default"] == expected_classes
     scalars = {
         "heal_budget": DEFAULT_HEAL_BUDGET, "heal_window": DEFAULT_HEAL_WINDOW,
+        "heal_since": DEFAULT_HEAL_SINCE,
         "circuit_window": DEFAULT_CIRCUIT["window"], "circuit_max_nodes": DEFAULT_CIRCUIT["max_nodes"],
         "circuit_max_percent": DEFAULT_CIRCUIT["max_percent"], "circuit_min_nodes": DEFAULT_CIRCUIT["min_nodes"],
         "reboot_reason": DEFAULT_REBOOT_REASON,
@@ -50,6 +52,7 @@ def test_role_defaults_argument_spec_and_filter_docs_equal_the_code():
         assert spec["remediate_nodes_" + key]["default"] == value, key
     assert doc["heal_budget"]["default"] == DEFAULT_HEAL_BUDGET
     assert doc["heal_window"]["default"] == DEFAULT_HEAL_WINDOW
+    assert doc["heal_since"]["default"] == DEFAULT_HEAL_SINCE
     assert doc["reboot_reason"]["default"] == DEFAULT_REBOOT_REASON
     assert dict((k, v["default"]) for k, v in doc["circuit"]["suboptions"].items()) == DEFAULT_CIRCUIT
     # the deprecated allowlist has no default any more: set, it replaces the classes

@@ -244,6 +244,46 @@ def test_budget_settings(budget, window, events, flapping):
     assert result["resume"] == ([] if flapping else ["n2"])
 
 
+def test_a_repair_by_a_person_starts_the_count_afresh():
+    classes = compile_classes(DEFAULT_REASON_CLASSES)
+    flapping = "clusterops: flapping: healed 3 times in 24h, last: Prolog error"
+    repaired = FLAPPING_HISTORY[:3] + [
+        event("n2", NOW - 800, NOW - 700, flapping),      # held, then resumed by a person
+        event("n2", NOW - 500, NOW - 400, "Prolog error"),  # healed once since
+        event("n2", NOW - 60, None, "Prolog error"),
+    ]
+    assert count_heals(repaired, classes, NOW - DAY) == {"n2": {"heals": 1, "last": "Prolog error"}}
+    result = plan([node("n2", "IDLE+DRAIN", "Prolog error")], events=repaired, circuit=NO_CIRCUIT)
+    assert result["resume"] == ["n2"] and not result["flapping"]
+    # still held (the event is open): nothing starts afresh
+    held = FLAPPING_HISTORY[:3] + [event("n2", NOW - 800, None, flapping)]
+    assert count_heals(held, classes, NOW - DAY)["n2"]["heals"] == 3
+    # any human class counts as a repair (a GPU Xid that needs one); an admin's own reason does not
+    xid64 = "clusterops-health: gpu_xid: Xid 64 (PCI:0000:3b:00): Row Remapper: Failed to remap row"
+    assert count_heals(FLAPPING_HISTORY[:3] + [event("n2", NOW - 800, NOW - 700, xid64)], classes, NOW - DAY) == {}
+    admin = FLAPPING_HISTORY[:3] + [event("n2", NOW - 800, NOW - 700, "maintenance CHG-1")]
+    assert count_heals(admin, classes, NOW - DAY)["n2"]["heals"] == 3
+    # other nodes keep their own count
+    other = [dict(e, node="n3") for e in FLAPPING_HISTORY[:3]] + [event("n2", NOW - 800, NOW - 700, flapping)]
+    assert count_heals(other, classes, NOW - DAY) == {"n3": {"heals": 3, "last": "Prolog error"}}
+
+
+@pytest.mark.parametrize("since, flapping", [
+    (0, True),                # no limit: the three heals of the day count
+    (NOW - 1950, False),      # after the first heal: two left
+    (NOW + 60, False),        # in the future: nothing counts
+])
+def test_heal_since_drops_older_heals(since, flapping):
+    result = plan([node("n2", "IDLE+DRAIN", "Prolog error")], events=FLAPPING_HISTORY, heal_since=since,
+                  circuit=NO_CIRCUIT)
+    assert bool(result["flapping"]) is flapping
+
+
+def test_bad_heal_since_is_refused():
+    with pytest.raises(RemediationError, match="heal_since must be >= 0"):
+        plan([], events=FLAPPING_HISTORY, heal_since=-1)
+
+
 def test_flapping_reason_is_safe_for_scontrol():
     reason = flapping_reason(3, 3600, 'x' * 200 + '"quoted"')
     assert '"' not in reason and reason.startswith("clusterops: flapping: healed 3 times in 1h, last: ")
