@@ -754,7 +754,7 @@ def plan_suspects(by_run, nodes, limit):
 def exclude_option(names):
     # type: (List[str]) -> List[str]
     """sbatch's ``--exclude=<hostlist>`` for ``names`` (none: no option)."""
-    return ["--exclude=%s" % compress_hostlist(names)] if names else []
+    return ["--exclude=%s" % compress_hostlist(sorted(names))] if names else []
 
 
 def record_resubmission(state, decision, job_id, now):

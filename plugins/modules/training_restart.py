@@ -299,7 +299,8 @@ suspect_report:
   returned: success
   type: list
   elements: str
-  sample: ["suspect node n1: drained (state IDLE, reason 'clusterops: suspect: run llama-8b failed on it (jobs 41,42)'); run llama-8b failed on it (jobs 41,42) [needs a human]"]
+  sample:
+    - "suspect node n1: run llama-8b failed on it (jobs 41,42) -> drained (was IDLE) [needs a human]"
 resubmitted:
   description: Names of the runs resubmitted (or that would be).
   returned: success
@@ -568,19 +569,19 @@ def suspect_nodes(module, cli, planned, jobs):
         except SlurmCommandError as exc:
             for name in change.nodes:
                 failed[name] = str(exc)
-    words = {"drain": "would drain" if module.check_mode else "drained",
-             "already": "already out of service, left as it is (still excluded)",
-             "overflow": "over the blast radius of %d node(s) drained now, not drained (still excluded)"
-                         % plan["limit"],
-             "unknown": "not a node Slurm knows, neither drained nor excluded"}
+    words = {"drain": "would drain it" if module.check_mode else "drained",
+             "already": "already out of service, left as it is",
+             "overflow": "over the blast radius of %d node(s) drained now, not drained" % plan["limit"],
+             "unknown": "not a node of this cluster, neither drained nor excluded"}
     for item in plan["suspects"]:
         if item["node"] in failed:
             item.update(action="drain_failed", error=failed[item["node"]])
-        line = "suspect node %s: %s (state %s, reason %r); %s [needs a human]" % (
-            item["node"], words.get(item["action"], "drain FAILED: %s" % item.get("error")),
-            item["state"], item["reason"] if item["action"] == "drain" else item["current_reason"],
-            item["reason"][len(SUSPECT_REASON_PREFIX):])
-        out["suspect_report"].append(line)
+        what = words.get(item["action"]) or "drain FAILED: %s" % item.get("error")
+        if item["action"] != "unknown":
+            what += " (was %s%s)%s" % (item["state"], ", reason %r" % item["current_reason"] if item["current_reason"]
+                                       else "", ", excluded" if item["action"] != "drain" else "")
+        out["suspect_report"].append("suspect node %s: %s -> %s [needs a human]" % (
+            item["node"], item["reason"][len(SUSPECT_REASON_PREFIX):], what))
     out["suspects"] = plan["suspects"]
     if any(i["action"] == "drain" for i in plan["suspects"]) and not module.check_mode:
         out["changed_nodes"] = True
