@@ -17,12 +17,14 @@ The run registry is a folder with one sub-folder per training run, written by th
 ``run.json``: ``{"format": "clusterops.training_run", "format_version": 1, "name", "owner",
 "launcher", "checkpoint_dir", "workdir", "nodes", "requeue", "checkpoint_validate", "checkpoint_name_template",
 "max_resubmissions", "no_progress_limit", "enabled", "log_dir", "hang_timeout", "progress", "heartbeat_file",
-"py_spy"}``. The hang watchdog's fields: ``hang_timeout`` seconds without progress after which a
+"py_spy", "suspect_nodes", "suspect_after"}``. The hang watchdog's fields: ``hang_timeout`` seconds without progress after which a
 RUNNING job is hung (0: no watchdog); ``progress`` what progress is: ``heartbeat`` (the mtime of
 ``heartbeat_file``, which the trainer replaces every step, JSON ``{"step", "time"}``),
 ``checkpoint`` (the newest mtime in ``checkpoint_dir``, for a trainer that writes no heartbeat)
 or ``log`` (the newest mtime of the job's log files ``<log_dir>/<name>-<job id>*``); ``py_spy``
-the py-spy command on the nodes, for the hung ranks' stacks.
+the py-spy command on the nodes, for the hung ranks' stacks. Suspect nodes (:func:`run_suspects`):
+``suspect_nodes`` false opts the run out; ``suspect_after`` the run's ``k`` (0: the remediation's,
+:data:`SUSPECT_AFTER` unless the task says otherwise).
 
 ``state.json``: ``{"format": "clusterops.training_state", "format_version": 1,
 "resubmissions": [{"time", "job_id", "after_job", "after_state", "step"}, ...],
@@ -52,6 +54,9 @@ import time
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import (
     LEVELS, CheckpointError, compile_name_template, inspect)
+from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_actions import plan_node_changes
+from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import node_state
 
 try:
     from typing import Any, Dict, List, Optional, Tuple  # noqa: F401 pylint: disable=unused-import
@@ -84,6 +89,17 @@ STOP = "stop"
 #: The job is hung: collect evidence, cancel it (then resubmit it, decided anew).
 CANCEL_HUNG = "cancel_hung"
 
+#: Job states that count as "failed on its nodes" for suspect nodes (:func:`run_suspects`): the
+#: program or a node failed. TIMEOUT, CANCELLED, PREEMPTED, OUT_OF_MEMORY... say nothing about a node.
+SUSPECT_STATES = ("FAILED", "NODE_FAIL")
+#: ``k``: when the last ``k`` failed jobs of a run share a node, the node is suspect. The one home
+#: of this default: training_restart's ``suspect_after`` and the role remediate_training's
+#: defaults and argument spec repeat it (a unit test keeps them equal).
+SUSPECT_AFTER = 2
+#: The drain reason of a suspect node; the reason class ``clusterops_hold`` of the node healing
+#: (``_remediation.DEFAULT_REASON_CLASSES``) maps it to ``human``: no healing rule resumes it.
+SUSPECT_REASON_PREFIX = "clusterops: suspect: "
+
 #: What a run's progress is, for the hang watchdog (``run.json`` ``progress``).
 PROGRESS_SOURCES = ("heartbeat", "checkpoint", "log")
 
@@ -94,6 +110,7 @@ _RUN_DEFAULTS = {
     "workdir": None, "nodes": None, "requeue": False, "checkpoint_validate": "sizes", "checkpoint_name_template": None,
     "max_resubmissions": 5, "no_progress_limit": 2, "enabled": True,
     "log_dir": None, "hang_timeout": 0, "progress": "log", "heartbeat_file": None, "py_spy": "py-spy",
+    "suspect_nodes": True, "suspect_after": 0,
 }
 
 
@@ -127,11 +144,12 @@ def _validate_run(spec, folder):
     for field in ("launcher", "checkpoint_dir"):
         if not os.path.isabs(run[field]):
             raise RegistryError("%s: %s %r is not an absolute path" % (folder, field, run[field]))
-    for field in ("max_resubmissions", "no_progress_limit", "hang_timeout"):
+    for field in ("max_resubmissions", "no_progress_limit", "hang_timeout", "suspect_after"):
         if not isinstance(run[field], int) or isinstance(run[field], bool) or run[field] < 0:
             raise RegistryError("%s: %s must be an integer, 0 or more" % (folder, field))
-    if not isinstance(run["enabled"], bool):
-        raise RegistryError("%s: enabled must be true or false" % folder)
+    for field in ("enabled", "suspect_nodes"):
+        if not isinstance(run[field], bool):
+            raise RegistryError("%s: %s must be true or false" % (folder, field))
     if run["progress"] not in PROGRESS_SOURCES:
         raise RegistryError("%s: progress %r is not one of %s" % (folder, run["progress"], ", ".join(PROGRESS_SOURCES)))
     for field in ("log_dir", "heartbeat_file"):
@@ -602,6 +620,141 @@ def decide(run, jobs, ckpt, state, progress=None, now=None):
     start = "resume from step %d" % step if step is not None else "start from scratch (no checkpoint yet)"
     return result("failed", "%s; resubmission %d of %d, %s" % (ended, len(resubmissions) + 1, limit, start),
                   action=RESUBMIT)
+
+
+# ---------------------------------------------------------------------------------------------
+# Suspect nodes (pure)
+# ---------------------------------------------------------------------------------------------
+
+def failed_attempts(run, jobs):
+    # type: (Dict[str, Any], List[Dict[str, Any]]) -> List[Dict[str, Any]]
+    """The run's job runs that ended FAILED or NODE_FAIL (:data:`SUSPECT_STATES`), oldest first:
+    ``[{"job_id": str, "state": str, "nodes": [str, ...]}]``.
+
+    A job Slurm requeued by itself counts once per run of it: its ``history`` entries (the
+    earlier runs of the same id, ``_jobs.merge_jobs``) come before the job itself. ``nodes`` is
+    the expanded allocation (sacct ``NodeList``, a compressed hostlist read by
+    ``_hostlist.expand_hostlist``); a job whose node list could not be read has none.
+    """
+    out = []  # type: List[Dict[str, Any]]
+    for job in run_jobs(run, jobs):
+        for entry in list(job.get("history") or []) + [job]:
+            if entry.get("state") in SUSPECT_STATES:
+                out.append({"job_id": str(job["job_id"]), "state": entry["state"],
+                            "nodes": list(entry.get("nodes") or [])})
+    return out
+
+
+def run_suspects(run, jobs, suspect_after=SUSPECT_AFTER):
+    # type: (Dict[str, Any], List[Dict[str, Any]], int) -> List[Dict[str, Any]]
+    """The nodes the run's last ``k`` failed jobs all ran on: ``[{"node", "jobs": [job id, ...]}]``
+    by node name (empty when there is none).
+
+    ``k`` is the run's ``suspect_after`` (``run.json``), or ``suspect_after`` when the run's is
+    0. Failed means FAILED or NODE_FAIL (:func:`failed_attempts`); jobs that ended otherwise in
+    between (TIMEOUT, CANCELLED, PREEMPTED, COMPLETED...) are passed over, neither counted nor
+    breaking the sequence. A run with ``suspect_nodes`` false (opt-out), ``k`` 0, or fewer than
+    ``k`` failed jobs has no suspect.
+    """
+    k = run.get("suspect_after") or suspect_after
+    if not run.get("suspect_nodes", True) or not k or k < 1:
+        return []
+    attempts = failed_attempts(run, jobs)
+    if len(attempts) < k:
+        return []
+    last = attempts[-k:]
+    common = set(last[0]["nodes"])
+    for attempt in last[1:]:
+        common &= set(attempt["nodes"])
+    job_ids = []  # type: List[str]
+    for attempt in last:
+        if attempt["job_id"] not in job_ids:
+            job_ids.append(attempt["job_id"])
+    return [{"node": name, "jobs": list(job_ids)} for name in sorted(common)]
+
+
+def suspect_reason(runs, job_ids):
+    # type: (List[str], List[str]) -> str
+    """``clusterops: suspect: runs A,B failed on it (jobs 12,15)`` (``run A`` for one run)."""
+    return "%s%s %s failed on it (job%s %s)" % (
+        SUSPECT_REASON_PREFIX, "runs" if len(runs) > 1 else "run", ",".join(runs),
+        "s" if len(job_ids) > 1 else "", ",".join(job_ids))
+
+
+def _job_order(job_id):
+    # type: (str) -> Tuple[int, str]
+    digits = re.match(r"\d+", job_id)
+    return (int(digits.group(0)) if digits else 0, job_id)
+
+
+def plan_suspects(by_run, nodes, limit):
+    # type: (Dict[str, List[Dict[str, Any]]], List[Dict[str, Any]], int) -> Dict[str, Any]
+    """Which suspect nodes to drain now, within ``limit``, grouped into scontrol calls.
+
+    Args:
+        by_run: ``{run name: run_suspects(...)}``.
+        nodes: every node as read once (``_nodes.read_nodes``).
+        limit: most nodes to drain now: what the node blast radius leaves (remediate_nodes'
+            ``max_nodes``/``max_percent``, less the nodes in flight and acted on this run).
+
+    Returns:
+        ``{"suspects": [{"node", "runs", "jobs", "reason", "action", "state", "current_reason"}],
+        "changes": [_node_actions.Change], "exclude": {run name: [node, ...]}, "limit": int}``.
+        ``action``: ``drain`` (now), ``already`` (drained, down, failing or rebooting for
+        whatever reason: left as it is, its reason kept), ``overflow`` (over ``limit``: not
+        drained, reported), ``unknown`` (Slurm has no such node any more). Nodes to drain go
+        most runs, then most jobs, then name first; one Change (one ``scontrol update`` on a
+        hostlist) per distinct reason. ``exclude`` lists, per run, its suspect nodes Slurm knows
+        (``sbatch --exclude`` refuses a name it does not know), drained or not.
+    """
+    merged = {}  # type: Dict[str, Dict[str, Any]]
+    for run_name in sorted(by_run):
+        for entry in by_run[run_name]:
+            item = merged.setdefault(entry["node"], {"node": entry["node"], "runs": [], "jobs": []})
+            if run_name not in item["runs"]:
+                item["runs"].append(run_name)
+            for job_id in entry["jobs"]:
+                if job_id not in item["jobs"]:
+                    item["jobs"].append(job_id)
+    by_name = dict((n["name"], n) for n in nodes)
+    ordered = sorted(merged.values(), key=lambda i: (-len(i["runs"]), -len(i["jobs"]), i["node"]))
+    room = max(0, int(limit))
+    groups = {}  # type: Dict[str, List[str]]
+    for item in ordered:
+        item["jobs"].sort(key=_job_order)
+        item["reason"] = suspect_reason(item["runs"], item["jobs"])
+        node = by_name.get(item["node"])
+        if node is None:
+            item.update(action="unknown", state=None, current_reason=None)
+            continue
+        state = node_state(node)
+        item.update(state=state.compound(), current_reason=node.get("reason") or "")
+        if state.drained or state.down or "FAIL" in state.flags \
+                or state.flags & frozenset(("REBOOT_REQUESTED", "REBOOT_ISSUED")):
+            item["action"] = "already"
+        elif room > 0:
+            item["action"] = "drain"
+            room -= 1
+            groups.setdefault(item["reason"], []).append(item["node"])
+        else:
+            item["action"] = "overflow"
+    changes = []
+    for reason in sorted(groups):
+        changes += plan_node_changes(nodes, groups[reason], "drain", reason=reason,
+                                     reason_policy="replace")["changes"]
+    exclude = {}  # type: Dict[str, List[str]]
+    for run_name in sorted(by_run):
+        known = sorted(set(e["node"] for e in by_run[run_name] if e["node"] in by_name))
+        if known:
+            exclude[run_name] = known
+    suspects = sorted(ordered, key=lambda i: i["node"])
+    return {"suspects": suspects, "changes": changes, "exclude": exclude, "limit": max(0, int(limit))}
+
+
+def exclude_option(names):
+    # type: (List[str]) -> List[str]
+    """sbatch's ``--exclude=<hostlist>`` for ``names`` (none: no option)."""
+    return ["--exclude=%s" % compress_hostlist(sorted(names))] if names else []
 
 
 def record_resubmission(state, decision, job_id, now):

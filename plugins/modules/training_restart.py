@@ -59,6 +59,21 @@ description:
     job; a run that hangs at the same step as before its last C(no_progress_limit)
     resubmissions is stopped for no progress. A job remediation cancelled is never cancelled
     again, and a job a user cancelled is still never resubmitted.
+  - >-
+    Suspect nodes (O(suspect_nodes)) - when the last C(k) failed jobs of a run (C(FAILED) or
+    C(NODE_FAIL); C(TIMEOUT), C(CANCELLED) and other states neither count nor break the
+    sequence; a job Slurm requeued counts once per run of it) all ran on a node (C(sacct)
+    C(NodeList), a compressed hostlist), that node is suspect. C(k) is the run's C(suspect_after)
+    (C(run.json)), else O(suspect_after); a run with C(suspect_nodes) false in C(run.json) has
+    none. Only runs failing now (RV(runs[].action) V(resubmit) or V(stop)) are looked at, so a
+    second remediation finds nothing new. The nodes are read once (C(sinfo --json) or
+    C(scontrol show nodes --json)); a suspect node in service is drained with the reason
+    "clusterops: suspect: runs A,B failed on it (jobs 12,15)", which the node healing's reason
+    class C(clusterops_hold) leaves for a human, at most O(suspect_drain_limit) nodes per task and
+    one C(scontrol update NodeName=<hostlist> State=DRAIN Reason=...) per distinct reason. A node
+    already drained, down, failing or rebooting keeps its state and reason. The run's resubmission
+    excludes its suspect nodes (C(sbatch --exclude=<hostlist> <launcher>), drained or not; a node
+    Slurm does not know is left out). Every suspect node is reported as needing a human.
   - Exactly once - the whole read-decide-submit runs under an exclusive lock on the registry
     (C(flock) on C(<registry>/.remediate.lock)), so overlapping runs (AWX schedules overlap)
     never both submit; the submission itself checks the job identity (name, owner, and the key
@@ -72,8 +87,9 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: Reads everything and reports what it would do, with the exact C(sbatch), C(srun) and
-      C(scancel) commands; submits, cancels and collects nothing, writes no state and takes no lock.
+    details: Reads everything and reports what it would do, with the exact C(sbatch), C(srun),
+      C(scancel) and C(scontrol) commands; submits, cancels, drains and collects nothing, writes no
+      state and takes no lock.
   diff_mode:
     support: full
     details: Per run, the last job and its state before, the action after.
@@ -118,6 +134,27 @@ options:
         has not ended by then is resubmitted by the next remediation.
     type: int
     default: 120
+  suspect_nodes:
+    description:
+      - Find suspect nodes at all (see the description); V(false) turns the feature off for every
+        run (a run opts out alone with C(suspect_nodes) false in its C(run.json)).
+    type: bool
+    default: true
+  suspect_after:
+    description:
+      - C(k) - the last C(k) failed jobs of a run sharing a node make it suspect, for runs whose
+        C(run.json) C(suspect_after) is 0 (unset). 1 or more.
+    type: int
+    default: 2
+  suspect_drain_limit:
+    description:
+      - Most suspect nodes this task drains - what the node blast radius leaves. In
+        C(remediate.yml) the role C(clusterops.slurm.remediate_training) passes the limit of the
+        role C(clusterops.slurm.remediate_nodes) (C(remediate_nodes_max_nodes),
+        C(remediate_nodes_max_percent)) less the nodes in flight and healed in the same run. The
+        others are reported as over the blast radius and still excluded. 0 drains none.
+    type: int
+    default: 1
 notes:
   - Runs on the host that holds the registry and sees the checkpoint folders (shared file
     system). Submitting as another user than the one the task runs as needs root
@@ -231,6 +268,39 @@ runs:
       description: What the checkpoint library noticed (skipped invalid checkpoints, pointers).
       type: list
       elements: str
+    suspects:
+      description: The run's suspect nodes Slurm knows (excluded from its resubmission), by name.
+      type: list
+      elements: str
+    exclude:
+      description: The same as a compressed hostlist (the C(--exclude) value), or V(null).
+      type: str
+      sample: "n[1,3]"
+suspects:
+  description:
+    - Every suspect node found, by name - C(node), C(runs) (run names), C(jobs) (the failed job
+      ids, oldest first), C(reason) (the drain reason), C(action) (V(drain) - drained now, or would
+      be in check mode; V(already) - drained, down, failing or rebooting already, left as it is;
+      V(overflow) - over O(suspect_drain_limit); V(unknown) - not a node of the cluster;
+      V(drain_failed) - Slurm refused, see C(error)), C(state) (the node's state as read, e.g.
+      V(IDLE), or V(null)) and C(current_reason) (its reason as read).
+  returned: success
+  type: list
+  elements: dict
+  sample: [{"node": "n1", "runs": ["llama-8b"], "jobs": ["41", "42"], "action": "drain", "state": "IDLE",
+            "current_reason": "", "reason": "clusterops: suspect: run llama-8b failed on it (jobs 41,42)"}]
+suspect_commands:
+  description: The C(scontrol) drain commands run (or that would run in check mode), one per reason.
+  returned: success
+  type: list
+  elements: list
+suspect_report:
+  description: One line per suspect node (also at the end of RV(report)), each ending in C([needs a human]).
+  returned: success
+  type: list
+  elements: str
+  sample:
+    - "suspect node n1: run llama-8b failed on it (jobs 41,42) -> drained (was IDLE) [needs a human]"
 resubmitted:
   description: Names of the runs resubmitted (or that would be).
   returned: success
@@ -249,7 +319,7 @@ errors:
 report:
   description:
     - One line per run - its name, status, newest valid checkpoint step, the action and why -
-      then one per registry error.
+      then one per registry error, then one per suspect node (RV(suspect_report)).
   returned: success
   type: list
   elements: str
@@ -286,15 +356,20 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import
     effective_user,
     slurm_argument_spec,
 )
-from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import expand_hostlist
+from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist, expand_hostlist
+from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import NodeParseError, read_nodes
 from ansible_collections.clusterops.slurm.plugins.module_utils._training import (
     CANCEL_HUNG,
     RESUBMIT,
     STOP,
+    SUSPECT_AFTER,
+    SUSPECT_REASON_PREFIX,
     RegistryError,
     RegistryLock,
     checkpoint_status,
     decide,
+    exclude_option,
+    plan_suspects,
     read_progress,
     read_registry,
     read_state,
@@ -302,6 +377,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._training import 
     record_resubmission,
     record_stop,
     run_jobs,
+    run_suspects,
     write_state,
 )
 
@@ -316,7 +392,8 @@ def resubmit(module, cli, me, run, decision, jobs, state):
     params = module.params
     owner = run["owner"]
     runner = cli if owner == me else cli.as_user(owner)
-    decision["command"] = runner.prefix + cli.command("sbatch", [run["launcher"]])
+    sbatch_args = exclude_option(decision.get("suspects") if decision.get("exclude") else []) + [run["launcher"]]
+    decision["command"] = runner.prefix + cli.command("sbatch", sbatch_args)
     if module.check_mode:
         return
     if owner != me and os.geteuid() != 0:
@@ -326,7 +403,7 @@ def resubmit(module, cli, me, run, decision, jobs, state):
     identity = {"name": run["name"], "user": owner, "key": run["name"]}
     known = [j["job_id_raw"] for j in run_jobs(run, jobs)]
     try:
-        done = submit(runner, [run["launcher"]], identity, known,
+        done = submit(runner, sbatch_args, identity, known,
                       retries=max(params["submit_retries"], 0), delay=max(params["retry_delay"], 0))
     except SubmitError as exc:
         decision.update(needs_human=True, error=exc.msg + (
@@ -456,12 +533,69 @@ def cancel_hung(module, cli, me, run, decision, state, start):
         decision["needs_human"] = True
 
 
+def suspect_nodes(module, cli, planned, jobs):
+    """Suspect nodes of the runs failing now (action resubmit or stop): read the nodes once,
+    drain the new ones within the blast radius (one scontrol call per reason; none in check
+    mode) and set each run's ``suspects``/``exclude``. The result keys ``suspects``,
+    ``suspect_commands`` and ``suspect_report``."""
+    params = module.params
+    out = {"suspects": [], "suspect_commands": [], "suspect_report": []}
+    if not params["suspect_nodes"]:
+        return out
+    by_run = {}
+    for run, decision, state in planned:
+        if state is None or decision["action"] not in (RESUBMIT, STOP):
+            continue
+        found = run_suspects(run, jobs, params["suspect_after"])
+        if found:
+            by_run[run["name"]] = found
+    if not by_run:
+        return out
+    nodes, dummy = read_nodes(cli)
+    plan = plan_suspects(by_run, nodes, params["suspect_drain_limit"])
+    for run, decision, state in planned:
+        names = plan["exclude"].get(run["name"])
+        if names:
+            decision["suspects"] = names
+            decision["exclude"] = compress_hostlist(names)
+    failed = {}
+    for change in plan["changes"]:
+        argv = cli.command("scontrol", change.scontrol_args())
+        out["suspect_commands"].append(argv)
+        if module.check_mode:
+            continue
+        try:
+            cli.run("scontrol", change.scontrol_args(), what="drain suspect nodes %s" % change.hostlist)
+        except SlurmCommandError as exc:
+            for name in change.nodes:
+                failed[name] = str(exc)
+    words = {"drain": "would drain it" if module.check_mode else "drained",
+             "already": "already out of service, left as it is",
+             "overflow": "over the blast radius of %d node(s) drained now, not drained" % plan["limit"],
+             "unknown": "not a node of this cluster, neither drained nor excluded"}
+    for item in plan["suspects"]:
+        if item["node"] in failed:
+            item.update(action="drain_failed", error=failed[item["node"]])
+        what = words.get(item["action"]) or "drain FAILED: %s" % item.get("error")
+        if item["action"] != "unknown":
+            what += " (was %s%s)%s" % (item["state"], ", reason %r" % item["current_reason"] if item["current_reason"]
+                                       else "", ", excluded" if item["action"] != "drain" else "")
+        out["suspect_report"].append("suspect node %s: %s -> %s [needs a human]" % (
+            item["node"], item["reason"][len(SUSPECT_REASON_PREFIX):], what))
+    out["suspects"] = plan["suspects"]
+    if any(i["action"] == "drain" for i in plan["suspects"]) and not module.check_mode:
+        out["changed_nodes"] = True
+    return out
+
+
 def report_line(decision):
     """One line for the summary: name, status, newest valid step, action and why."""
     action = decision["action"]
     if action == RESUBMIT:
         action = "resubmit (job %s)" % decision["job_id"] if decision["job_id"] else (
             "resubmit (check mode)" if decision["error"] is None else "resubmit FAILED")
+        if decision.get("exclude"):
+            action += " excluding %s" % decision["exclude"]
     then = decision.get("then")
     if action == CANCEL_HUNG:
         action = "cancel_hung (evidence %s)" % decision.get("evidence") if decision.get("evidence") else (
@@ -494,17 +628,23 @@ def main():
             submit_retries=dict(type="int", default=2),
             retry_delay=dict(type="float", default=10),
             hang_cancel_wait=dict(type="int", default=120),
+            suspect_nodes=dict(type="bool", default=True),
+            suspect_after=dict(type="int", default=SUSPECT_AFTER),
+            suspect_drain_limit=dict(type="int", default=1),
         ),
         supports_check_mode=True,
     )
     params = module.params
     registry = params["registry"]
     result = dict(changed=False, runs=[], resubmitted=[], needs_human=[], errors=[], locked=False,
-                  report=[])
+                  report=[], suspects=[], suspect_commands=[], suspect_report=[])
     try:
         start = parse_time_option(params["history"])
     except ValueError as exc:
         module.fail_json(msg="history: %s" % exc)
+    if params["suspect_after"] < 1 or params["suspect_drain_limit"] < 0:
+        module.fail_json(msg="suspect_after must be 1 or more and suspect_drain_limit 0 or more "
+                             "(suspect_nodes: false turns suspect nodes off)")
     try:
         runs, errors = read_registry(registry, params["runs"] or None)
     except RegistryError as exc:
@@ -530,6 +670,7 @@ def main():
         jobs, _accounting = read_jobs(cli, names=names, users=users, start=start)
         diff = {"before": {}, "after": {}}
         me = effective_user()
+        planned = []
         for run in runs:
             ckpt = checkpoint_status(run["checkpoint_dir"], run["checkpoint_validate"],
                                      run.get("checkpoint_name_template"))
@@ -543,8 +684,12 @@ def main():
                 state = None
             else:
                 decision = decide(run, jobs, ckpt, state, progress, time.time())
-            decision.update(job_id=None, command=None, error=None, warnings=ckpt["warnings"], changed=False)
+            decision.update(job_id=None, command=None, error=None, warnings=ckpt["warnings"], changed=False,
+                            suspects=[], exclude=None)
             diff["before"][run["name"]] = _brief(decision)
+            planned.append((run, decision, state))
+        result.update(suspect_nodes(module, cli, planned, jobs))
+        for run, decision, state in planned:
             if state is not None and decision["action"] == CANCEL_HUNG:
                 decision["evidence_command"] = evidence_commands(cli, run, decision)
                 cancel_hung(module, cli, me, run, decision, state, start)
@@ -560,9 +705,11 @@ def main():
             elif decision["action"] == CANCEL_HUNG:
                 after = "would collect stacks and cancel the hung job" if module.check_mode else (
                     "cancelled the hung job; %s" % ((decision.get("then") or {}).get("action") or "not ended yet"))
+            if decision["exclude"] and decision["action"] == RESUBMIT:
+                after += " excluding %s" % decision["exclude"]
             diff["after"][run["name"]] = after if after != "none" else _brief(decision)
             result["runs"].append(decision)
-    except (SlurmCommandError, JobParseError) as exc:
+    except (SlurmCommandError, JobParseError, NodeParseError) as exc:
         if isinstance(exc, SlurmCommandError):
             cli.fail(exc, runs=result["runs"])
         module.fail_json(msg=str(exc), commands=cli.calls, runs=result["runs"])
@@ -581,8 +728,10 @@ def main():
             result["needs_human"].append(decision["name"])
     result["report"] = [report_line(d) for d in result["runs"]] + [
         "%s: registry entry unusable -> none: %s [needs a human]" % (e["name"], e["error"])
-        for e in result["errors"]]
-    result["changed"] = any(d.pop("changed") for d in result["runs"]) or (
+        for e in result["errors"]] + result["suspect_report"]
+    changed_nodes = result.pop("changed_nodes", False) or (
+        module.check_mode and bool(result["suspect_commands"]))
+    result["changed"] = any([d.pop("changed") for d in result["runs"]]) or changed_nodes or (
         module.check_mode and any(d["action"] in (RESUBMIT, STOP, CANCEL_HUNG) for d in result["runs"]))
     if module._diff:
         result["diff"] = diff

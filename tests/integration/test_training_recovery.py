@@ -391,8 +391,11 @@ def test_cancelled_run_is_never_resubmitted(clean):
 
 def test_budget_and_no_progress_stop_the_run_with_a_clear_report(clean):
     # A program that fails at once: every job ends FAILED without a checkpoint.
+    # A program that fails everywhere would make its nodes suspect (test_training_suspect.py):
+    # these runs opt out, the budgets are what is tested here.
     r = deploy(clean, "e2e-budget", torchrun_launcher_python="/bin/false",
-               torchrun_launcher_max_resubmissions=5, torchrun_launcher_no_progress_limit=2)
+               torchrun_launcher_max_resubmissions=5, torchrun_launcher_no_progress_limit=2,
+               torchrun_launcher_suspect_nodes=False)
     runs = [*only(r["name"])]
     submitted = []
     for attempt in range(3):
@@ -411,7 +414,8 @@ def test_budget_and_no_progress_stop_the_run_with_a_clear_report(clean):
 
     # The budget: one resubmission allowed, no progress check.
     b = deploy(clean, "e2e-budget1", torchrun_launcher_python="/bin/false",
-               torchrun_launcher_max_resubmissions=1, torchrun_launcher_no_progress_limit=0)
+               torchrun_launcher_max_resubmissions=1, torchrun_launcher_no_progress_limit=0,
+               torchrun_launcher_suspect_nodes=False)
     runs = only(b["name"])
     for attempt in range(2):
         job = until(lambda: (squeue(b["name"]) or [[None]])[-1][0], "a job", 30)
