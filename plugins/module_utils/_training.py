@@ -655,6 +655,11 @@ def run_suspects(run, jobs, suspect_after=SUSPECT_AFTER):
     between (TIMEOUT, CANCELLED, PREEMPTED, COMPLETED...) are passed over, neither counted nor
     breaking the sequence. A run with ``suspect_nodes`` false (opt-out), ``k`` 0, or fewer than
     ``k`` failed jobs has no suspect.
+
+    When the jobs ran on the very same nodes each time and those are more than one, nothing
+    tells which of them is bad (or whether the program is): none is suspect, rather than every
+    node of the allocation being drained. One node that every failed job of a one-node run ran
+    on is suspect.
     """
     k = run.get("suspect_after") or suspect_after
     if not run.get("suspect_nodes", True) or not k or k < 1:
@@ -666,6 +671,8 @@ def run_suspects(run, jobs, suspect_after=SUSPECT_AFTER):
     common = set(last[0]["nodes"])
     for attempt in last[1:]:
         common &= set(attempt["nodes"])
+    if len(common) > 1 and all(set(a["nodes"]) == common for a in last):
+        return []
     job_ids = []  # type: List[str]
     for attempt in last:
         if attempt["job_id"] not in job_ids:
