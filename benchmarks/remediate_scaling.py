@@ -3,26 +3,32 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Benchmark: Slurm calls and wall time of remediate.yml as the cluster grows.
 
-For each size (default 8, 512 and 4,096 nodes) a dev cluster is brought up defining that many
+For each size (default 8, 4,096 and 16,384 nodes) a dev cluster is brought up defining that many
 nodes, of which at most 4 run a slurmd. The nodes without a slurmd are drained by "an admin"
 ("benchmark: powered off", not in the allowlist: remediate.yml must skip them), and 5 % of all
 nodes are drained "Kill task failed" (remediable: each must be rebooted through Slurm).
 
 It then measures, on the real slurmctld:
 
+* ``sinfo --json`` alone, the one read of every node that remediate.yml cannot avoid: its floor;
 * ``remediate.yml --check`` and ``remediate.yml`` for real, with no blast-radius limit;
-* a naive loop, as the usual scripts do it: ``scontrol show node -o NODE`` for every node,
+* a naive loop (sizes up to ``--naive-max``, default 4,096: it takes 22 minutes there), as the usual scripts do it: ``scontrol show node -o NODE`` for every node,
   then ``scontrol reboot ASAP nextstate=resume reason=... NODE`` for each remediable one
   (on a second, disjoint 5 % so both start from the same state).
 
-and prints wall time, the Slurm commands run (counted by wrappers put in front of sinfo and
+and prints wall time, the peak resident memory of the process tree (the largest process:
+ansible-playbook, a worker or the module), the Slurm commands run (counted by wrappers put in front of sinfo and
 scontrol (and sacctmgr, the node event history of the healing budget) through ``slurm_bin_dir``, independent of what the modules report) and the RPCs
 slurmctld received (``sdiag``, reset before each measurement).
 
-Target: the number of Slurm calls of remediate.yml does not grow with the node count.
+Targets: the number of Slurm calls of remediate.yml does not grow with the node count; its wall
+time at 16,384 nodes is at most twice that at 8 nodes and at most ``sinfo --json``'s plus 3 s.
 
-Usage: .venv/bin/python benchmarks/remediate_scaling.py [--sizes 8 512 4096] [--json FILE]
-Leaves the dev cluster down at the end. Takes a few minutes.
+Usage: .venv/bin/python benchmarks/remediate_scaling.py [--sizes 8 4096 16384] [--naive-max 4096]
+[--json FILE]. The cluster is the dev cluster of DEVCLUSTER_DIR (default: the repository's
+.devcluster); one in a state dir of its own needs its CLUSTER name and DEVCLUSTER_PORT_OFFSET in the
+environment too, as for `make cluster-up CLUSTER=e DEVCLUSTER_PORT_OFFSET=6000`, and only that
+cluster is brought up and down. Leaves it down at the end. Takes a few minutes (plus the naive loop).
 """
 
 import argparse
@@ -41,7 +47,13 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import 
     compress_hostlist,
 )
 
-STATE = os.path.join(REPO, ".devcluster")
+#: The dev cluster to bring up and down (see the module docstring); the make variables that name it.
+CLUSTER = os.environ.get("CLUSTER") or ""
+PORT_OFFSET = os.environ.get("DEVCLUSTER_PORT_OFFSET") or ""
+STATE = os.path.abspath(os.environ.get("DEVCLUSTER_DIR")
+                        or os.path.join(REPO, ".devcluster-" + CLUSTER if CLUSTER else ".devcluster"))
+MAKE_VARS = (["DEVCLUSTER_DIR=" + STATE] + (["CLUSTER=" + CLUSTER] if CLUSTER else [])
+             + (["DEVCLUSTER_PORT_OFFSET=" + PORT_OFFSET] if PORT_OFFSET else []))
 SLURM_CONF = os.path.join(STATE, "etc", "slurm.conf")
 VENV_BIN = os.path.dirname(sys.executable)
 RUNNING = 4
@@ -95,14 +107,20 @@ def measure(label, cmd, log):
     open(log, "w").close()
     sh(["sdiag", "--reset"])
     start = time.monotonic()
-    proc = sh(cmd, check=False)
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            universal_newlines=True)
+    output = proc.stdout.read()
+    # wait4: the child's rusage, whose ru_maxrss (KiB) is the largest of it and its descendants.
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.monotonic() - start
     if proc.returncode != 0:
-        sys.exit("%s failed:\n%s" % (label, proc.stdout[-3000:]))
+        sys.exit("%s failed:\n%s" % (label, output[-3000:]))
     with open(log) as handle:
         calls = [line.split()[0] for line in handle if line.strip()]
     rpcs = sdiag()
-    return {"run": label, "wall_s": round(wall, 2), "slurm_commands": len(calls),
+    return {"run": label, "wall_s": round(wall, 2), "peak_rss_mb": usage.ru_maxrss // 1024,
+            "slurm_commands": len(calls),
             "sinfo": calls.count("sinfo"), "scontrol": calls.count("scontrol"),
             "sacctmgr": calls.count("sacctmgr"), "rpc_total": sum(rpcs.values()),
             "rpc_node_info": rpcs.get("REQUEST_NODE_INFO", 0) + rpcs.get("REQUEST_NODE_INFO_SINGLE", 0),
@@ -117,9 +135,9 @@ def naive_loop(names, remediable, wrapdir):
     return ["bash", "-c", script]
 
 
-def bench(size, wrapdir, log):
-    sh(["make", "-s", "cluster-down"])
-    sh(["make", "-s", "cluster-up", "NODES=%d" % size, "SLURMD_NODES=%d" % min(size, RUNNING)])
+def bench(size, wrapdir, log, naive_max):
+    sh(["make", "-s", "cluster-down"] + MAKE_VARS)
+    sh(["make", "-s", "cluster-up", "NODES=%d" % size, "SLURMD_NODES=%d" % min(size, RUNNING)] + MAKE_VARS)
     names = ["n%d" % i for i in range(1, size + 1)]
     off = names[RUNNING:]
     if off:
@@ -137,11 +155,13 @@ def bench(size, wrapdir, log):
                          "remediate_nodes_circuit_window": 0, "slurm_bin_dir": wrapdir})
     playbook = ["ansible-playbook", "-i", os.path.join(STATE, "inventory.yml"),
                 "playbooks/remediate.yml", "-e", limits]
-    rows = [measure("remediate.yml --check", playbook + ["--check"], log),
+    rows = [measure("sinfo --json", ["sh", "-c", '"$0" --json >/dev/null', os.path.join(wrapdir, "sinfo")], log),
+            measure("remediate.yml --check", playbook + ["--check"], log),
             measure("remediate.yml", playbook, log)]
-    sh(["scontrol", "update", "NodeName=%s" % compress_hostlist(second), "State=DRAIN",
-        "Reason=Kill task failed"])
-    rows.append(measure("naive per-node loop", naive_loop(names, second, wrapdir), log))
+    if size <= naive_max:
+        sh(["scontrol", "update", "NodeName=%s" % compress_hostlist(second), "State=DRAIN",
+            "Reason=Kill task failed"])
+        rows.append(measure("naive per-node loop", naive_loop(names, second, wrapdir), log))
     for row in rows:
         row.update(nodes=size, remediable=len(first))
     return rows
@@ -149,19 +169,24 @@ def bench(size, wrapdir, log):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[8, 512, 4096])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[8, 4096, 16384])
+    parser.add_argument("--naive-max", type=int, default=4096,
+                        help="run the naive per-node loop only up to this many nodes (default 4096)")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
+    if STATE != os.path.join(REPO, ".devcluster") and not PORT_OFFSET:
+        sys.exit("%s is not the default dev cluster: give its CLUSTER and DEVCLUSTER_PORT_OFFSET in the "
+                 "environment, else it would take the default cluster's ports" % STATE)
     results = []
     with tempfile.TemporaryDirectory() as wrapdir:
         log = os.path.join(wrapdir, "calls.log")
         make_wrappers(wrapdir, log)
         try:
             for size in args.sizes:
-                results.extend(bench(size, wrapdir, log))
+                results.extend(bench(size, wrapdir, log, args.naive_max))
         finally:
-            sh(["make", "-s", "cluster-down"], check=False)
-    header = ("nodes", "remediable", "run", "wall_s", "slurm_commands", "sinfo", "scontrol", "sacctmgr",
+            sh(["make", "-s", "cluster-down"] + MAKE_VARS, check=False)
+    header = ("nodes", "remediable", "run", "wall_s", "peak_rss_mb", "slurm_commands", "sinfo", "scontrol", "sacctmgr",
               "rpc_total", "rpc_node_info", "rpc_update_or_reboot")
     widths = [max(len(h), *(len(str(r[h])) for r in results)) for h in header]
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
