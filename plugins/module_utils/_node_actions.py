@@ -10,7 +10,8 @@
 
 :func:`plan_node_changes` is pure (no Slurm call): it takes the nodes as read once and
 returns the changes, one per distinct ``scontrol`` argument list, so that N nodes needing
-the same change cost one call, never N.
+the same change cost one call, never N. :func:`apply_node_changes` runs them (``slurm_node``,
+``slurm_node_remediation``).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -18,7 +19,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist
-from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import node_state
+from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import NodeParseError, node_state, read_nodes
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import SlurmCommandError
 
 try:
     from typing import Any, Dict, List, Optional, Tuple  # noqa: F401
@@ -228,3 +230,54 @@ def reached(node, change):
     if change.action == "cancel_reboot":
         return "REBOOT_REQUESTED" not in state.flags
     return False
+
+
+def slurm_message(exc):
+    # type: (Any) -> str
+    """Slurm's words of a failed command (``SlurmCommandError``): its stderr (else stdout) lines,
+    joined by "; "."""
+    text = (exc.stderr or exc.stdout or "").strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return "; ".join(lines) if lines else "rc=%s, no output" % exc.rc
+
+
+def apply_node_changes(cli, plan, check_mode):
+    # type: (Any, Dict[str, Any], bool) -> Dict[str, Any]
+    """Run the scontrol calls of a ``plan_node_changes`` plan (not in check mode).
+
+    This one runs commands (``cli`` is a ``_slurm_cli.SlurmCLI``). A call Slurm refuses may have
+    changed some nodes of its hostlist: every node is read once more, and each node the change did
+    not reach is reported with Slurm's words.
+
+    Returns:
+        ``{"changes": [{action, nodes, hostlist, reason, ..., command, error?}], "changed_nodes":
+        [name], "unchanged_nodes": [name], "failed_nodes": {name: message}}``; in check mode the
+        nodes that would change count as changed.
+    """
+    changes = []
+    failed = dict(plan["refused"])
+    for change in plan["changes"]:
+        entry = change.to_dict()
+        entry["command"] = cli.command("scontrol", change.scontrol_args())
+        changes.append(entry)
+        if check_mode:
+            continue
+        try:
+            cli.run("scontrol", change.scontrol_args(), what="%s %s" % (change.action, change.hostlist))
+        except SlurmCommandError as exc:
+            message = slurm_message(exc)
+            try:
+                after, dummy = read_nodes(cli)
+            except (SlurmCommandError, NodeParseError):
+                after = []
+            by_name = dict((n["name"], n) for n in after)
+            for name in change.nodes:
+                if not reached(by_name.get(name), change):
+                    failed[name] = message
+            entry["error"] = message
+    return {
+        "changes": changes,
+        "changed_nodes": [name for change in plan["changes"] for name in change.nodes if name not in failed],
+        "unchanged_nodes": plan["unchanged"],
+        "failed_nodes": failed,
+    }

@@ -178,8 +178,8 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import 
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_actions import (
     NODE_ACTIONS,
+    apply_node_changes,
     plan_node_changes,
-    reached,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import (
     NodeParseError,
@@ -190,12 +190,6 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import
     SlurmCommandError,
     slurm_argument_spec,
 )
-
-
-def _slurm_message(exc):
-    text = (exc.stderr or exc.stdout or "").strip()
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return "; ".join(lines) if lines else "rc=%s, no output" % exc.rc
 
 
 def main():
@@ -250,36 +244,12 @@ def main():
             msg="unknown nodes, nothing was changed: %s" % ", ".join(plan["unknown"]),
             unknown_nodes=plan["unknown"], commands=cli.calls)
 
-    changes = []
-    failed = dict(plan["refused"])
-    for change in plan["changes"]:
-        entry = change.to_dict()
-        entry["command"] = cli.command("scontrol", change.scontrol_args())
-        changes.append(entry)
-        if module.check_mode:
-            continue
-        try:
-            cli.run("scontrol", change.scontrol_args(),
-                    what="%s %s" % (change.action, change.hostlist))
-        except SlurmCommandError as exc:
-            # Slurm may have applied the change to some nodes of the hostlist: read once
-            # more and report, per node, those it did not change, with Slurm's words.
-            message = _slurm_message(exc)
-            try:
-                after, dummy = read_nodes(cli)
-            except (SlurmCommandError, NodeParseError):
-                after = []
-            by_name = dict((n["name"], n) for n in after)
-            for name in change.nodes:
-                if not reached(by_name.get(name), change):
-                    failed[name] = message
-            entry["error"] = message
-
-    changed_nodes = [name for change in plan["changes"] for name in change.nodes
-                     if name not in failed]
+    applied = apply_node_changes(cli, plan, module.check_mode)
+    failed = applied["failed_nodes"]
+    changed_nodes = applied["changed_nodes"]
     result = dict(
         changed=bool(changed_nodes),
-        changes=changes,
+        changes=applied["changes"],
         changed_nodes=changed_nodes,
         unchanged_nodes=plan["unchanged"],
         commands=cli.calls,
