@@ -224,9 +224,12 @@ _value:
       type: list
       elements: dict
     skipped:
-      description: One C({name, state, reason, why}) per broken node left alone on purpose.
+      description:
+        - The broken nodes left alone on purpose, summarised (their number grows with the cluster):
+          one C({why, reason, count, hostlist}) per distinct why and reason, largest first.
       type: list
       elements: dict
+      sample: [{"why": "reason matches no class (drained on purpose?)", "reason": "RMA 4711", "count": 2, "hostlist": "n[7,9]"}]
     overflow:
       description: Nodes that would be acted on but exceed the blast-radius limit (C({name, action, class, state, reason})).
       type: list
@@ -273,7 +276,7 @@ _value:
       description: Most nodes rebooting or acted on at once.
       type: int
     report:
-      description: One line of text per node acted on, over the limit, held, flapping, needing a human or skipped.
+      description: One line of text per node acted on, over the limit, held, flapping or needing a human, and one per group of skipped nodes.
       type: list
       elements: str
       sample: ["n2: reboot (DOWN+NOT_RESPONDING, class not_responding, reason 'Not responding')"]
@@ -284,47 +287,19 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible.utils.display import Display
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._remediation import (
+    ALLOWLIST_DEPRECATION,
     DEFAULT_CIRCUIT,
     DEFAULT_HEAL_BUDGET,
     DEFAULT_HEAL_SINCE,
     DEFAULT_HEAL_WINDOW,
-    DEFAULT_REASON_CLASSES,
     DEFAULT_REBOOT_REASON,
     RemediationError,
-    classes_from_allowlist,
     plan_remediation,
+    resolve_classes,
+    scope_names,
 )
 
-try:
-    import jmespath
-    HAS_JMESPATH = True
-except ImportError:  # pragma: no cover
-    HAS_JMESPATH = False
-
 display = Display()
-
-
-def _scope_names(nodes, expression):
-    if not HAS_JMESPATH:
-        raise AnsibleFilterError("remediation_plan: scope needs the jmespath Python library on the controller")
-    try:
-        selected = jmespath.search(expression, nodes)
-    except jmespath.exceptions.JMESPathError as exc:
-        raise AnsibleFilterError("remediation_plan: scope %r is not a valid JMESPath expression: %s"
-                                 % (expression, to_native(exc)))
-    if not isinstance(selected, list):
-        raise AnsibleFilterError("remediation_plan: scope %r must give a list of nodes or names, not %s"
-                                 % (expression, "null" if selected is None else type(selected).__name__))
-    names = []
-    for item in selected:
-        if isinstance(item, dict) and "name" in item:
-            names.append(item["name"])
-        elif isinstance(item, str):
-            names.append(item)
-        else:
-            raise AnsibleFilterError("remediation_plan: scope %r gave %r, which is neither a node nor a name"
-                                     % (expression, item))
-    return names
 
 
 def remediation_plan(nodes, classes=None, scope="", max_nodes=16, max_percent=10, events=None,
@@ -334,29 +309,17 @@ def remediation_plan(nodes, classes=None, scope="", max_nodes=16, max_percent=10
     """Plan one remediation run over ``nodes`` (see DOCUMENTATION)."""
     if not isinstance(nodes, list) or not all(isinstance(n, dict) and "name" in n for n in nodes):
         raise AnsibleFilterError("remediation_plan: input must be the node list of slurm_node_info")
-    if allow_reasons is not None or reboot_reasons is not None:
-        if classes is not None:
-            raise AnsibleFilterError("remediation_plan: give classes or the deprecated allow_reasons/"
-                                     "reboot_reasons, not both")
-        display.deprecated(
-            "remediation_plan: allow_reasons and reboot_reasons (role variables remediate_nodes_allow_reasons "
-            "and remediate_nodes_reboot_reasons) are replaced by reason classes (classes, role variable "
-            "remediate_nodes_reason_classes); each allowed pattern is used as one class now, reboot when "
-            "the same pattern is in reboot_reasons, else resume",
-            version="2.0.0", collection_name="clusterops.slurm")
-        if allow_reasons is None:
-            allow_reasons = [c["match"] for c in DEFAULT_REASON_CLASSES if c["action"] != "human"]
-        if reboot_reasons is None:
-            reboot_reasons = [c["match"] for c in DEFAULT_REASON_CLASSES if c["action"] == "reboot"]
-        classes = classes_from_allowlist(allow_reasons, reboot_reasons)
-    in_scope = _scope_names(nodes, scope) if scope else None
     if events is not None and not isinstance(events, list):
         raise AnsibleFilterError("remediation_plan: events must be the event list of slurm_node_event_info")
     try:
+        classes, deprecated = resolve_classes(classes, allow_reasons, reboot_reasons)
+        if deprecated:
+            display.deprecated("remediation_plan: " + ALLOWLIST_DEPRECATION, version="2.0.0",
+                               collection_name="clusterops.slurm")
+        in_scope = scope_names(nodes, scope) if scope else None
         return plan_remediation(
             [dict(n) for n in nodes],
-            classes=DEFAULT_REASON_CLASSES if classes is None else classes,
-            in_scope=in_scope, max_nodes=max_nodes, max_percent=max_percent, events=events,
+            classes=classes, in_scope=in_scope, max_nodes=max_nodes, max_percent=max_percent, events=events,
             heal_budget=heal_budget, heal_window=heal_window, heal_since=heal_since,
             circuit=dict(DEFAULT_CIRCUIT, **(circuit or {})), reboot_reason=reboot_reason)
     except (RemediationError, KeyError, TypeError) as exc:

@@ -51,7 +51,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import 
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import node_state
 
 try:
-    from typing import Any, Dict, List, Optional, Sequence  # noqa: F401
+    from typing import Any, Dict, List, Optional, Sequence, Tuple  # noqa: F401
 except ImportError:  # pragma: no cover
     pass
 
@@ -357,6 +357,80 @@ def _int_setting(value, what, minimum=0):
     return number
 
 
+def summarise_skipped(skipped):
+    # type: (List[Dict[str, Any]]) -> List[Dict[str, Any]]
+    """The skipped nodes ``{name, why, reason, ...}`` as ``{why, reason, count, hostlist}``, one per
+    distinct why and reason, largest first (then by why, reason): a cluster's admin drains and
+    powered-down nodes make thousands of entries that say the same."""
+    groups = {}  # type: Dict[Any, List[str]]
+    for entry in skipped:
+        groups.setdefault((entry["why"], entry["reason"]), []).append(entry["name"])
+    return [{"why": why, "reason": reason, "count": len(names), "hostlist": compress_hostlist(names)}
+            for (why, reason), names in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
+
+
+def resolve_classes(classes=None, allow_reasons=None, reboot_reasons=None):
+    # type: (Optional[Sequence[Dict[str, Any]]], Optional[Sequence[str]], Optional[Sequence[str]]) -> Tuple[Sequence[Dict[str, Any]], bool]
+    """The reason classes to plan with, and whether the deprecated allowlist gave them.
+
+    ``classes`` None means ``DEFAULT_REASON_CLASSES``. ``allow_reasons`` or ``reboot_reasons`` set
+    (deprecated): each allowed pattern becomes one class (``classes_from_allowlist``); the one not
+    given defaults to the default classes' acting (resp. reboot) patterns.
+
+    Raises:
+        RemediationError: classes and the allowlist both given.
+    """
+    if allow_reasons is None and reboot_reasons is None:
+        return (DEFAULT_REASON_CLASSES if classes is None else classes), False
+    if classes is not None:
+        raise RemediationError("give classes or the deprecated allow_reasons/reboot_reasons, not both")
+    if allow_reasons is None:
+        allow_reasons = [c["match"] for c in DEFAULT_REASON_CLASSES if c["action"] != "human"]
+    if reboot_reasons is None:
+        reboot_reasons = [c["match"] for c in DEFAULT_REASON_CLASSES if c["action"] == "reboot"]
+    return classes_from_allowlist(allow_reasons, reboot_reasons), True
+
+
+#: The deprecation notice of the allowlist settings (filter and module).
+ALLOWLIST_DEPRECATION = (
+    "allow_reasons and reboot_reasons (role variables remediate_nodes_allow_reasons and "
+    "remediate_nodes_reboot_reasons) are replaced by reason classes (classes, role variable "
+    "remediate_nodes_reason_classes); each allowed pattern is used as one class now, reboot when the "
+    "same pattern is in reboot_reasons, else resume")
+
+
+def scope_names(nodes, expression):
+    # type: (List[Dict[str, Any]], str) -> List[str]
+    """Names of the nodes a JMESPath ``expression`` selects from ``nodes`` (node dicts).
+
+    The expression must give a list of nodes or of names.
+
+    Raises:
+        RemediationError: no jmespath library, an invalid expression, or a result that is not
+            a list of nodes or names.
+    """
+    try:
+        import jmespath  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        raise RemediationError("scope needs the jmespath Python library")
+    try:
+        selected = jmespath.search(expression, nodes)
+    except jmespath.exceptions.JMESPathError as exc:
+        raise RemediationError("scope %r is not a valid JMESPath expression: %s" % (expression, exc))
+    if not isinstance(selected, list):
+        raise RemediationError("scope %r must give a list of nodes or names, not %s"
+                               % (expression, "null" if selected is None else type(selected).__name__))
+    names = []
+    for item in selected:
+        if isinstance(item, dict) and "name" in item:
+            names.append(item["name"])
+        elif isinstance(item, str):
+            names.append(item)
+        else:
+            raise RemediationError("scope %r gave %r, which is neither a node nor a name" % (expression, item))
+    return names
+
+
 def plan_remediation(nodes, classes=DEFAULT_REASON_CLASSES, in_scope=None, max_nodes=16,
                      max_percent=10.0, events=None, heal_budget=DEFAULT_HEAL_BUDGET,
                      heal_window=DEFAULT_HEAL_WINDOW, circuit=None,
@@ -391,8 +465,9 @@ def plan_remediation(nodes, classes=DEFAULT_REASON_CLASSES, in_scope=None, max_n
         ``resume_hostlist``; ``actions`` (``{name, action, class, state, reason}`` each);
         ``flapping`` (``{name, state, reason, heals, new_reason}``) and ``flapping_groups``
         (``{reason, nodes, hostlist}``: one drain call each); ``human`` (``{name, class, state,
-        reason}``, a class says a human must act); ``skipped`` (``{name, state, reason, why}``);
-        ``overflow`` (over the blast radius); ``in_flight`` (names rebooting); ``circuit``
+        reason}``, a class says a human must act); ``overflow`` (over the blast radius); ``skipped`` is summarised, one
+        ``{why, reason, count, hostlist}`` per distinct why and reason, largest first, as its size
+        grows with the cluster (admins' drains, powered-down nodes); ``in_flight`` (names rebooting); ``circuit``
         (``{open, broken, threshold, window, groups: [{class, count, hostlist, reason}]}``);
         ``needs_human`` (``{name, why}``: circuit open, human classes, flapping); ``total``,
         ``considered``, ``limit`` (blast radius) and ``report`` (lines for people).
@@ -525,8 +600,10 @@ def plan_remediation(nodes, classes=DEFAULT_REASON_CLASSES, in_scope=None, max_n
                   f["reason"]) for f in flapping]
     report += ["%s: class %s needs a human (%s, reason %r) [needs a human]"
                % (h["name"], h["class"], h["state"], h["reason"]) for h in human]
-    report += ["%s: skipped, %s (%s, reason %r)" % (s["name"], s["why"], s["state"], s["reason"])
-               for s in skipped]
+    skipped_groups = summarise_skipped(skipped)
+    report += ["%s: skipped, %s (%d node%s, reason %r)" % (g["hostlist"], g["why"], g["count"],
+                                                          "" if g["count"] == 1 else "s", g["reason"])
+               for g in skipped_groups]
     reboot_names = [c["name"] for c in acted if c["action"] == "reboot"]
     resume_names = [c["name"] for c in acted if c["action"] == "resume"]
     return {
@@ -539,7 +616,7 @@ def plan_remediation(nodes, classes=DEFAULT_REASON_CLASSES, in_scope=None, max_n
         "flapping_groups": [{"reason": reason, "nodes": names, "hostlist": compress_hostlist(names)}
                             for reason, names in sorted(flapping_groups.items())],
         "human": human,
-        "skipped": skipped,
+        "skipped": skipped_groups,
         "overflow": overflow,
         "held": held,
         "in_flight": in_flight,

@@ -12,6 +12,7 @@ import os
 
 import pytest
 
+from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import expand_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import (
     TEXT_SEP,
     NodeParseError,
@@ -19,6 +20,21 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import (
     parse_sinfo_text,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._remediation import plan_remediation
+
+
+def skipped_by_name(plan):
+    """{name: its group} from the plan's summarised ``skipped`` ({why, reason, count, hostlist})."""
+    groups = {}
+    for group in plan["skipped"]:
+        names = expand_hostlist(group["hostlist"])
+        assert len(names) == group["count"]
+        groups.update((name, group) for name in names)
+    return groups
+
+
+def skipped_names(plan):
+    return sorted(skipped_by_name(plan), key=lambda name: (len(name), name))
+
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "devcluster")
 
@@ -97,7 +113,7 @@ def test_recorded_text_agrees_with_json(scenario):
     by_text = plan_remediation(from_text, max_nodes=100, max_percent=100)
     for key in ("reboot", "resume"):
         assert by_text[key] == by_json[key]
-    assert [s["name"] for s in by_text["skipped"]] == [s["name"] for s in by_json["skipped"]]
+    assert skipped_names(by_text) == skipped_names(by_json)
 
 
 def test_recorded_policy_decisions():
@@ -119,7 +135,7 @@ def test_recorded_policy_decisions():
     assert plan("slurmd_back_down_n4")["resume"] == ["n4"]
     mixed = plan("mixed")
     assert mixed["reboot"] == ["n2"]
-    assert [s["name"] for s in mixed["skipped"]] == ["n1", "n3"]
+    assert skipped_names(mixed) == ["n1", "n3"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -188,7 +204,7 @@ def test_2411_kill_task_failed_and_crash_are_planned():
         release_fixture("24.11", "04-n1-down-n2-killtask", "scontrol-show-node-json.out"))
     plan = plan_remediation(nodes, max_nodes=10, max_percent=100)
     assert plan["reboot"] == ["n1", "n2"]
-    assert [s["name"] for s in plan["skipped"]] == ["n3"]
+    assert skipped_names(plan) == ["n3"]
 
 
 def test_2411_reboot_states_are_left_alone():
@@ -196,7 +212,7 @@ def test_2411_reboot_states_are_left_alone():
         release_fixture("24.11", "06-right-after-remediation", "scontrol-show-node-json.out"))
     plan = plan_remediation(nodes, max_nodes=10, max_percent=100)
     assert plan["reboot"] == [] and plan["resume"] == []
-    assert sorted(s["name"] for s in plan["skipped"]) == ["n1", "n2"]
+    assert skipped_names(plan) == ["n1", "n2"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -259,7 +275,7 @@ def test_every_release_admin_drains_keep_their_own_reasons_and_are_left_alone(re
     assert nodes["n2"]["reason"] == "health check: ECC errors on DIMM B2"
     plan = plan_remediation(list(nodes.values()), max_nodes=10, max_percent=100)
     assert plan["reboot"] == [] and plan["resume"] == []
-    assert sorted(s["name"] for s in plan["skipped"]) == ["n1", "n2"]
+    assert skipped_names(plan) == ["n1", "n2"]
 
 
 @pytest.mark.parametrize("release", RELEASES)
@@ -280,7 +296,7 @@ def test_every_release_rebooting_nodes_are_left_to_slurm(release):
     nodes = recorded_nodes(release, "rebooting")
     plan = plan_remediation(list(nodes.values()), max_nodes=10, max_percent=100)
     assert plan["reboot"] == [] and plan["resume"] == []
-    assert sorted(s["name"] for s in plan["skipped"]) == ["n1", "n3"]
+    assert skipped_names(plan) == ["n1", "n3"]
 
 
 @pytest.mark.parametrize("release", [r for r in RELEASES

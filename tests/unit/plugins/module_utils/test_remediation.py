@@ -10,12 +10,27 @@ __metaclass__ = type
 
 import pytest
 
+from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import expand_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_state import parse_state
 from ansible_collections.clusterops.slurm.plugins.module_utils._remediation import (
     RemediationError,
     blast_radius_limit,
     plan_remediation,
 )
+
+
+def skipped_by_name(plan):
+    """{name: its group} from the plan's summarised ``skipped`` ({why, reason, count, hostlist})."""
+    groups = {}
+    for group in plan["skipped"]:
+        names = expand_hostlist(group["hostlist"])
+        assert len(names) == group["count"]
+        groups.update((name, group) for name in names)
+    return groups
+
+
+def skipped_names(plan):
+    return sorted(skipped_by_name(plan), key=lambda name: (len(name), name))
 
 
 def node(name, state, reason="", reason_time=None, partitions=("debug",)):
@@ -48,7 +63,7 @@ def test_policy_without_limits():
     plan = plan_remediation(CLUSTER, max_nodes=100, max_percent=100)
     assert plan["reboot"] == ["n2", "n3"]
     assert plan["resume"] == ["n5", "n10"]
-    skipped = by_name(plan["skipped"])
+    skipped = skipped_by_name(plan)
     assert sorted(skipped) == ["n4", "n6", "n7", "n8", "n9"]
     assert "no class" in skipped["n4"]["why"]
     assert "reboot" in skipped["n6"]["why"]
@@ -109,7 +124,7 @@ def test_custom_classes():
                             max_nodes=100, max_percent=100)
     # Only the given classes count: "Not responding" (n2) now matches none and is left alone.
     assert plan["reboot"] == ["n7"] and plan["resume"] == []
-    assert "no class" in by_name(plan["skipped"])["n2"]["why"]
+    assert "no class" in skipped_by_name(plan)["n2"]["why"]
 
 
 def test_report_has_one_line_per_listed_node():
@@ -155,3 +170,21 @@ def test_only_slurms_exact_reasons_are_fixed(reason):
 def test_reasons_slurm_writes_on_every_release_are_healed(state, reason, action):
     plan = plan_remediation([node("n1", state, reason)], max_nodes=10, max_percent=100)
     assert plan[action] == ["n1"], plan["report"]
+
+
+def test_skipped_nodes_are_summarised_by_why_and_reason():
+    """Thousands of admin drains are a few groups, not one entry (and report line) per node."""
+    nodes = [node("n%d" % i, "IDLE+DRAIN", "rack 7 powered off") for i in range(1, 1001)]
+    nodes += [node("n1001", "IDLE+DRAIN", "RMA 4711"), node("n1002", "IDLE+DRAIN+REBOOT_ISSUED", "rack 7 powered off")]
+    plan = plan_remediation(nodes, circuit={"window": 0})
+    assert plan["skipped"] == [
+        {"why": "reason matches no class (drained on purpose?)", "reason": "rack 7 powered off", "count": 1000,
+         "hostlist": "n[1-1000]"},
+        {"why": "a reboot is already in progress", "reason": "rack 7 powered off", "count": 1, "hostlist": "n1002"},
+        {"why": "reason matches no class (drained on purpose?)", "reason": "RMA 4711", "count": 1, "hostlist": "n1001"},
+    ]
+    assert [line for line in plan["report"] if "skipped" in line] == [
+        "n[1-1000]: skipped, reason matches no class (drained on purpose?) (1000 nodes, reason 'rack 7 powered off')",
+        "n1002: skipped, a reboot is already in progress (1 node, reason 'rack 7 powered off')",
+        "n1001: skipped, reason matches no class (drained on purpose?) (1 node, reason 'RMA 4711')",
+    ]
