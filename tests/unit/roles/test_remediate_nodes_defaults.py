@@ -57,3 +57,18 @@ def test_role_defaults_argument_spec_and_filter_docs_equal_the_code():
     assert dict((k, v["default"]) for k, v in doc["circuit"]["suboptions"].items()) == DEFAULT_CIRCUIT
     # the deprecated allowlist has no default any more: set, it replaces the classes
     assert "remediate_nodes_allow_reasons" not in defaults and "default" not in spec["remediate_nodes_allow_reasons"]
+
+
+def test_module_docs_and_argument_spec_equal_the_code():
+    """slurm_node_remediation documents no default classes of its own (omitted: the code's)."""
+    from ansible_collections.clusterops.slurm.plugins.modules import slurm_node_remediation  # pylint: disable=import-outside-toplevel
+    doc = yaml.safe_load(slurm_node_remediation.DOCUMENTATION)["options"]
+    assert "default" not in doc["classes"]
+    assert doc["heal_budget"]["default"] == DEFAULT_HEAL_BUDGET
+    assert doc["heal_window"]["default"] == DEFAULT_HEAL_WINDOW
+    assert doc["heal_since"]["default"] == DEFAULT_HEAL_SINCE
+    assert doc["reboot_reason"]["default"] == DEFAULT_REBOOT_REASON
+    assert dict((k, v["default"]) for k, v in doc["circuit"]["suboptions"].items()) == DEFAULT_CIRCUIT
+    filter_doc = yaml.safe_load(remediation_plan.DOCUMENTATION)["options"]
+    for key in ("scope", "max_nodes", "max_percent"):
+        assert doc[key]["default"] == filter_doc[key]["default"], key

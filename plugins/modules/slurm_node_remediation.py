@@ -1,0 +1,306 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+module: slurm_node_remediation
+short_description: Heal broken Slurm nodes in one task - read, plan and act where the node list is
+version_added: 0.2.0
+description:
+  - One remediation run, as the P(clusterops.slurm.remediation_plan#filter) filter plans it and
+    M(clusterops.slurm.slurm_node) acts, in one task on the Slurm host, so that the list of every
+    node never travels through Ansible (at 16,384 nodes that list cost more than Slurm's own read).
+  - Reads every node once (as M(clusterops.slurm.slurm_node_info)) and, with a healing budget,
+    the node events of O(heal_window) from Slurm's accounting (as
+    M(clusterops.slurm.slurm_node_event_info)); plans (the policy is the filter's, in the
+    collection's C(docs/node-remediation.md)); then runs one C(scontrol reboot ASAP
+    nextstate=resume) for all nodes to reboot, one C(scontrol update State=RESUME) for all nodes
+    to resume and one drain per distinct flapping reason, from the state it read.
+  - Returns the plan, not the nodes; its RV(plan.skipped) is summarised by why and reason.
+  - A read that may be partial (controller or slurmdbd unreachable, an answer with errors or no
+    nodes) fails the task before anything acts. A change Slurm refuses does not fail it - the
+    nodes are in RV(failed_nodes) and Slurm's words in RV(errors) - so that the other changes
+    and the report still happen; the role C(clusterops.slurm.remediate_nodes) fails afterwards.
+author:
+  - clusterops.slurm maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - clusterops.slurm.slurm_cli
+attributes:
+  check_mode:
+    support: full
+    details: Plans, reports the exact commands it would run in RV(changes) and changes nothing.
+  diff_mode:
+    support: full
+    details: Before and after (state and reason) of every node that changes.
+options:
+  classes:
+    description:
+      - Reason classes C({name, match, action}), in order, first match wins; see the
+        P(clusterops.slurm.remediation_plan#filter) filter's O(clusterops.slurm.remediation_plan#filter:classes).
+      - Omitted, the collection's default classes (listed there and in C(docs/node-remediation.md)).
+    type: list
+    elements: dict
+  allow_reasons:
+    description: Deprecated, use O(classes); as the filter's O(clusterops.slurm.remediation_plan#filter:allow_reasons).
+    type: list
+    elements: str
+  reboot_reasons:
+    description: Deprecated, use O(classes). See O(allow_reasons).
+    type: list
+    elements: str
+  heal_budget:
+    description:
+      - Heals within O(heal_window) after which a node is left for a human. V(0) turns the budget
+        off, and Slurm's accounting is not read.
+    type: int
+    default: 3
+  heal_window:
+    description: Seconds back from now in which heals count (and events are read).
+    type: int
+    default: 86400
+  heal_since:
+    description: Unix seconds; heals before this time do not count either. V(0) sets no such limit.
+    type: int
+    default: 0
+  circuit:
+    description: Circuit breaker settings.
+    type: dict
+    suboptions:
+      window:
+        description: Seconds back from now in which broken nodes count. V(0) turns the breaker off.
+        type: int
+        default: 1800
+      max_nodes:
+        description: Upper bound of the threshold.
+        type: int
+        default: 32
+      max_percent:
+        description: Threshold as percent of the nodes in scope.
+        type: float
+        default: 10
+      min_nodes:
+        description: Lower bound of the threshold.
+        type: int
+        default: 3
+  reboot_reason:
+    description: The reason given to the nodes it reboots; a node still broken with it is a reboot in flight.
+    type: str
+    default: "clusterops.slurm remediation: reboot"
+  scope:
+    description:
+      - A JMESPath expression over the node list (the fields of
+        M(clusterops.slurm.slurm_node_info)'s RV(clusterops.slurm.slurm_node_info#module:nodes))
+        that selects the nodes to consider at all, e.g. V([?contains(partitions, 'gpu')]).
+        Empty means every node.
+      - Needs the C(jmespath) Python library on the host the module runs on.
+    type: str
+    default: ""
+  max_nodes:
+    description: Most nodes rebooting or acted on at once. V(0) acts on none.
+    type: int
+    default: 16
+  max_percent:
+    description: Most nodes rebooting or acted on at once, as percent of all nodes of the cluster.
+    type: float
+    default: 10
+seealso:
+  - plugin: clusterops.slurm.remediation_plan
+    plugin_type: filter
+  - module: clusterops.slurm.slurm_node
+  - module: clusterops.slurm.slurm_node_info
+  - module: clusterops.slurm.slurm_node_event_info
+'''
+
+EXAMPLES = r'''
+- name: Heal the gpu partition, at most 8 nodes at once
+  clusterops.slurm.slurm_node_remediation:
+    scope: "[?contains(partitions, 'gpu')]"
+    max_nodes: 8
+  register: remediation
+
+- name: What was done, and what needs a human
+  ansible.builtin.debug:
+    msg: "{{ remediation.plan.report }}"
+
+- name: Plan only
+  clusterops.slurm.slurm_node_remediation:
+  check_mode: true
+  register: plan
+'''
+
+RETURN = r'''
+plan:
+  description:
+    - The plan, as the P(clusterops.slurm.remediation_plan#filter) filter returns it
+      (RV(clusterops.slurm.remediation_plan#filter:_value)) - C(reboot), C(resume), C(actions),
+      C(flapping), C(flapping_groups), C(human), C(skipped) (summarised C({why, reason, count,
+      hostlist})), C(overflow), C(held), C(in_flight), C(circuit), C(needs_human), C(total),
+      C(considered), C(limit), C(report).
+  returned: success
+  type: dict
+rebooted:
+  description: Nodes it asked Slurm to reboot (in check mode, would).
+  returned: success
+  type: list
+  elements: str
+resumed:
+  description: Nodes it returned to service (in check mode, would).
+  returned: success
+  type: list
+  elements: str
+drained:
+  description: Flapping nodes it drained with their C(clusterops: flapping) reason (in check mode, would).
+  returned: success
+  type: list
+  elements: str
+failed_nodes:
+  description: Nodes Slurm refused to change, each with Slurm's message.
+  returned: success
+  type: dict
+  sample: {"n1": "slurm_update error: Invalid node state specified"}
+errors:
+  description: One message per refused call, C(<what>: <Slurm's words>).
+  returned: success
+  type: list
+  elements: str
+changes:
+  description: Every scontrol call it ran (or would run in check mode), as M(clusterops.slurm.slurm_node) returns them.
+  returned: success
+  type: list
+  elements: dict
+commands:
+  description: Every Slurm command this task ran (reads and changes), each as an argument list.
+  returned: always
+  type: list
+  elements: list
+'''
+
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_actions import (
+    apply_node_changes,
+    plan_node_changes,
+)
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_events import (
+    NodeEventParseError,
+    read_node_events,
+)
+from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import (
+    NodeParseError,
+    read_nodes,
+)
+from ansible_collections.clusterops.slurm.plugins.module_utils._remediation import (
+    ALLOWLIST_DEPRECATION,
+    DEFAULT_CIRCUIT,
+    DEFAULT_HEAL_BUDGET,
+    DEFAULT_HEAL_SINCE,
+    DEFAULT_HEAL_WINDOW,
+    DEFAULT_REBOOT_REASON,
+    RemediationError,
+    plan_remediation,
+    resolve_classes,
+    scope_names,
+)
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
+    SlurmCLI,
+    SlurmCommandError,
+    slurm_argument_spec,
+)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=slurm_argument_spec(
+            classes=dict(type="list", elements="dict"),
+            allow_reasons=dict(type="list", elements="str"),
+            reboot_reasons=dict(type="list", elements="str"),
+            heal_budget=dict(type="int", default=DEFAULT_HEAL_BUDGET),
+            heal_window=dict(type="int", default=DEFAULT_HEAL_WINDOW),
+            heal_since=dict(type="int", default=DEFAULT_HEAL_SINCE),
+            circuit=dict(type="dict", options=dict(
+                window=dict(type="int", default=DEFAULT_CIRCUIT["window"]),
+                max_nodes=dict(type="int", default=DEFAULT_CIRCUIT["max_nodes"]),
+                max_percent=dict(type="float", default=DEFAULT_CIRCUIT["max_percent"]),
+                min_nodes=dict(type="int", default=DEFAULT_CIRCUIT["min_nodes"]),
+            )),
+            reboot_reason=dict(type="str", default=DEFAULT_REBOOT_REASON),
+            scope=dict(type="str", default=""),
+            max_nodes=dict(type="int", default=16),
+            max_percent=dict(type="float", default=10.0),
+        ),
+        mutually_exclusive=[("classes", "allow_reasons"), ("classes", "reboot_reasons")],
+        supports_check_mode=True,
+    )
+    params = module.params
+    try:
+        classes, deprecated = resolve_classes(params["classes"], params["allow_reasons"], params["reboot_reasons"])
+    except RemediationError as exc:
+        module.fail_json(msg=str(exc))
+    if deprecated:
+        module.deprecate(ALLOWLIST_DEPRECATION, version="2.0.0", collection_name="clusterops.slurm")
+    if params["heal_window"] < 1:
+        module.fail_json(msg="heal_window must be >= 1, not %d" % params["heal_window"])
+
+    cli = SlurmCLI(module)
+    now = time.time()
+    try:
+        nodes, dummy = read_nodes(cli)
+        events = None
+        if params["heal_budget"] > 0:
+            events = read_node_events(cli, int(now) - params["heal_window"])
+    except SlurmCommandError as exc:
+        cli.fail(exc)
+    except (NodeParseError, NodeEventParseError) as exc:
+        module.fail_json(msg=str(exc), commands=cli.calls)
+    try:
+        in_scope = scope_names(nodes, params["scope"]) if params["scope"] else None
+        plan = plan_remediation(
+            nodes, classes=classes, in_scope=in_scope, max_nodes=params["max_nodes"],
+            max_percent=params["max_percent"], events=events, heal_budget=params["heal_budget"],
+            heal_window=params["heal_window"], heal_since=params["heal_since"],
+            circuit=params["circuit"] or dict(DEFAULT_CIRCUIT), reboot_reason=params["reboot_reason"], now=now)
+    except RemediationError as exc:
+        module.fail_json(msg=str(exc), commands=cli.calls)
+
+    # From the state read above: the three kinds of change touch disjoint nodes.
+    steps = [("reboot", plan["reboot"], dict(reason=params["reboot_reason"], asap=True, nextstate="resume")),
+             ("resume", plan["resume"], {})]
+    steps += [("drain", group["nodes"], dict(reason=group["reason"], reason_policy="replace"))
+              for group in plan["flapping_groups"]]
+    done = {"reboot": [], "resume": [], "drain": []}
+    changes, failed, errors = [], {}, []
+    before, after = {}, {}
+    for action, names, options in steps:
+        if not names:
+            continue
+        node_plan = plan_node_changes(nodes, names, action, **options)
+        applied = apply_node_changes(cli, node_plan, module.check_mode)
+        changes += applied["changes"]
+        failed.update(applied["failed_nodes"])
+        done[action] += applied["changed_nodes"]
+        errors += ["%s %s: %s" % (c["action"], c["hostlist"], c["error"]) for c in applied["changes"] if "error" in c]
+        errors += ["%s %s: %s" % (action, name, why) for name, why in sorted(node_plan["refused"].items())]
+        before.update(node_plan["before"])
+        after.update(node_plan["after"])
+
+    result = dict(
+        changed=bool(done["reboot"] or done["resume"] or done["drain"]),
+        plan=plan, rebooted=done["reboot"], resumed=done["resume"], drained=done["drain"],
+        failed_nodes=failed, errors=errors, changes=changes, commands=cli.calls,
+    )
+    if module._diff:
+        result["diff"] = {"before": before, "after": after}
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""slurm_node_remediation as data: every run_command call it must make (one node read, the event
+read when a healing budget is set, one scontrol call per kind of change), answered with what the
+real dev cluster printed; it returns the plan, never the node list."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import io
+import os
+
+from ansible_collections.clusterops.slurm.plugins.modules import slurm_node_remediation
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures")
+VERSION_2205 = (["/usr/bin/sinfo", "--version"], 0, "slurm-wlm 22.05.8\n", "")
+SINFO = ["/usr/bin/sinfo", "--json"]
+REBOOT_N2 = ["/usr/bin/scontrol", "reboot", "ASAP", "nextstate=RESUME",
+             "reason=clusterops.slurm remediation: reboot", "n2"]
+SACCTMGR = ["/usr/bin/sacctmgr", "--noheader", "--parsable2", "show", "event", "event=node",
+            "start=2026-11-30T21:46:46", "format=NodeName,TimeStart,TimeEnd,State,User,Reason"]
+NOW = 1796075206 + 86400
+#: n2 crashed: DOWN+NOT_RESPONDING "Not responding" (a reboot); n1, n3, n4 idle.
+NO_BUDGET = {"heal_budget": 0, "circuit": {"window": 0}}
+
+
+def recorded(name):
+    with io.open(os.path.join(FIXTURES, "devcluster", name), encoding="utf-8") as handle:
+        return handle.read()
+
+
+def recorded_run(release, scenario, command):
+    base = os.path.join(FIXTURES, "slurm-" + release, scenario, command)
+    with io.open(base + ".rc", encoding="ascii") as handle:
+        rc = int(handle.read().strip())
+    with io.open(base + ".out", encoding="utf-8") as handle:
+        out = handle.read()
+    err = ""
+    if os.path.exists(base + ".err"):
+        with io.open(base + ".err", encoding="utf-8") as handle:
+            err = handle.read()
+    return rc, out, err
+
+
+def crashed_n2():
+    return (SINFO, 0, recorded("sinfo_json_crashed_n2.json"), "")
+
+
+def test_reads_once_plans_and_reboots_in_one_call(run_module):
+    result = run_module(slurm_node_remediation, NO_BUDGET, [VERSION_2205, crashed_n2(), (REBOOT_N2, 0, "", "")])
+    assert result["changed"] is True and not result.get("failed")
+    assert result["rebooted"] == ["n2"] and result["resumed"] == [] and result["drained"] == []
+    assert result["plan"]["reboot"] == ["n2"] and result["plan"]["total"] == 4
+    assert result["commands"] == [VERSION_2205[0], SINFO, REBOOT_N2]
+    assert "nodes" not in result and "nodes" not in result["plan"]  # the node list stays in the module
+    assert result["failed_nodes"] == {} and result["errors"] == []
+
+
+def test_check_mode_plans_and_changes_nothing(run_module):
+    result = run_module(slurm_node_remediation, dict(NO_BUDGET, _ansible_check_mode=True, _ansible_diff=True),
+                        [VERSION_2205, crashed_n2()])
+    assert result["changed"] is True and result["rebooted"] == ["n2"]
+    assert [c["command"] for c in result["changes"]] == [REBOOT_N2]
+    assert result["diff"]["before"]["n2"]["state"].startswith("DOWN")
+    assert "REBOOT_REQUESTED" in result["diff"]["after"]["n2"]["state"]
+
+
+def test_nothing_to_heal_is_not_a_change(run_module):
+    result = run_module(slurm_node_remediation, NO_BUDGET,
+                        [VERSION_2205, (SINFO, 0, recorded("sinfo_json_all_idle.json"), "")])
+    assert result["changed"] is False and result["changes"] == [] and result["plan"]["skipped"] == []
+
+
+def test_slurm_refusing_a_change_is_reported_not_fatal(run_module):
+    refused = "slurm_update error: Invalid node state specified\n"
+    result = run_module(slurm_node_remediation, NO_BUDGET,
+                        [VERSION_2205, crashed_n2(), (REBOOT_N2, 1, "", refused), crashed_n2()])
+    assert not result.get("failed") and result["changed"] is False
+    assert result["failed_nodes"] == {"n2": "slurm_update error: Invalid node state specified"}
+    assert result["errors"] == ["reboot n2: slurm_update error: Invalid node state specified"]
+
+
+def test_slurmdbd_down_fails_before_anything_acts(run_module, monkeypatch):
+    monkeypatch.setattr(slurm_node_remediation.time, "time", lambda: NOW)
+    rc, out, err = recorded_run("22.05", "node-events-slurmdbd-down", "sacctmgr-show-event")
+    result = run_module(slurm_node_remediation, {"circuit": {"window": 0}},
+                        [VERSION_2205, crashed_n2(), (SACCTMGR, rc, out, err)])
+    assert result["failed"] is True and "sacctmgr failed" in result["msg"]
+    assert "plan" not in result and REBOOT_N2 not in result["commands"]
+
+
+def test_skipped_nodes_are_summarised_and_reboots_in_flight_count(run_module):
+    # n1 rebooting (REBOOT_REQUESTED), n3 drained by an admin: skipped; n2 crashed, but the one
+    # node of the blast radius (4 nodes, 10 %) is n1's reboot in flight: overflow, no call.
+    result = run_module(slurm_node_remediation, NO_BUDGET,
+                        [VERSION_2205, (SINFO, 0, recorded("sinfo_json_mixed.json"), "")])
+    assert result["changed"] is False and result["changes"] == []
+    assert result["plan"]["in_flight"] == ["n1"] and [o["name"] for o in result["plan"]["overflow"]] == ["n2"]
+    assert sorted((g["hostlist"], g["count"], g["why"]) for g in result["plan"]["skipped"]) == [
+        ("n1", 1, "a reboot is already requested"), ("n3", 1, "reason matches no class (drained on purpose?)")]
+
+
+def test_classes_and_the_deprecated_allowlist_exclude_each_other(run_module):
+    result = run_module(slurm_node_remediation, {"classes": [], "allow_reasons": ["x"]}, [])
+    assert result["failed"] is True and "mutually exclusive" in result["msg"]
+
+
+def test_a_bad_scope_fails_after_the_read_and_acts_on_nothing(run_module):
+    result = run_module(slurm_node_remediation, dict(NO_BUDGET, scope="[?"), [VERSION_2205, crashed_n2()])
+    assert result["failed"] is True and "not a valid JMESPath expression" in result["msg"]
