@@ -66,7 +66,9 @@ options:
     type: int
     default: 86400
   heal_since:
-    description: Unix seconds; heals before this time do not count either. V(0) sets no such limit.
+    description:
+      - Unix seconds; heals before this time do not count either, and older events are not read.
+        V(0) sets no such limit.
     type: int
     default: 0
   circuit:
@@ -256,7 +258,9 @@ def main():
         nodes, dummy = read_nodes(cli)
         events = None
         if params["heal_budget"] > 0:
-            events = read_node_events(cli, int(now) - params["heal_window"])
+            # Heals before heal_since never count: the events before it are not read either (the
+            # accounting of a cluster whose admins drain thousands of nodes holds as many events).
+            events = read_node_events(cli, max(int(now) - params["heal_window"], params["heal_since"]))
     except SlurmCommandError as exc:
         cli.fail(exc)
     except (NodeParseError, NodeEventParseError) as exc:

@@ -111,3 +111,11 @@ def test_classes_and_the_deprecated_allowlist_exclude_each_other(run_module):
 def test_a_bad_scope_fails_after_the_read_and_acts_on_nothing(run_module):
     result = run_module(slurm_node_remediation, dict(NO_BUDGET, scope="[?"), [VERSION_2205, crashed_n2()])
     assert result["failed"] is True and "not a valid JMESPath expression" in result["msg"]
+
+
+def test_events_before_heal_since_are_not_read(run_module, monkeypatch):
+    monkeypatch.setattr(slurm_node_remediation.time, "time", lambda: NOW)
+    later = [a.replace("start=2026-11-30T21:46:46", "start=2026-11-30T22:46:46") for a in SACCTMGR]
+    result = run_module(slurm_node_remediation, {"circuit": {"window": 0}, "heal_since": NOW - 86400 + 3600},
+                        [VERSION_2205, crashed_n2(), (later, 0, "", ""), (REBOOT_N2, 0, "", "")])
+    assert result["commands"][2] == later and result["rebooted"] == ["n2"]
