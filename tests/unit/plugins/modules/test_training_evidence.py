@@ -121,3 +121,32 @@ def test_only_the_jobs_ranks_on_this_node_are_touched(ranks, tmp_path):
     assert "in stuck_here" in dumped(err_mine)
     time.sleep(1)
     assert "stuck_here" not in err_elsewhere.read_text() and "stuck_here" not in err_other.read_text()
+
+
+@pytest.mark.parametrize("what, text, expected", [
+    ("the interleaving seen on the dev cluster (22.05): task 0's header, then all of task 1, then task 0's stacks",
+     "0: === node n1 rank 1 pid 111: py-spy dump\n"
+     "1: === node n2 rank 0 pid 81: py-spy dump\n"
+     "1: Thread 81 (idle): \"MainThread\"\n"
+     "1:     all_reduce (torch/distributed/distributed_c10d.py:3252)\n"
+     "1: === node n2: 1 rank(s)\n"
+     "0: Thread 111 (idle): \"MainThread\"\n"
+     "0:     injected_hang (reference_trainer.py:441)\n"
+     "0: === node n1: 1 rank(s)\n",
+     "=== node n1 rank 1 pid 111: py-spy dump\n"
+     "Thread 111 (idle): \"MainThread\"\n"
+     "    injected_hang (reference_trainer.py:441)\n"
+     "=== node n1: 1 rank(s)\n"
+     "=== node n2 rank 0 pid 81: py-spy dump\n"
+     "Thread 81 (idle): \"MainThread\"\n"
+     "    all_reduce (torch/distributed/distributed_c10d.py:3252)\n"
+     "=== node n2: 1 rank(s)"),
+    ("labels padded to the widest task number; task 10 after task 2, not before it",
+     "10: ten\n 2: two\n 0: zero\n10: ten again\n", "zero\ntwo\nten\nten again"),
+    ("an empty line of a task keeps its place", "0: a\n0:\n0: b\n", "a\n\nb"),
+    ("srun's own lines (no label) come first", "1: x\nsrun: error: something\n0: y\n",
+     "srun: error: something\ny\nx"),
+    ("nothing", "", ""),
+])
+def test_group_by_task(what, text, expected):
+    assert training_restart.group_by_task(text) == expected, what
