@@ -236,6 +236,13 @@ resubmitted:
   returned: success
   type: list
   elements: str
+hung:
+  description:
+    - Names of the runs whose hung job this run cancelled (or would cancel, in check mode) - the
+      watchdog's V(cancel_hung), when C(scancel) did not fail.
+  returned: success
+  type: list
+  elements: str
 needs_human:
   description: Names of the runs that need a human, registry errors included.
   returned: success
@@ -518,7 +525,7 @@ def main():
     )
     params = module.params
     registry = params["registry"]
-    result = dict(changed=False, runs=[], resubmitted=[], needs_human=[], errors=[], locked=False,
+    result = dict(changed=False, runs=[], resubmitted=[], hung=[], needs_human=[], errors=[], locked=False,
                   report=[])
     try:
         start = parse_time_option(params["history"])
@@ -596,6 +603,8 @@ def main():
             result["resubmitted"].append(decision["name"])
         if (decision.get("then") or {}).get("job_id"):
             result["resubmitted"].append(decision["name"])
+        if decision["action"] == CANCEL_HUNG and (module.check_mode or not decision["error"]):
+            result["hung"].append(decision["name"])
         if decision["needs_human"]:
             result["needs_human"].append(decision["name"])
     result["report"] = [report_line(d) for d in result["runs"]] + [

@@ -24,7 +24,8 @@ from conftest import run
 # The training-recovery helpers and fixtures (world, clean, reference): one home for them.
 from test_training_recovery import (  # noqa: F401 pylint: disable=unused-import
     ALICE, EVERY, STEPS, TRAIN_ARGS, active_jobs, assert_bitwise_equal, clean, deploy, events,
-    final_params, jobs_of, only, reference, remediate, sacct_state, squeue, summary_line, until, world)
+    final_params, jobs_of, only, prometheus, reference, remediate, sacct_state, squeue, summary_line, until,
+    world)
 
 HANG_AT = 25  # newest checkpoint before the hang: step 20 (EVERY 10), so 5 steps are lost
 HANG_TIMEOUT = 15
@@ -44,6 +45,12 @@ def watched(world_, name, hang_at=None):
     return r
 
 
+def runs_hung(prom):
+    """(clusterops_remediate_runs_hung, clusterops_remediate_fleet_runs_hung) of the textfile."""
+    metrics = prometheus(prom)
+    return metrics["clusterops_remediate_runs_hung"], metrics["clusterops_remediate_fleet_runs_hung"]
+
+
 def state_of(world_, r):
     with open(os.path.join(world_["registry"], r["name"], "state.json")) as handle:
         return json.load(handle)
@@ -55,10 +62,13 @@ def test_hung_run_stacks_saved_cancelled_resubmitted_and_matches_an_uninterrupte
     until(lambda: os.path.exists(marker), "rank 1 to hang after step %d" % HANG_AT, 180)
     first = active_jobs(r["name"])[0][0]
     hung_at = os.path.getmtime(r["heartbeat"])
+    prom = os.path.join(clean["base"], "remediate-hang.prom")
+    textfile = ["-e", "remediate_prometheus_textfile=%s" % prom]
 
     # Not hung yet (the heartbeat is fresh): nothing to do.
-    proc, recap = remediate(clean["registry"], *only(r["name"]))
+    proc, recap = remediate(clean["registry"], *(only(r["name"]) + textfile))
     assert "%s: active" % r["name"] in summary_line(proc, r["name"]) and recap["changed"] == 0
+    assert runs_hung(prom) == (0, 0)
 
     until(lambda: time.time() - os.path.getmtime(r["heartbeat"]) > HANG_TIMEOUT + 1, "hang_timeout to pass",
           HANG_TIMEOUT + 30)
@@ -71,10 +81,12 @@ def test_hung_run_stacks_saved_cancelled_resubmitted_and_matches_an_uninterrupte
     # The first remediation that starts once hang_timeout has passed acts on the hang.
     started = time.time()
     assert started - hung_at > HANG_TIMEOUT
-    proc, recap = remediate(clean["registry"], *only(r["name"]))
+    proc, recap = remediate(clean["registry"], *(only(r["name"]) + textfile))
     line = summary_line(proc, r["name"])
     assert "-> cancel_hung (evidence " in line and ", resubmit (job " in line, line
     assert sacct_state(first) == "CANCELLED"
+    assert runs_hung(prom) == (1, 1)  # the cluster's gauge and the fleet's total
+    assert prometheus(prom)["clusterops_remediate_runs_resubmitted"] == 1
 
     # The evidence: named by job id and time, next to the run's logs, stacks of both ranks.
     files = glob.glob(os.path.join(r["logs"], "hang-%s-*Z.txt" % first))
@@ -100,8 +112,9 @@ def test_hung_run_stacks_saved_cancelled_resubmitted_and_matches_an_uninterrupte
     assert steps == list(range(attempts[1][0]["step"] + 1, STEPS + 1))
 
     # A second remediation changes nothing; the remediation-cancelled job is not a user's cancel.
-    proc, recap = remediate(clean["registry"], *only(r["name"]))
+    proc, recap = remediate(clean["registry"], *(only(r["name"]) + textfile))
     assert recap["changed"] == 0, proc.stdout
+    assert runs_hung(prom) == (0, 0)
     assert "%s: finished" % r["name"] in summary_line(proc, r["name"])
     assert len(state_of(clean, r)["hang_cancels"]) == 1 and len(state_of(clean, r)["resubmissions"]) == 1
 
