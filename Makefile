@@ -20,7 +20,7 @@ SLURM_RELEASES ?= $(or $(CLUSTEROPS_SLURM_RELEASES),22.05 24.11 26.05)
 include dev/cluster/cluster.mk
 include tests/molecule/molecule.mk
 
-.PHONY: help setup deps venv collection demo test unit integration integration-release packaging sanity lint benchmark clean
+.PHONY: help setup deps venv collection demo demo-hang test unit integration integration-release packaging sanity lint benchmark clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | sort
@@ -51,6 +51,10 @@ setup: deps venv collection ## Everything the demo and the tests need
 demo: setup ## A training run loses a node of the dev cluster for real; remediate.yml heals the nodes and the run finishes from its checkpoint
 	$(MAKE) cluster-up
 	SLURM=$(SLURM) DEVCLUSTER_DIR=$(DEVCLUSTER_DIR) bash dev/demo.sh
+
+demo-hang: setup ## A training run hangs (--hang-at-step); remediate.yml's watchdog saves its stacks, cancels and resubmits it, and it finishes from its checkpoint
+	$(MAKE) cluster-up
+	SLURM=$(SLURM) DEVCLUSTER_DIR=$(DEVCLUSTER_DIR) $(VENV_PY) dev/demo_hang.py
 
 unit: venv collection ## Unit tests (parsers, state model, policy), no cluster needed
 	$(VENV_PY) -m pytest tests/unit -q
