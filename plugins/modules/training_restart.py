@@ -759,7 +759,9 @@ def main():
         for e in result["errors"]] + result["suspect_report"]
     changed_nodes = result.pop("changed_nodes", False) or (
         module.check_mode and bool(result["suspect_commands"]))
-    result["changed"] = any([d.pop("changed") for d in result["runs"]]) or changed_nodes or (
+    # A list, not a generator: every run's "changed" is popped, none is left to any()'s short circuit.
+    runs_changed = [d.pop("changed") for d in result["runs"]]
+    result["changed"] = any(runs_changed) or changed_nodes or (
         module.check_mode and any(d["action"] in (RESUBMIT, STOP, CANCEL_HUNG) for d in result["runs"]))
     if module._diff:
         result["diff"] = diff
