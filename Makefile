@@ -8,6 +8,10 @@ SHELL := /bin/bash
 PYTHON ?= /usr/bin/python3
 VENV ?= $(CURDIR)/.venv
 VENV_PY := $(VENV)/bin/python
+# nox, the runner of the ansible-core matrix (noxfile.py), in a venv of its own: the matrix's sessions make
+# their venvs under .nox/. NOXFLAGS: nox arguments, e.g. NOXFLAGS='-s "sanity(2.18)"' for one session.
+NOX_VENV ?= $(CURDIR)/.venv-nox
+NOXFLAGS ?=
 COLLECTION_LINK := $(CURDIR)/.collections/ansible_collections/clusterops/slurm
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export ANSIBLE_PYTHON_INTERPRETER := $(VENV_PY)
@@ -20,7 +24,7 @@ SLURM_RELEASES ?= $(or $(CLUSTEROPS_SLURM_RELEASES),22.05 24.11 26.05)
 include dev/cluster/cluster.mk
 include tests/molecule/molecule.mk
 
-.PHONY: help setup deps venv collection demo test unit integration integration-release packaging sanity lint benchmark clean
+.PHONY: help setup deps venv collection demo demo-hang test unit matrix integration integration-release packaging sanity lint benchmark clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | sort
@@ -28,19 +32,28 @@ help: ## List the targets
 deps: ## Install the Debian packages (Slurm, munge, MariaDB, Python venv) when missing
 	bash dev/cluster/install-deps.sh
 
-$(VENV)/.installed: requirements.txt requirements-test.txt requirements-molecule.txt
+# `python3 -m venv` needs Debian's python3-venv (ensurepip): install it first when missing, so that
+# `make unit`, `make matrix`, `make packaging` or `make lint` alone work on a new machine too.
+ENSURE_PYTHON_VENV = $(PYTHON) -c 'import ensurepip' 2>/dev/null || bash dev/cluster/install-deps.sh
+
+$(VENV)/.installed: requirements.txt requirements-unit.txt requirements-test.txt requirements-molecule.txt
 	@# Never run `venv` over a working venv (another python would rewrite its pyvenv.cfg); a
 	@# broken one is made anew.
 	@if [ -e $(VENV)/pyvenv.cfg ] && ! $(VENV_PY) -c 'import math' 2>/dev/null; then rm -rf $(VENV); fi
-	@# `python3 -m venv` needs Debian's python3-venv (ensurepip): install it first when missing, so
-	@# that `make unit`, `make packaging` or `make lint` alone work on a new machine too.
-	@test -x $(VENV_PY) || $(PYTHON) -c 'import ensurepip' 2>/dev/null || bash dev/cluster/install-deps.sh
+	@test -x $(VENV_PY) || $(ENSURE_PYTHON_VENV)
 	test -x $(VENV_PY) || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -r requirements-test.txt
 	touch $@
 
 venv: $(VENV)/.installed ## Python virtual environment with pinned ansible-core and test tools
+
+$(NOX_VENV)/.installed: requirements-nox.txt
+	@if [ -e $(NOX_VENV)/pyvenv.cfg ] && ! $(NOX_VENV)/bin/python -c 'import math' 2>/dev/null; then rm -rf $(NOX_VENV); fi
+	@test -x $(NOX_VENV)/bin/python || $(ENSURE_PYTHON_VENV)
+	test -x $(NOX_VENV)/bin/python || $(PYTHON) -m venv $(NOX_VENV)
+	$(NOX_VENV)/bin/pip install --quiet -r requirements-nox.txt
+	touch $@
 
 collection: ## Make the repository importable as ansible_collections.clusterops.slurm
 	@mkdir -p $(dir $(COLLECTION_LINK))
@@ -52,8 +65,16 @@ demo: setup ## A training run loses a node of the dev cluster for real; remediat
 	$(MAKE) cluster-up
 	SLURM=$(SLURM) DEVCLUSTER_DIR=$(DEVCLUSTER_DIR) bash dev/demo.sh
 
+demo-hang: setup ## A training run hangs (--hang-at-step); remediate.yml's watchdog saves its stacks, cancels and resubmits it, and it finishes from its checkpoint
+	$(MAKE) cluster-up
+	SLURM=$(SLURM) DEVCLUSTER_DIR=$(DEVCLUSTER_DIR) $(VENV_PY) dev/demo_hang.py
+
 unit: venv collection ## Unit tests (parsers, state model, policy), no cluster needed
 	$(VENV_PY) -m pytest tests/unit -q
+
+# nox sessions unit(<line>) and sanity(<line>) for each ansible-core line requires_ansible claims (noxfile.py).
+matrix: $(NOX_VENV)/.installed collection ## Unit tests and ansible-test sanity on every ansible-core line requires_ansible claims (nox)
+	$(NOX_VENV)/bin/nox $(NOXFLAGS)
 
 # The whole suite on the default release 22.05 (on the host), the tests marked every_release on
 # the other releases of SLURM_RELEASES (in podman).
@@ -82,11 +103,13 @@ sanity: venv collection ## ansible-test sanity on a copy of the collection
 lint: venv collection ## ansible-lint, production profile
 	$(VENV)/bin/ansible-lint --offline --profile production
 
-test: setup ## Everything: unit, integration on the dev cluster, packaging and docs, sanity, lint, Molecule
+test: setup ## Everything: unit, integration on the dev cluster, packaging and docs, sanity, lint, the ansible-core matrix, Molecule
 	$(MAKE) unit
 	$(MAKE) integration
 	$(MAKE) packaging
 	$(MAKE) sanity
+	@# `make unit` and `make sanity` ran the pinned ansible-core: the matrix adds the other lines.
+	$(MAKE) matrix NOXFLAGS='-t unpinned'
 	$(MAKE) lint
 	$(MAKE) molecule
 
@@ -99,4 +122,4 @@ benchmark: setup ## remediate.yml at 8/512/4,096 nodes; checkpoint scan and prun
 
 clean: ## Stop the dev cluster and remove build output
 	-$(MAKE) cluster-down
-	rm -rf .collections tests/output .pytest_cache .cache/docsite build context
+	rm -rf .collections tests/output .pytest_cache .cache/docsite build context .nox

@@ -36,26 +36,34 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from training_recovery import STATE, USER, attempts, heal_since, sh, until  # noqa: E402
+from training_recovery import STATE, USER, attempts, cluster_info, heal_since, sh, until  # noqa: E402
 from training_recovery import deploy as deploy_run  # noqa: E402
 
-HANG_AT, EVERY = 50, 20
+HANG_AT, EVERY, STEPS = 50, 20, 100
 
 
-def deploy(base, name, hang_timeout):
+def deploy(base, name, hang_timeout, **extra):
+    """Deploy and submit a run that hangs after step HANG_AT (training_recovery.deploy; ``extra``:
+    more role variables). Returns (checkpoint folder, heartbeat file)."""
     heartbeat = os.path.join(base, name, "heartbeat.json")
-    ckpt = deploy_run(base, name, trainer_args=("--total-steps", "100", "--checkpoint-every", str(EVERY),
+    ckpt = deploy_run(base, name, trainer_args=("--total-steps", str(STEPS), "--checkpoint-every", str(EVERY),
                                                 "--heartbeat", heartbeat, "--hang-at-step", str(HANG_AT)),
                       torchrun_launcher_hang_timeout=hang_timeout, torchrun_launcher_progress="heartbeat",
-                      torchrun_launcher_heartbeat_file=heartbeat)
+                      torchrun_launcher_heartbeat_file=heartbeat, **extra)
     return ckpt, heartbeat
 
 
-def one(base, index, hang_timeout):
-    name = "bench-hang-%d-%s" % (index, time.strftime("%H%M%S"))
-    ckpt, heartbeat = deploy(base, name, hang_timeout)
+def hang_and_remediate(base, name, hang_timeout, on_hang=None, **extra):
+    """Deploy a run that hangs (:func:`deploy`), wait until it hangs and ``hang_timeout`` has passed
+    since its last heartbeat, run playbooks/remediate.yml once (it must cancel and resubmit the
+    run), and wait until the resubmitted job trains. ``on_hang(ckpt, heartbeat)`` is called once
+    the run hung. Returns {ckpt, heartbeat, output (of ansible-playbook), state (the run's
+    state.json), figures (the benchmark's, in seconds, and steps lost)}."""
+    ckpt, heartbeat = deploy(base, name, hang_timeout, **extra)
     until(lambda: os.path.exists(os.path.join(ckpt, ".fault-hang-step%d" % HANG_AT)), "the hang", 300)
     t_hang = os.path.getmtime(heartbeat)
+    if on_hang:
+        on_hang(ckpt, heartbeat)
     until(lambda: time.time() - os.path.getmtime(heartbeat) > hang_timeout, "hang_timeout", hang_timeout + 60)
     t_start = time.time()
     out = sh("ansible-playbook", "-i", os.path.join(STATE, "inventory.yml"), "playbooks/remediate.yml",
@@ -74,10 +82,17 @@ def one(base, index, hang_timeout):
           "the resubmitted job to train", 300)
     t_again = [e["time"] for e in attempts(ckpt)[1] if e["event"] == "step"][0]
     lost = HANG_AT - attempts(ckpt)[1][0]["step"]
+    figures = dict(timeout=t_start - t_hang, decide=t_decided - t_start, evidence=t_evidence - t_decided,
+                   cancel=t_resub - t_evidence, restart=t_again - t_remediated, remediate=t_remediated - t_start,
+                   total=t_again - t_hang, lost=lost)
+    return dict(ckpt=ckpt, heartbeat=heartbeat, output=out, state=state, figures=figures)
+
+
+def one(base, index, hang_timeout):
+    name = "bench-hang-%d-%s" % (index, time.strftime("%H%M%S"))
+    figures = hang_and_remediate(base, name, hang_timeout)["figures"]
     sh("scancel", "--quiet", "-n", name, "-u", USER, check=False)
-    return dict(timeout=t_start - t_hang, decide=t_decided - t_start, evidence=t_evidence - t_decided,
-                cancel=t_resub - t_evidence,
-                restart=t_again - t_remediated, remediate=t_remediated - t_start, total=t_again - t_hang, lost=lost)
+    return figures
 
 
 def main():
@@ -87,7 +102,7 @@ def main():
     args = ap.parse_args()
     if not os.path.exists(os.path.join(STATE, "etc", "slurm.conf")):
         raise SystemExit("the dev cluster is not up: make cluster-up")
-    base = tempfile.mkdtemp(prefix="clusterops-bench-")
+    base = tempfile.mkdtemp(prefix="clusterops-bench-", dir=cluster_info().get("shared_dir"))  # jobs see it
     os.chmod(base, 0o755)
     try:
         results = [one(base, i, args.hang_timeout) for i in range(args.repeat)]

@@ -35,7 +35,11 @@ import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-STATE = os.environ.get("DEVCLUSTER_DIR", os.path.join(REPO, ".devcluster"))
+#: The dev cluster, as for `make cluster-up`: DEVCLUSTER_DIR, else the state dir of SLURM's release
+#: (22.05 on the host: .devcluster; 24.11 and 26.05 in podman: .devcluster-<release>).
+SLURM = os.environ.get("SLURM") or "22.05"
+STATE = os.environ.get("DEVCLUSTER_DIR") or os.path.join(
+    REPO, ".devcluster" if SLURM == "22.05" else ".devcluster-" + SLURM)
 USER = "clusterops-alice"
 #: The healing budget counts heals in the dev cluster's accounting, which keeps those of earlier
 #: tests and benchmarks: a benchmark's remediate.yml counts only its own (heal_since()).
@@ -43,11 +47,22 @@ STARTED = time.time()
 VENV_BIN = os.path.dirname(os.path.abspath(sys.executable))
 
 
+def cluster_info():
+    """<state dir>/cluster.json (a containerised release: its ``venv`` and ``shared_dir``), or {}."""
+    try:
+        with open(os.path.join(STATE, "cluster.json")) as handle:
+            return json.load(handle)
+    except (OSError, IOError, ValueError):
+        return {}
+
+
 def env():
     e = dict(os.environ, SLURM_CONF=os.path.join(STATE, "etc", "slurm.conf"),
              ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_PYTHON_INTERPRETER=sys.executable,
-             LC_ALL="C.UTF-8", ANSIBLE_NOCOLOR="1")
+             LC_ALL="C.UTF-8", ANSIBLE_NOCOLOR="1", SLURM=SLURM, DEVCLUSTER_DIR=STATE)
     e["PATH"] = VENV_BIN + os.pathsep + e.get("PATH", "")
+    if os.path.isdir(os.path.join(STATE, "bin")):  # a containerised release's client commands
+        e["PATH"] = os.path.join(STATE, "bin") + os.pathsep + e["PATH"]
     return e
 
 
@@ -104,7 +119,9 @@ def deploy(base, name, trainer_args=("--total-steps", "200", "--checkpoint-every
         "torchrun_launcher_install_reference_trainer": True,
         "torchrun_launcher_workdir": os.path.join(base, name), "torchrun_launcher_checkpoint_dir": ckpt,
         "torchrun_launcher_nodes": 2, "torchrun_launcher_time": "10",
-        "torchrun_launcher_env_activation": "venv", "torchrun_launcher_venv": os.path.dirname(VENV_BIN),
+        "torchrun_launcher_env_activation": "venv",
+        # the jobs' venv: the repo's on the host, the container's own on 24.11/26.05
+        "torchrun_launcher_venv": cluster_info().get("venv") or os.path.dirname(VENV_BIN),
         "torchrun_launcher_python": "python",
         "torchrun_launcher_program": os.path.join(base, "tools", "reference_trainer.py"),
         "torchrun_launcher_program_args": ["--checkpoint-dir", ckpt, "--events", os.path.join(ckpt, "events.jsonl"),
@@ -163,7 +180,7 @@ def main():
     args = ap.parse_args()
     if not os.path.exists(os.path.join(STATE, "etc", "slurm.conf")):
         raise SystemExit("the dev cluster is not up: make cluster-up")
-    base = tempfile.mkdtemp(prefix="clusterops-bench-")
+    base = tempfile.mkdtemp(prefix="clusterops-bench-", dir=cluster_info().get("shared_dir"))  # jobs see it
     os.chmod(base, 0o755)
     try:
         results = [one(base, i) for i in range(args.repeat)]

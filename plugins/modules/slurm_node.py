@@ -63,7 +63,7 @@ options:
       - V(keep) leaves a reason already on a node as it is, so the reason an admin or a
         health check set is not overwritten; a node that already is as asked is not touched.
       - V(replace) sets O(reason) on every node, also on those already drained or down. A node
-        already drained is drained again with the new reason (C(State=DRAIN Reason=...)): Slurm
+        already drained is drained again with the new reason (C(State=DRAIN Reason=...)), since Slurm
         records a drain as a node event in its accounting (C(sacctmgr show event)), a reason alone not.
     type: str
     choices: [keep, replace]

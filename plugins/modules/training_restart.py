@@ -306,6 +306,13 @@ resubmitted:
   returned: success
   type: list
   elements: str
+hung:
+  description:
+    - Names of the runs whose hung job this run cancelled (or would cancel, in check mode) - the
+      watchdog's V(cancel_hung), when C(scancel) did not fail.
+  returned: success
+  type: list
+  elements: str
 needs_human:
   description: Names of the runs that need a human, registry errors included.
   returned: success
@@ -337,6 +344,7 @@ commands:
 
 import glob
 import os
+import re
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -422,7 +430,7 @@ def resubmit(module, cli, me, run, decision, jobs, state):
 #: job's log). $1 job id, $2 py-spy command.
 EVIDENCE_SCRIPT = r"""job=$1 pyspy=$2 node=${SLURMD_NODENAME:-$(hostname)} found=0
 for dir in /proc/[0-9]*; do
-  env=$(tr '\0' '\n' < "$dir/environ" 2>/dev/null) || continue
+  env=$( { tr '\0' '\n' < "$dir/environ"; } 2>/dev/null) || continue
   grep -qx "SLURM_JOB_ID=$job" <<<"$env" || continue
   rank=$(sed -n 's/^RANK=//p' <<<"$env")
   [ -n "$rank" ] || continue
@@ -445,9 +453,27 @@ def evidence_commands(cli, run, decision):
     nodes = len(expand_hostlist(last["node_list"])) if last.get("node_list") else 1
     return cli.command("srun", ["--overlap", "--jobid=%s" % last["job_id_raw"], "--nodes=%d" % nodes,
                                 "--ntasks=%d" % nodes, "--ntasks-per-node=1", "--immediate=30",
-                                "--quiet",
+                                "--quiet", "--label",
                                 "bash", "-c", EVIDENCE_SCRIPT, "clusterops-evidence",
                                 str(last["job_id_raw"]), run["py_spy"]])
+
+
+#: A line of ``srun --label`` output: the task number (padded with blanks to the widest), ": ", the line.
+_TASK_LINE = re.compile(r"^ *(\d+): ?(.*)$")
+
+
+def group_by_task(text):
+    """``srun --label`` output (the tasks' lines interleave as they arrive) regrouped: every line
+    of task 0, then of task 1 ..., each task's lines in their order, labels removed; lines without
+    a label (srun's own) first. One task per node here, so one block per node."""
+    tasks, other = {}, []
+    for line in text.splitlines():
+        match = _TASK_LINE.match(line)
+        if match:
+            tasks.setdefault(int(match.group(1)), []).append(match.group(2))
+        else:
+            other.append(line)
+    return "\n".join(other + [line for task in sorted(tasks) for line in tasks[task]])
 
 
 def collect_evidence(module, cli, me, run, decision, now):
@@ -465,10 +491,10 @@ def collect_evidence(module, cli, me, run, decision, now):
         "# command: %s" % " ".join(runner.prefix + decision["evidence_command"])]
     try:
         rc, out, err = runner.run("srun", args, check=False, what="collect the hung job's stacks")
-        lines += ["# rc %s" % rc, out.rstrip(), err.rstrip()]
+        lines += ["# rc %s" % rc, group_by_task(out), group_by_task(err)]
     except SlurmCommandError as exc:
         rc = None
-        lines += ["# %s" % exc, (exc.stdout or "").rstrip(), (exc.stderr or "").rstrip()]
+        lines += ["# %s" % exc, group_by_task(exc.stdout or ""), group_by_task(exc.stderr or "")]
     text = "\n".join(lines)
     if "py-spy failed" in text or rc != 0:
         # The faulthandler dumps land in the job's logs: wait for them, then copy their tails.
@@ -636,7 +662,7 @@ def main():
     )
     params = module.params
     registry = params["registry"]
-    result = dict(changed=False, runs=[], resubmitted=[], needs_human=[], errors=[], locked=False,
+    result = dict(changed=False, runs=[], resubmitted=[], hung=[], needs_human=[], errors=[], locked=False,
                   report=[], suspects=[], suspect_commands=[], suspect_report=[])
     try:
         start = parse_time_option(params["history"])
@@ -724,6 +750,8 @@ def main():
             result["resubmitted"].append(decision["name"])
         if (decision.get("then") or {}).get("job_id"):
             result["resubmitted"].append(decision["name"])
+        if decision["action"] == CANCEL_HUNG and (module.check_mode or not decision["error"]):
+            result["hung"].append(decision["name"])
         if decision["needs_human"]:
             result["needs_human"].append(decision["name"])
     result["report"] = [report_line(d) for d in result["runs"]] + [
@@ -731,7 +759,9 @@ def main():
         for e in result["errors"]] + result["suspect_report"]
     changed_nodes = result.pop("changed_nodes", False) or (
         module.check_mode and bool(result["suspect_commands"]))
-    result["changed"] = any([d.pop("changed") for d in result["runs"]]) or changed_nodes or (
+    # A list, not a generator: every run's "changed" is popped, none is left to any()'s short circuit.
+    runs_changed = [d.pop("changed") for d in result["runs"]]
+    result["changed"] = any(runs_changed) or changed_nodes or (
         module.check_mode and any(d["action"] in (RESUBMIT, STOP, CANCEL_HUNG) for d in result["runs"]))
     if module._diff:
         result["diff"] = diff

@@ -13,8 +13,9 @@
 #   4. checks that modules and module_utils parse as Python 3.8 (the oldest target Python of
 #      ansible-core 2.19), since only Python 3.11 is used here and the compile test runs on 3.11 only.
 #
-# Environment: VENV (default <repo>/.venv), SANITY_ARGS (extra ansible-test arguments, e.g.
-# "--test pylint" or "-v"). ansible-test's output is copied back to tests/output/ (git-ignored).
+# Environment: VENV (default <repo>/.venv; the ansible-core matrix, noxfile.py, passes each line's venv),
+# SANITY_ARGS (extra ansible-test arguments, e.g. "--test pylint" or "-v"). ansible-test's output is copied back
+# to tests/output/ (git-ignored).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"

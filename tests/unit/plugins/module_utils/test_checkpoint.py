@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import importlib.util
 import io
 import json
 import os
@@ -893,6 +894,11 @@ def test_crash_before_rename_is_never_chosen(tmp_path, where):
     if where == "rename":
         assert os.path.isfile(os.path.join(run, leftovers[0], "manifest.json"))
     for level in ck.LEVELS:
+        if level == ck.LOAD and importlib.util.find_spec("torch") is None:
+            # Where torch is not installed (the ansible-core matrix's venvs), the load level says so.
+            with pytest.raises(ck.CheckpointError, match="needs torch"):
+                ck.latest_valid(run, level)
+            continue
         assert ck.latest_valid(run, level).name == "step_000000100"
     assert ck.main(["latest", run], out=io.StringIO(), err=io.StringIO()) == 0
 

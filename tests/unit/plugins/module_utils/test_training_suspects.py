@@ -83,8 +83,8 @@ SUSPECT_CASES = [
          run={"suspect_after": 3}, want={}),
     dict(id="per-run opt-out", rows=[("11", "FAILED", "n1"), ("12", "FAILED", "n1")],
          run={"suspect_nodes": False}, want={}),
-    dict(id="a job without a node list shares nothing", rows=[("11", "FAILED", "None assigned"),
-                                                               ("12", "FAILED", "n1")], want={}),
+    dict(id="a job without a node list shares nothing",
+         rows=[("11", "FAILED", "None assigned"), ("12", "FAILED", "n1")], want={}),
 ]
 
 

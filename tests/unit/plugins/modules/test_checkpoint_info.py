@@ -14,7 +14,7 @@ import os
 import pytest
 
 from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
+from ansible_collections.clusterops.slurm.tests.unit.plugins.modules.module_args import patch_module_args
 
 from ansible_collections.clusterops.slurm.plugins.module_utils import _checkpoint as ck
 from ansible_collections.clusterops.slurm.plugins.modules import checkpoint_info
