@@ -14,6 +14,7 @@ import json
 import pytest
 
 from ansible.module_utils import basic
+from ansible_collections.clusterops.slurm.plugins.module_utils import _slurm_cli
 from ansible_collections.clusterops.slurm.tests.unit.plugins.modules.module_args import patch_module_args
 
 
@@ -40,6 +41,10 @@ def run_module(monkeypatch, capsys):
             return rc, out, err
 
         monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
+        # Large reads (sinfo --json) bypass run_command (_slurm_cli.read_large): the same stand-in.
+        monkeypatch.setattr(_slurm_cli, "read_large", lambda module, argv, environ_update=None, errors=None:
+                            module.run_command(argv, environ_update=environ_update, check_rc=False,
+                                               use_unsafe_shell=False, errors=errors))
         monkeypatch.setattr(basic.AnsibleModule, "get_bin_path",
                             lambda self, name, required=False, opt_dirs=None: "/usr/bin/" + name)
         with patch_module_args(dict({"command_timeout": 0}, **args)):
