@@ -138,6 +138,17 @@ def scontrol(*args):
 TEST_STARTED = [time.time()]
 
 
+def cluster_name(state_dir=None):
+    """ClusterName of a dev cluster (default: the one under test), read from its slurm.conf (not
+    through the code under test)."""
+    state_dir = state_dir or STATE_DIR
+    with open(os.path.join(state_dir, "etc", "slurm.conf")) as handle:
+        for line in handle:
+            if line.startswith("ClusterName="):
+                return line.strip().split("=", 1)[1]
+    raise AssertionError("no ClusterName in %s" % state_dir)
+
+
 def heal_since():
     """Extra variables that make remediate.yml count only the heals of the running test: an
     absolute time (Unix seconds, the first whole second after the test began), not a window

@@ -22,7 +22,7 @@ import time
 import pytest
 
 import conftest
-from conftest import REPO, is_healthy, make, nodes, reset_cluster, run, sdiag_rpc_counts, slurm_env, wait_for
+from conftest import REPO, cluster_name, is_healthy, make, nodes, reset_cluster, run, sdiag_rpc_counts, slurm_env, wait_for
 
 pytestmark = pytest.mark.skipif(conftest.SLURM_RELEASE != "22.05",
                                 reason="the dev fleet runs on the host release (22.05)")
@@ -32,15 +32,6 @@ FLEET_INVENTORY = os.path.join(REPO, "dev", "cluster", "fleet_inventory.py")
 B_DIR = os.path.join(REPO, ".devcluster-b")
 #: cluster.mk derives cluster b's state dir, ports (DEVCLUSTER_PORT_OFFSET 4500) and ClusterName.
 B_MAKE = {"CLUSTER": "b"}
-
-
-def cluster_name(state_dir):
-    """ClusterName of a dev cluster, read from its slurm.conf (not through the code under test)."""
-    with open(os.path.join(state_dir, "etc", "slurm.conf")) as handle:
-        for line in handle:
-            if line.startswith("ClusterName="):
-                return line.strip().split("=", 1)[1]
-    raise AssertionError("no ClusterName in %s" % state_dir)
 
 
 @contextlib.contextmanager

@@ -23,6 +23,7 @@ from conftest import (
     INVENTORY,
     REPO,
     SLURM_CONF,
+    cluster_name,
     make,
     module,
     run,
@@ -412,8 +413,8 @@ def test_sbatch_parser_on_real_outputs(jobs):
     forms = {
         "plain": ["sbatch"] + base,
         "parsable": ["sbatch", "--parsable"] + base,
-        "on cluster": ["sbatch", "-M", "devcluster"] + base,
-        "parsable on cluster": ["sbatch", "--parsable", "-M", "devcluster"] + base,
+        "on cluster": ["sbatch", "-M", cluster_name()] + base,
+        "parsable on cluster": ["sbatch", "--parsable", "-M", cluster_name()] + base,
     }
     seen = {}
     for form, cmd in forms.items():
@@ -425,4 +426,4 @@ def test_sbatch_parser_on_real_outputs(jobs):
     ids = [job_id for job_id, dummy in seen.values()]
     assert sorted(ids) == sorted(int(r["id"]) for r in squeue(name))
     assert seen["plain"][1] is None and seen["parsable"][1] is None
-    assert seen["on cluster"][1] == "devcluster" and seen["parsable on cluster"][1] == "devcluster"
+    assert seen["on cluster"][1] == cluster_name() and seen["parsable on cluster"][1] == cluster_name()

@@ -15,6 +15,7 @@ import time
 import pytest
 
 from conftest import (
+    cluster_name,
     is_healthy,
     make,
     nodes,
@@ -149,7 +150,7 @@ def test_circuit_breaker_touches_nothing_when_many_nodes_break_at_once(healthy):
     assert [(n, after[n]["state"], after[n]["reason"]) for n in sorted(after)] == \
         [(n, before_nodes[n]["state"], before_nodes[n]["reason"]) for n in sorted(before_nodes)]
     with open(textfile) as handle:
-        assert 'clusterops_remediate_circuit_open{cluster="devcluster"} 1\n' in handle.read()
+        assert 'clusterops_remediate_circuit_open{cluster="%s"} 1\n' % cluster_name() in handle.read()
     # Once the shared cause is fixed and fewer nodes are broken, the next run heals as usual.
     scontrol("update", "NodeName=n[1-2]", "State=RESUME")
     proc, recap = playbook(REMEDIATE, *ALL)

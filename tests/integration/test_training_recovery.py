@@ -25,7 +25,7 @@ import time
 
 import pytest
 
-from conftest import (REPO, SLURM_CONF, cluster_info, is_healthy, job_venv, make, playbook,
+from conftest import (INVENTORY, REPO, SLURM_CONF, cluster_info, is_healthy, job_venv, make, playbook,
                       reset_cluster, run, shared_tmpdir, slurm_env, wait_for)
 
 torch = pytest.importorskip("torch")
@@ -444,7 +444,7 @@ def test_overlapping_remediations_submit_once(clean):
         os.chmod(path, 0o755)
     # Two remediations at once (AWX schedules overlap): the registry lock lets one decide and
     # submit; the other then sees the new job active.
-    cmd = ["ansible", "-i", os.path.join(REPO, ".devcluster", "inventory.yml"), "localhost",
+    cmd = ["ansible", "-i", INVENTORY, "localhost",
            "-m", "clusterops.slurm.training_restart",
            "-a", json.dumps({"registry": clean["registry"], "runs": [r["name"]], "slurm_bin_dir": slow,
                              "slurm_conf": SLURM_CONF})]
