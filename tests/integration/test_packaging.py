@@ -75,7 +75,7 @@ def test_installed_tarball_runs_remediate_and_changes_nothing(healthy, tmp_path)
     assert counts["ok"] > 0, proc.stdout
     # The roles ran from the installed copy (role paths are printed with -v only; the task
     # names carry the FQCN role name).
-    assert "clusterops.slurm.remediate_nodes : Read every node once" in proc.stdout
+    assert "clusterops.slurm.remediate_nodes : Read, plan and heal" in proc.stdout
     after = nodes()
     assert all(is_healthy(v) for v in after.values()), after
     assert sorted(after) == sorted(healthy)
