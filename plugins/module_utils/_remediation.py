@@ -45,6 +45,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
+import sys
 import time
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist
@@ -412,7 +413,10 @@ def scope_names(nodes, expression):
     try:
         import jmespath  # pylint: disable=import-outside-toplevel
     except ImportError:
-        raise RemediationError("scope needs the jmespath Python library")
+        raise RemediationError(
+            "scope needs the jmespath Python library on the host that reads the nodes (%s): "
+            "install Debian's python3-jmespath or 'pip install jmespath' there, or leave scope "
+            "empty" % sys.executable)
     try:
         selected = jmespath.search(expression, nodes)
     except jmespath.exceptions.JMESPathError as exc:

@@ -29,6 +29,8 @@ description:
     and the report still happen; the role C(clusterops.slurm.remediate_nodes) fails afterwards.
 author:
   - clusterops.slurm maintainers (!UNKNOWN)
+requirements:
+  - C(jmespath) (Debian's C(python3-jmespath)) on the host the module runs on, only when O(scope) is set.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - clusterops.slurm.slurm_cli
