@@ -49,6 +49,7 @@ TIMEOUT_RC = 124
 #: serialisable. Python's ``replace`` codec error handler.
 DECODE_ERRORS = "replace"
 
+
 def read_large(module, argv, environ_update=None, errors=DECODE_ERRORS):
     # type: (Any, List[str], Optional[Dict[str, str]], str) -> Tuple[int, str, str]
     """Run ``argv`` (a list, no shell) and return ``(rc, stdout, stderr)`` as text, like
