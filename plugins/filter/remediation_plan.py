@@ -292,7 +292,10 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._remediation impo
     DEFAULT_HEAL_BUDGET,
     DEFAULT_HEAL_SINCE,
     DEFAULT_HEAL_WINDOW,
+    DEFAULT_MAX_NODES,
+    DEFAULT_MAX_PERCENT,
     DEFAULT_REBOOT_REASON,
+    DEFAULT_SCOPE,
     RemediationError,
     plan_remediation,
     resolve_classes,
@@ -302,7 +305,8 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._remediation impo
 display = Display()
 
 
-def remediation_plan(nodes, classes=None, scope="", max_nodes=16, max_percent=10, events=None,
+def remediation_plan(nodes, classes=None, scope=DEFAULT_SCOPE, max_nodes=DEFAULT_MAX_NODES,
+                     max_percent=DEFAULT_MAX_PERCENT, events=None,
                      heal_budget=DEFAULT_HEAL_BUDGET, heal_window=DEFAULT_HEAL_WINDOW, circuit=None,
                      reboot_reason=DEFAULT_REBOOT_REASON, allow_reasons=None, reboot_reasons=None,
                      heal_since=DEFAULT_HEAL_SINCE):

@@ -40,6 +40,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._node_state impor
     parse_state,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
+    SlurmAnswerError,
     json_errors,
     json_release,
 )
@@ -58,7 +59,7 @@ TEXT_FIELDS = ("%N", "%P", "%T", "%c", "%m", "%G", "%f", "%u", "%H", "%E")
 TEXT_FORMAT = TEXT_SEP.join(TEXT_FIELDS)
 
 
-class NodeParseError(ValueError):
+class NodeParseError(SlurmAnswerError):
     """Slurm output that cannot be read as nodes."""
 
 

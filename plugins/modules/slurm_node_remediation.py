@@ -194,88 +194,51 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._node_actions imp
     apply_node_changes,
     plan_node_changes,
 )
-from ansible_collections.clusterops.slurm.plugins.module_utils._node_events import (
-    NodeEventParseError,
-    read_node_events,
-)
-from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import (
-    NodeParseError,
-    read_nodes,
-)
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_events import read_node_events
+from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import read_nodes
 from ansible_collections.clusterops.slurm.plugins.module_utils._remediation import (
     ALLOWLIST_DEPRECATION,
     DEFAULT_CIRCUIT,
     DEFAULT_HEAL_BUDGET,
     DEFAULT_HEAL_SINCE,
     DEFAULT_HEAL_WINDOW,
+    DEFAULT_MAX_NODES,
+    DEFAULT_MAX_PERCENT,
     DEFAULT_REBOOT_REASON,
+    DEFAULT_SCOPE,
     RemediationError,
     plan_remediation,
     resolve_classes,
     scope_names,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
-    SlurmCLI,
-    SlurmCommandError,
+    TaskFailure,
+    run_module,
     slurm_argument_spec,
 )
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=slurm_argument_spec(
-            classes=dict(type="list", elements="dict"),
-            allow_reasons=dict(type="list", elements="str"),
-            reboot_reasons=dict(type="list", elements="str"),
-            heal_budget=dict(type="int", default=DEFAULT_HEAL_BUDGET),
-            heal_window=dict(type="int", default=DEFAULT_HEAL_WINDOW),
-            heal_since=dict(type="int", default=DEFAULT_HEAL_SINCE),
-            circuit=dict(type="dict", options=dict(
-                window=dict(type="int", default=DEFAULT_CIRCUIT["window"]),
-                max_nodes=dict(type="int", default=DEFAULT_CIRCUIT["max_nodes"]),
-                max_percent=dict(type="float", default=DEFAULT_CIRCUIT["max_percent"]),
-                min_nodes=dict(type="int", default=DEFAULT_CIRCUIT["min_nodes"]),
-            )),
-            reboot_reason=dict(type="str", default=DEFAULT_REBOOT_REASON),
-            scope=dict(type="str", default=""),
-            max_nodes=dict(type="int", default=16),
-            max_percent=dict(type="float", default=10.0),
-        ),
-        mutually_exclusive=[("classes", "allow_reasons"), ("classes", "reboot_reasons")],
-        supports_check_mode=True,
-    )
+def remediate(module, cli):
     params = module.params
-    try:
-        classes, deprecated = resolve_classes(params["classes"], params["allow_reasons"], params["reboot_reasons"])
-    except RemediationError as exc:
-        module.fail_json(msg=str(exc))
+    classes, deprecated = resolve_classes(params["classes"], params["allow_reasons"], params["reboot_reasons"])
     if deprecated:
         module.deprecate(ALLOWLIST_DEPRECATION, version="2.0.0", collection_name="clusterops.slurm")
     if params["heal_window"] < 1:
-        module.fail_json(msg="heal_window must be >= 1, not %d" % params["heal_window"])
+        raise TaskFailure("heal_window must be >= 1, not %d" % params["heal_window"])
 
-    cli = SlurmCLI(module)
     now = time.time()
-    try:
-        nodes, dummy = read_nodes(cli)
-        events = None
-        if params["heal_budget"] > 0:
-            # Heals before heal_since never count: the events before it are not read either (the
-            # accounting of a cluster whose admins drain thousands of nodes holds as many events).
-            events = read_node_events(cli, max(int(now) - params["heal_window"], params["heal_since"]))
-    except SlurmCommandError as exc:
-        cli.fail(exc)
-    except (NodeParseError, NodeEventParseError) as exc:
-        module.fail_json(msg=str(exc), commands=cli.calls)
-    try:
-        in_scope = scope_names(nodes, params["scope"]) if params["scope"] else None
-        plan = plan_remediation(
-            nodes, classes=classes, in_scope=in_scope, max_nodes=params["max_nodes"],
-            max_percent=params["max_percent"], events=events, heal_budget=params["heal_budget"],
-            heal_window=params["heal_window"], heal_since=params["heal_since"],
-            circuit=params["circuit"] or dict(DEFAULT_CIRCUIT), reboot_reason=params["reboot_reason"], now=now)
-    except RemediationError as exc:
-        module.fail_json(msg=str(exc), commands=cli.calls)
+    nodes, dummy = read_nodes(cli)
+    events = None
+    if params["heal_budget"] > 0:
+        # Heals before heal_since never count: the events before it are not read either (the
+        # accounting of a cluster whose admins drain thousands of nodes holds as many events).
+        events = read_node_events(cli, max(int(now) - params["heal_window"], params["heal_since"]))
+    in_scope = scope_names(nodes, params["scope"]) if params["scope"] else None
+    plan = plan_remediation(
+        nodes, classes=classes, in_scope=in_scope, max_nodes=params["max_nodes"],
+        max_percent=params["max_percent"], events=events, heal_budget=params["heal_budget"],
+        heal_window=params["heal_window"], heal_since=params["heal_since"],
+        circuit=params["circuit"] or dict(DEFAULT_CIRCUIT), reboot_reason=params["reboot_reason"], now=now)
 
     # From the state read above: the three kinds of change touch disjoint nodes.
     steps = [("reboot", plan["reboot"], dict(reason=params["reboot_reason"], asap=True, nextstate="resume")),
@@ -301,11 +264,37 @@ def main():
     result = dict(
         changed=bool(done["reboot"] or done["resume"] or done["drain"]),
         plan=plan, rebooted=done["reboot"], resumed=done["resume"], drained=done["drain"],
-        failed_nodes=failed, errors=errors, changes=changes, commands=cli.calls,
+        failed_nodes=failed, errors=errors, changes=changes,
     )
     if module._diff:
         result["diff"] = {"before": before, "after": after}
-    module.exit_json(**result)
+    return result
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=slurm_argument_spec(
+            classes=dict(type="list", elements="dict"),
+            allow_reasons=dict(type="list", elements="str"),
+            reboot_reasons=dict(type="list", elements="str"),
+            heal_budget=dict(type="int", default=DEFAULT_HEAL_BUDGET),
+            heal_window=dict(type="int", default=DEFAULT_HEAL_WINDOW),
+            heal_since=dict(type="int", default=DEFAULT_HEAL_SINCE),
+            circuit=dict(type="dict", options=dict(
+                window=dict(type="int", default=DEFAULT_CIRCUIT["window"]),
+                max_nodes=dict(type="int", default=DEFAULT_CIRCUIT["max_nodes"]),
+                max_percent=dict(type="float", default=DEFAULT_CIRCUIT["max_percent"]),
+                min_nodes=dict(type="int", default=DEFAULT_CIRCUIT["min_nodes"]),
+            )),
+            reboot_reason=dict(type="str", default=DEFAULT_REBOOT_REASON),
+            scope=dict(type="str", default=DEFAULT_SCOPE),
+            max_nodes=dict(type="int", default=DEFAULT_MAX_NODES),
+            max_percent=dict(type="float", default=DEFAULT_MAX_PERCENT),
+        ),
+        mutually_exclusive=[("classes", "allow_reasons"), ("classes", "reboot_reasons")],
+        supports_check_mode=True,
+    )
+    run_module(module, remediate, errors=(RemediationError,))
 
 
 if __name__ == "__main__":
