@@ -142,8 +142,11 @@ _REASON_FLAGS = frozenset((
 
 def release_text(release):
     # type: (Optional[Tuple[int, ...]]) -> str
-    """``(24, 11, 5)`` as ``"24.11.5"``; ``"unknown"`` for None."""
-    return ".".join(str(p) for p in release) if release else "unknown"
+    """``(24, 11, 5)`` as ``"24.11.5"``, ``(22, 5, 8)`` as ``"22.05.8"`` (Slurm's own spelling,
+    the minor in two digits); ``"unknown"`` for None."""
+    if not release:
+        return "unknown"
+    return ".".join(["%d" % release[0], "%02d" % release[1]] + ["%d" % p for p in release[2:]])
 
 
 def _reason(raw):
