@@ -32,8 +32,10 @@ author:
   - clusterops.slurm maintainers (!UNKNOWN)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - clusterops.slurm.attributes
+  - clusterops.slurm.attributes.IDEMPOTENT
+  - clusterops.slurm.attributes.INFO_MODULE
   - clusterops.slurm.slurm_cli
-  - clusterops.slurm.slurm_cli.INFO_MODULE
 options:
   nodes:
     description:

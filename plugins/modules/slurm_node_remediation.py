@@ -31,6 +31,9 @@ author:
   - clusterops.slurm maintainers (!UNKNOWN)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - clusterops.slurm.attributes
+  - clusterops.slurm.attributes.IDEMPOTENT
+  - clusterops.slurm.remediation_policy
   - clusterops.slurm.slurm_cli
 attributes:
   check_mode:
@@ -39,79 +42,10 @@ attributes:
   diff_mode:
     support: full
     details: Before and after (state and reason) of every node that changes.
-options:
-  classes:
-    description:
-      - Reason classes C({name, match, action}), in order, first match wins; see the
-        P(clusterops.slurm.remediation_plan#filter) filter's O(clusterops.slurm.remediation_plan#filter:classes).
-      - Omitted, the collection's default classes (listed there and in C(docs/node-remediation.md)).
-    type: list
-    elements: dict
-  allow_reasons:
-    description: Deprecated, use O(classes); as the filter's O(clusterops.slurm.remediation_plan#filter:allow_reasons).
-    type: list
-    elements: str
-  reboot_reasons:
-    description: Deprecated, use O(classes). See O(allow_reasons).
-    type: list
-    elements: str
-  heal_budget:
-    description:
-      - Heals within O(heal_window) after which a node is left for a human. V(0) turns the budget
-        off, and Slurm's accounting is not read.
-    type: int
-    default: 3
-  heal_window:
-    description: Seconds back from now in which heals count (and events are read).
-    type: int
-    default: 86400
-  heal_since:
-    description:
-      - Unix seconds; heals before this time do not count either, and older events are not read.
-        V(0) sets no such limit.
-    type: int
-    default: 0
-  circuit:
-    description: Circuit breaker settings.
-    type: dict
-    suboptions:
-      window:
-        description: Seconds back from now in which broken nodes count. V(0) turns the breaker off.
-        type: int
-        default: 1800
-      max_nodes:
-        description: Upper bound of the threshold.
-        type: int
-        default: 32
-      max_percent:
-        description: Threshold as percent of the nodes in scope.
-        type: float
-        default: 10
-      min_nodes:
-        description: Lower bound of the threshold.
-        type: int
-        default: 3
-  reboot_reason:
-    description: The reason given to the nodes it reboots; a node still broken with it is a reboot in flight.
-    type: str
-    default: "clusterops.slurm remediation: reboot"
-  scope:
-    description:
-      - A JMESPath expression over the node list (the fields of
-        M(clusterops.slurm.slurm_node_info)'s RV(clusterops.slurm.slurm_node_info#module:nodes))
-        that selects the nodes to consider at all, e.g. V([?contains(partitions, 'gpu')]).
-        Empty means every node.
-      - Needs the C(jmespath) Python library on the host the module runs on.
-    type: str
-    default: ""
-  max_nodes:
-    description: Most nodes rebooting or acted on at once. V(0) acts on none.
-    type: int
-    default: 16
-  max_percent:
-    description: Most nodes rebooting or acted on at once, as percent of all nodes of the cluster.
-    type: float
-    default: 10
+  idempotent:
+    details:
+      - A second run finds the nodes it rebooted in flight, those it resumed in service and those
+        it drained as flapping held for a human.
 seealso:
   - plugin: clusterops.slurm.remediation_plan
     plugin_type: filter
