@@ -609,8 +609,8 @@ def plan_remediation(nodes, classes=DEFAULT_REASON_CLASSES, in_scope=None, max_n
     report += ["%s: class %s needs a human (%s, reason %r) [needs a human]"
                % (h["name"], h["class"], h["state"], h["reason"]) for h in human]
     skipped_groups = summarise_skipped(skipped)
-    report += ["%s: skipped, %s (%d node%s, reason %r)" % (g["hostlist"], g["why"], g["count"],
-                                                          "" if g["count"] == 1 else "s", g["reason"])
+    report += ["%s: skipped, %s (%d node%s, reason %r)"
+               % (g["hostlist"], g["why"], g["count"], "" if g["count"] == 1 else "s", g["reason"])
                for g in skipped_groups]
     reboot_names = [c["name"] for c in acted if c["action"] == "reboot"]
     resume_names = [c["name"] for c in acted if c["action"] == "resume"]

@@ -55,6 +55,7 @@ TIMEOUT_RC = 124
 #: serialisable. Python's ``replace`` codec error handler.
 DECODE_ERRORS = "replace"
 
+
 def read_large(module, argv, environ_update=None, errors=DECODE_ERRORS):
     # type: (Any, List[str], Optional[Dict[str, str]], str) -> Tuple[int, str, str]
     """Run ``argv`` (a list, no shell) and return ``(rc, stdout, stderr)`` as text, like
@@ -362,8 +363,8 @@ class SlurmCLI(object):
         report the others like :meth:`run` does.
         """
         return SlurmCommandError(
-            "%s failed (rc=%s) while trying to %s: %s" % (name, rc, what or "run it",
-                                                         slurm_words(rc, out, err)),
+            "%s failed (rc=%s) while trying to %s: %s"
+            % (name, rc, what or "run it", slurm_words(rc, out, err)),
             self.calls[-1], rc, out, err)
 
     def release(self):
@@ -481,13 +482,13 @@ def run_module(module, task, errors=()):
     """
     cli = SlurmCLI(module)
     try:
-        result = task(module, cli)
+        outcome = task(module, cli)
     except SlurmCommandError as exc:
-        failure = TaskFailure(exc.msg, **exc.result())
+        outcome = TaskFailure(exc.msg, **exc.result())
     except TaskFailure as exc:
-        failure = exc
+        outcome = exc
     except (SlurmAnswerError,) + tuple(errors) as exc:
-        failure = TaskFailure(str(exc))
-    else:
-        module.exit_json(commands=cli.calls, **result)
-    module.fail_json(msg=failure.msg, commands=cli.calls, **failure.result)
+        outcome = TaskFailure(str(exc))
+    if isinstance(outcome, TaskFailure):
+        module.fail_json(msg=outcome.msg, commands=cli.calls, **outcome.result)
+    module.exit_json(commands=cli.calls, **outcome)
