@@ -216,7 +216,6 @@ from ansible.utils.display import Display
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._remediation import (
     ALLOWLIST_DEPRECATION,
-    DEFAULT_CIRCUIT,
     DEFAULT_HEAL_BUDGET,
     DEFAULT_HEAL_SINCE,
     DEFAULT_HEAL_WINDOW,
@@ -253,7 +252,7 @@ def remediation_plan(nodes, classes=None, scope=DEFAULT_SCOPE, max_nodes=DEFAULT
             [dict(n) for n in nodes],
             classes=classes, in_scope=in_scope, max_nodes=max_nodes, max_percent=max_percent, events=events,
             heal_budget=heal_budget, heal_window=heal_window, heal_since=heal_since,
-            circuit=dict(DEFAULT_CIRCUIT, **(circuit or {})), reboot_reason=reboot_reason)
+            circuit=circuit, reboot_reason=reboot_reason)
     except (RemediationError, KeyError, TypeError) as exc:
         raise AnsibleFilterError("remediation_plan: %s" % to_native(exc))
 

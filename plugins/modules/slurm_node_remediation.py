@@ -172,7 +172,7 @@ def remediate(module, cli):
         nodes, classes=classes, in_scope=in_scope, max_nodes=params["max_nodes"],
         max_percent=params["max_percent"], events=events, heal_budget=params["heal_budget"],
         heal_window=params["heal_window"], heal_since=params["heal_since"],
-        circuit=params["circuit"] or dict(DEFAULT_CIRCUIT), reboot_reason=params["reboot_reason"], now=now)
+        circuit=params["circuit"], reboot_reason=params["reboot_reason"], now=now)
 
     # From the state read above: the three kinds of change touch disjoint nodes.
     steps = [("reboot", plan["reboot"], dict(reason=params["reboot_reason"], asap=True, nextstate="resume")),
