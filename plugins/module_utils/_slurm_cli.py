@@ -470,7 +470,7 @@ def state_names_option(params, option, state_matches, state):
 def run_module(module, task, errors=()):
     # type: (Any, Callable[[Any, SlurmCLI], Dict[str, Any]], Tuple[type, ...]) -> None
     """Run ``task(module, cli)`` with a :class:`SlurmCLI` for ``module`` and exit with the result it
-    returns plus ``commands`` (every Slurm command the task ran, or would run), or fail the one
+    returns plus ``commands`` (every Slurm command the task ran), or fail the one
     way every module of this collection fails, with ``commands`` too:
 
     - :class:`SlurmCommandError`: its message, ``cmd``, ``rc``, ``stdout`` and ``stderr``;
