@@ -40,6 +40,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._node_state impor
     parse_state,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
+    SlurmAnswerError,
     json_errors,
     json_release,
 )
@@ -58,7 +59,7 @@ TEXT_FIELDS = ("%N", "%P", "%T", "%c", "%m", "%G", "%f", "%u", "%H", "%E")
 TEXT_FORMAT = TEXT_SEP.join(TEXT_FIELDS)
 
 
-class NodeParseError(ValueError):
+class NodeParseError(SlurmAnswerError):
     """Slurm output that cannot be read as nodes."""
 
 
@@ -141,8 +142,11 @@ _REASON_FLAGS = frozenset((
 
 def release_text(release):
     # type: (Optional[Tuple[int, ...]]) -> str
-    """``(24, 11, 5)`` as ``"24.11.5"``; ``"unknown"`` for None."""
-    return ".".join(str(p) for p in release) if release else "unknown"
+    """``(24, 11, 5)`` as ``"24.11.5"``, ``(22, 5, 8)`` as ``"22.05.8"`` (Slurm's own spelling,
+    the minor in two digits); ``"unknown"`` for None."""
+    if not release:
+        return "unknown"
+    return ".".join(["%d" % release[0], "%02d" % release[1]] + ["%d" % p for p in release[2:]])
 
 
 def _reason(raw):

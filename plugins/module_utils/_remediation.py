@@ -112,6 +112,14 @@ DEFAULT_HEAL_WINDOW = 24 * 3600
 #: Unix seconds before which no heal counts (0: none).
 DEFAULT_HEAL_SINCE = 0
 
+#: Blast radius: at most min(max_nodes, max(1, floor(total * max_percent / 100))) nodes rebooting or
+#: acted on at once.
+DEFAULT_MAX_NODES = 16
+DEFAULT_MAX_PERCENT = 10.0
+
+#: JMESPath expression over the node list that selects the nodes to consider ("": every node).
+DEFAULT_SCOPE = ""
+
 #: Circuit breaker: more nodes than min(max_nodes, max(min_nodes, percent of scope)) broken
 #: within the window (seconds) means a cluster-wide failure: nothing is healed.
 DEFAULT_CIRCUIT = {"window": 1800, "max_nodes": 32, "max_percent": 10.0, "min_nodes": 3}
@@ -435,8 +443,8 @@ def scope_names(nodes, expression):
     return names
 
 
-def plan_remediation(nodes, classes=DEFAULT_REASON_CLASSES, in_scope=None, max_nodes=16,
-                     max_percent=10.0, events=None, heal_budget=DEFAULT_HEAL_BUDGET,
+def plan_remediation(nodes, classes=DEFAULT_REASON_CLASSES, in_scope=None, max_nodes=DEFAULT_MAX_NODES,
+                     max_percent=DEFAULT_MAX_PERCENT, events=None, heal_budget=DEFAULT_HEAL_BUDGET,
                      heal_window=DEFAULT_HEAL_WINDOW, circuit=None,
                      reboot_reason=DEFAULT_REBOOT_REASON, now=None, heal_since=DEFAULT_HEAL_SINCE):
     # type: (List[Dict[str, Any]], Sequence[Dict[str, Any]], Optional[Sequence[str]], int, float,

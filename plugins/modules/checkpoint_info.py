@@ -39,7 +39,8 @@ author:
   - clusterops.slurm maintainers (!UNKNOWN)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - clusterops.slurm.slurm_cli.INFO_MODULE
+  - clusterops.slurm.attributes.IDEMPOTENT
+  - clusterops.slurm.attributes.INFO_MODULE
 attributes:
   platform:
     platforms: posix
