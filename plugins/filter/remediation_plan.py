@@ -225,7 +225,7 @@ _value:
       elements: dict
     skipped:
       description:
-        - The broken nodes left alone on purpose, summarised (their number grows with the cluster):
+        - The broken nodes left alone on purpose, summarised (their number grows with the cluster) -
           one C({why, reason, count, hostlist}) per distinct why and reason, largest first.
       type: list
       elements: dict

@@ -158,7 +158,7 @@ resumed:
   type: list
   elements: str
 drained:
-  description: Flapping nodes it drained with their C(clusterops: flapping) reason (in check mode, would).
+  description: "Flapping nodes it drained with their C(clusterops: flapping) reason (in check mode, would)."
   returned: success
   type: list
   elements: str
@@ -168,7 +168,7 @@ failed_nodes:
   type: dict
   sample: {"n1": "slurm_update error: Invalid node state specified"}
 errors:
-  description: One message per refused call, C(<what>: <Slurm's words>).
+  description: "One message per refused call, C(<what>: <Slurm's words>)."
   returned: success
   type: list
   elements: str
