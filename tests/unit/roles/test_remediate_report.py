@@ -5,8 +5,8 @@
 """The role remediate's election and report (roles/remediate/tasks/elect.yml, report.yml), run by
 ansible-playbook on this machine with the two part roles' summaries given as host variables: one
 host per cluster, no Slurm. training_restart's needs_human as items {run, why} and as run names
-with the report's "[needs a human]" lines give the same line; the fleet's set_stats, the summary
-lines, the Prometheus textfile and the failure that names the cluster."""
+with the report's "[needs a human]" lines give the same lines (suspect nodes included); the fleet's
+set_stats, the summary lines, the Prometheus textfile and the failure that names the cluster."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -23,19 +23,24 @@ import yaml
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 
-WHY = "ended, newest valid step 3 -> stop: budget of 1 resubmission(s) used up"
+WHY = "budget of 1 resubmission(s) used up"
 LINE = "run-a: %s [needs a human]" % WHY
+SUSPECT = "suspect node n4: run run-a failed on it (jobs 11,12) -> drained (was IDLE) [needs a human]"
 NODES = {"rebooted": ["n1"], "resumed": ["n2", "n3"], "skipped_count": 4, "overflow": [], "flapping": [],
          "needs_human": [], "in_flight": ["n1"], "circuit": {"open": False}, "failed": {}, "errors": []}
-TRAINING = {"resubmitted": ["run-b"], "hung": [], "suspects": [], "suspect_drained": [],
+TRAINING = {"resubmitted": ["run-b"], "hung": [], "suspect_drained": ["n4"],
+            "suspects": [{"node": "n4", "runs": ["run-a"], "jobs": ["11", "12"], "action": "drain"}],
             "report": ["run-b: ended, newest valid step 7 -> resubmit (job 12): job 11 ended NODE_FAIL"]}
 HOSTS = {
-    # today's training_restart: names, and the report's lines that end in "[needs a human]"
-    "prose": {"remediate_training_summary": dict(TRAINING, needs_human=["run-a"], report=TRAINING["report"] + [LINE])},
-    # structured items; the report's line worded otherwise, so only the items can give LINE
-    "items": {"remediate_training_summary": dict(TRAINING, needs_human=[{"run": "run-a", "why": WHY}],
-                                                 report=TRAINING["report"] + ["run-a: stopped"])},
-    "green": {"remediate_training_summary": dict(TRAINING, needs_human=[])},
+    # training_restart before issue 14: names, and the report's lines that end in "[needs a human]"
+    "prose": {"remediate_training_summary": dict(TRAINING, needs_human=["run-a"],
+                                                 report=TRAINING["report"] + [LINE, SUSPECT])},
+    # items {run, why}; the report words run-a otherwise, so only the item can give LINE
+    "items": {"remediate_training_summary": dict(TRAINING, needs_human=[{"run": "run-a", "why": WHY}], report=(
+        TRAINING["report"] + ["run-a: ended, newest valid step 3 -> stop: %s [needs a human]" % WHY, SUSPECT]))},
+    # no run needs a human, a suspect node does (either form)
+    "suspect": {"remediate_training_summary": dict(TRAINING, needs_human=[], report=TRAINING["report"] + [SUSPECT])},
+    "green": {"remediate_training_summary": dict(TRAINING, needs_human=[], suspects=[], suspect_drained=[])},
 }
 
 
@@ -79,34 +84,42 @@ def task(result, name):
     return tasks[0]["hosts"]
 
 
-def test_training_needs_human_items_and_prose_give_the_same_line(played):
+def test_training_needs_human_items_and_prose_give_the_same_lines(played):
     rc, result, _prom = played
     fleet = result["global_custom_stats"]["remediate"]
     assert rc == 2
-    assert fleet["needs_human"] == ["cluster items: " + LINE, "cluster prose: " + LINE]
-    assert fleet["clusters_needing_human"] == ["items", "prose"]
+    assert fleet["needs_human"] == ["cluster items: " + LINE, "cluster items: " + SUSPECT,
+                                    "cluster prose: " + LINE, "cluster prose: " + SUSPECT,
+                                    "cluster suspect: " + SUSPECT]
+    assert fleet["clusters_needing_human"] == ["items", "prose", "suspect"]
     assert fleet["clusters"]["items"]["runs_needing_human"] == fleet["clusters"]["prose"]["runs_needing_human"] == 1
     failed = task(result, "Fail when something needs a human")
-    assert failed["prose"]["msg"] == "Remediation needs a human: cluster prose: " + LINE
-    assert failed["items"]["msg"] == "Remediation needs a human: cluster items: " + LINE
+    assert failed["prose"]["msg"] == "Remediation needs a human: cluster prose: %s; cluster prose: %s" % (LINE, SUSPECT)
+    assert failed["items"]["msg"] == "Remediation needs a human: cluster items: %s; cluster items: %s" % (LINE, SUSPECT)
+    assert failed["suspect"]["msg"] == "Remediation needs a human: cluster suspect: " + SUSPECT
     assert failed["green"].get("skipped")
 
 
 def test_fleet_totals_summary_lines_and_textfile(played):
     _rc, result, prom = played
     fleet = result["global_custom_stats"]["remediate"]
-    assert fleet["nodes_healed"] == 9 and fleet["nodes_skipped"] == 12 and fleet["nodes_in_flight"] == 3
-    assert fleet["runs_resubmitted"] == 3 and fleet["runs_needing_human"] == 2 and fleet["slurm_readable"]
-    assert sorted(fleet["clusters"]) == ["green", "items", "prose"]
+    assert fleet["nodes_healed"] == 12 and fleet["nodes_skipped"] == 16 and fleet["nodes_in_flight"] == 4
+    assert fleet["runs_resubmitted"] == 4 and fleet["runs_needing_human"] == 2 and fleet["slurm_readable"]
+    assert fleet["nodes_suspect"] == 3 and fleet["nodes_suspect_drained"] == 3
+    assert sorted(fleet["clusters"]) == ["green", "items", "prose", "suspect"]
+    healed = "acted; nodes healed 3, skipped 4, overflow 0"
     assert fleet["report"] == [
-        "cluster green: green acted; nodes healed 3, skipped 4, overflow 0; runs resubmitted 1",
-        "cluster items: items acted; nodes healed 3, skipped 4, overflow 0; runs resubmitted 1 - needs a human",
-        "cluster prose: prose acted; nodes healed 3, skipped 4, overflow 0; runs resubmitted 1 - needs a human"]
+        "cluster green: green %s; runs resubmitted 1" % healed,
+        "cluster items: items %s, suspect 1 (drained 1); runs resubmitted 1 - needs a human" % healed,
+        "cluster prose: prose %s, suspect 1 (drained 1); runs resubmitted 1 - needs a human" % healed,
+        "cluster suspect: suspect %s, suspect 1 (drained 1); runs resubmitted 1 - needs a human" % healed]
     assert task(result, "Fleet summary, one line per cluster")["green"]["msg"] == fleet["report"]
     lines = set(open(str(prom) % "green").read().splitlines())
     assert {'clusterops_remediate_nodes_healed{cluster="green"} 3',
             'clusterops_remediate_needs_human{cluster="items"} 1',
             'clusterops_remediate_runs_needing_human{cluster="prose"} 1',
+            'clusterops_remediate_nodes_suspect{cluster="suspect"} 1',
             'clusterops_remediate_slurm_readable{cluster="green"} 1',
-            "clusterops_remediate_fleet_clusters 3", "clusterops_remediate_fleet_clusters_needing_human 2",
-            "clusterops_remediate_fleet_nodes_healed 9", "clusterops_remediate_fleet_runs_resubmitted 3"} <= lines
+            "clusterops_remediate_fleet_clusters 4", "clusterops_remediate_fleet_clusters_needing_human 3",
+            "clusterops_remediate_fleet_nodes_healed 12", "clusterops_remediate_fleet_runs_resubmitted 4",
+            "clusterops_remediate_fleet_nodes_suspect 3"} <= lines
