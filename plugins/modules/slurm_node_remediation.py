@@ -22,7 +22,7 @@ description:
     collection's C(docs/node-remediation.md)); then runs one C(scontrol reboot ASAP
     nextstate=resume) for all nodes to reboot, one C(scontrol update State=RESUME) for all nodes
     to resume and one drain per distinct flapping reason, from the state it read.
-  - Returns the plan, not the nodes; its RV(plan.skipped) is summarised by why and reason.
+  - Returns the plan, not the nodes; its C(skipped) (in RV(plan)) is summarised by why and reason.
   - A read that may be partial (controller or slurmdbd unreachable, an answer with errors or no
     nodes) fails the task before anything acts. A change Slurm refuses does not fail it - the
     nodes are in RV(failed_nodes) and Slurm's words in RV(errors) - so that the other changes
