@@ -59,10 +59,10 @@ def ansible_playbook(tmp_path):
     (tmp_path / "play.yml").write_text(yaml.safe_dump([{
         "name": "Elect and report", "hosts": "slurm_controller", "gather_facts": False, "tasks": [
             {"name": "Start", "ansible.builtin.set_fact": {"remediate_started": "{{ now(utc=true).timestamp() }}"}},
-            {"name": "Elect", "ansible.builtin.include_role": {"name": "clusterops.slurm.remediate",
-                                                              "tasks_from": "elect.yml"}},
-            {"name": "Report", "ansible.builtin.include_role": {"name": "clusterops.slurm.remediate",
-                                                               "tasks_from": "report.yml"}}]}]))
+            {"name": "Elect", "ansible.builtin.include_role": {
+                "name": "clusterops.slurm.remediate", "tasks_from": "elect.yml"}},
+            {"name": "Report", "ansible.builtin.include_role": {
+                "name": "clusterops.slurm.remediate", "tasks_from": "report.yml"}}]}]))
     env = dict((k, v) for k, v in os.environ.items() if not k.startswith("ANSIBLE_"))
     env.update(ANSIBLE_CONFIG=str(tmp_path / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=str(tmp_path / "collections"),
                ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_SHOW_CUSTOM_STATS="1", ANSIBLE_NOCOLOR="1")
