@@ -21,7 +21,7 @@ import sys
 import time
 
 try:
-    from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union  # noqa: F401
+    from typing import Any, Optional, Sequence  # noqa: F401
 except ImportError:  # pragma: no cover
     pass
 

@@ -14,10 +14,9 @@ __metaclass__ = type
 
 
 try:
-    from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union  # noqa: F401
+    from typing import Any, Dict, List, Optional, Tuple, Union  # noqa: F401
 except ImportError:  # pragma: no cover
     pass
-
 
 
 FORMAT = "clusterops.checkpoint"
@@ -68,7 +67,6 @@ MAX_PICKLE_BYTES = 64 << 20
 #: level and in the reference trainer (objects, as ``torch.serialization.safe_globals`` takes them).
 #: The reference trainer saves tensors, numbers and Python containers only: none.
 LOAD_SAFE_GLOBALS = ()  # type: Tuple[Any, ...]
-
 
 
 class CheckpointError(Exception):
@@ -186,8 +184,6 @@ class Report(object):
                     latest_valid=self.latest_valid.to_dict() if self.latest_valid else None,
                     ignored=list(self.ignored), pointers=list(self.pointers),
                     warnings=list(self.warnings), finished=self.finished, unordered=list(self.unordered))
-
-
 
 
 class _Invalid(Exception):

@@ -18,7 +18,7 @@ import struct
 import zipfile
 
 try:
-    from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union  # noqa: F401
+    from typing import Any, List, Optional, Tuple  # noqa: F401
 except ImportError:  # pragma: no cover
     pass
 

@@ -18,7 +18,7 @@ import os
 import stat
 
 try:
-    from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union  # noqa: F401
+    from typing import Any, List, Tuple  # noqa: F401
 except ImportError:  # pragma: no cover
     pass
 

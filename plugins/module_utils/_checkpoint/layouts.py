@@ -18,7 +18,7 @@ import re
 import stat
 
 try:
-    from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union  # noqa: F401
+    from typing import Any, Callable, Dict, List, Sequence, Tuple  # noqa: F401
 except ImportError:  # pragma: no cover
     pass
 

@@ -27,7 +27,7 @@ except ImportError:  # pragma: no cover - not POSIX
     fcntl = None
 
 try:
-    from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union  # noqa: F401
+    from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union  # noqa: F401
 except ImportError:  # pragma: no cover
     pass
 

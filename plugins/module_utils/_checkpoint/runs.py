@@ -17,7 +17,7 @@ import os
 import re
 
 try:
-    from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union  # noqa: F401
+    from typing import Any, Dict, List, Optional, Tuple, Union  # noqa: F401
 except ImportError:  # pragma: no cover
     pass
 

@@ -21,7 +21,7 @@ import stat
 import time
 
 try:
-    from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union  # noqa: F401
+    from typing import Any, Callable, Dict, List, Mapping, Optional, Union  # noqa: F401
 except ImportError:  # pragma: no cover
     pass
 
