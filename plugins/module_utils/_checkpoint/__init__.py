@@ -20,7 +20,7 @@ Modules, one job each (this file re-exports the public API):
 ==============  =================================================================================
 ``common``      constants, :class:`CheckpointError`, :class:`Checkpoint`, :class:`Report`
 ``names``       entry names of each layout, Lightning names and name templates
-``fsutil``      hashing, directory fsync, bounded JSON reads, walks that stay inside a folder
+``fsutil``      hashing, fsync, atomic JSON files, flock, bounded JSON reads, walks inside a folder
 ``formats``     torch.save zips, safetensors headers, torch.distributed.checkpoint metadata
 ``layouts``     the checks of each layout at each validation level
 ``runs``        run folders: :func:`inspect`, :func:`scan`, :func:`latest_valid`, :func:`verify`
@@ -112,7 +112,10 @@ from .names import (  # noqa: F401
     parse_name,
 )
 from .fsutil import (  # noqa: F401
+    atomic_write_json,
     hash_file,
+    open_lock_file,
+    try_flock,
 )
 from .formats import (  # noqa: F401
     check_safetensors,
@@ -187,7 +190,10 @@ __all__ = [
     "lightning_progress",
     "parse_lightning_name",
     "parse_name",
+    "atomic_write_json",
     "hash_file",
+    "open_lock_file",
+    "try_flock",
     "check_safetensors",
     "check_torch_zip",
     "dcp_storage",

@@ -6,19 +6,31 @@
 # Note: this module is private to the clusterops.slurm collection. Its API may change
 # at any time without notice; do not use it from outside the collection.
 
-"""File-system helpers of the checkpoint library: hashing, directory fsync, bounded JSON reads, safe walks."""
+"""File-system helpers of the checkpoint library: hashing, directory fsync, atomic JSON files, flock,
+bounded JSON reads, walks that stay inside a folder.
+
+:func:`atomic_write_json`, :func:`open_lock_file` and :func:`try_flock` are meant for every writer of
+small state files in the collection (the checkpoint ``FINISHED`` marker and the prune lock here; the
+training registry's ``state.json`` and lock can use the same ones)."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import errno
 import hashlib
 import json
 import os
 import stat
+import tempfile
 
 try:
-    from typing import Any, List, Tuple  # noqa: F401
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None
+
+try:
+    from typing import Any, List, Optional, Tuple  # noqa: F401
 except ImportError:  # pragma: no cover
     pass
 
@@ -65,6 +77,76 @@ def _fsync_dir(path):
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def atomic_write_json(path, data, tmp=None, indent=None, mode=None, fsync=True):
+    # type: (str, Any, Optional[str], Optional[int], Optional[int], bool) -> str
+    """Replace the file ``path`` with ``data`` as JSON (sorted keys, a final newline), atomically.
+
+    Written to ``tmp`` (a path in the same folder; default a fresh ``.<name>.*.tmp`` from
+    :func:`tempfile.mkstemp`), flushed and fsynced, given ``mode`` (e.g. ``0o644``; None keeps what
+    the umask gave), renamed over ``path``, then the folder is fsynced; ``fsync=False`` skips both
+    fsyncs (tests, benchmarks). A reader sees the old file or the new one, never a part. On an
+    exception the temporary file is removed. Returns ``path``.
+
+    Raises:
+        OSError: from the file system (the folder is missing or not writable, the disk is full).
+    """
+    folder = os.path.dirname(path) or "."
+    if tmp is None:
+        fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), suffix=".tmp", dir=folder)
+        handle = os.fdopen(fd, "w")
+    else:
+        handle = open(tmp, "w")
+    try:
+        with handle:
+            json.dump(data, handle, indent=indent, sort_keys=True)
+            handle.write("\n")
+            handle.flush()
+            if fsync:
+                os.fsync(handle.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.rename(tmp, path)
+    except BaseException:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        raise
+    if fsync:
+        _fsync_dir(folder)
+    return path
+
+
+def open_lock_file(path):
+    # type: (str) -> int
+    """Open (create, mode 0644) a lock file for :func:`try_flock`, never through a symlink; returns the descriptor.
+
+    Raises:
+        OSError: it cannot be opened (``ELOOP`` for a symlink).
+    """
+    return os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), 0o644)
+
+
+def try_flock(fd):
+    # type: (int) -> bool
+    """Take an exclusive ``flock`` on ``fd`` without waiting: True when held, False when another holds it.
+
+    The kernel drops the lock when the descriptor is closed or its process dies, so a killed
+    holder never leaves a stale lock.
+
+    Raises:
+        OSError: ``flock`` failed otherwise (e.g. ``ENOLCK``/``EINVAL`` on a Lustre client mounted
+            without ``-o flock``), or ``ENOSYS`` where there is no ``fcntl`` (not POSIX).
+    """
+    if fcntl is None:  # pragma: no cover - not POSIX
+        raise OSError(errno.ENOSYS, "no fcntl on this platform")
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+            return False
+        raise
+    return True
 
 
 def _read_json(path, what, max_bytes=MAX_MANIFEST_BYTES):

@@ -22,17 +22,12 @@ import stat
 import time
 
 try:
-    import fcntl
-except ImportError:  # pragma: no cover - not POSIX
-    fcntl = None
-
-try:
     from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union  # noqa: F401
 except ImportError:  # pragma: no cover
     pass
 
 from .common import Checkpoint, CheckpointError, CONTRACT, DELETING_PREFIX, PRUNE_LOCK, SIZES
-from .fsutil import _fsync_dir, _inside
+from .fsutil import _fsync_dir, _inside, open_lock_file, try_flock
 from .layouts import _check
 from .runs import _check_level, inspect
 
@@ -213,21 +208,20 @@ class PruneResult(object):
 def _lock(path):
     # type: (str) -> int
     """Open and flock ``path`` (created when missing, never through a symlink); the descriptor holds the lock."""
-    if fcntl is None:  # pragma: no cover - not POSIX
-        raise CheckpointError("cannot lock %s: no fcntl on this platform" % path)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), 0o644)
+        fd = open_lock_file(path)
     except OSError as exc:
         raise CheckpointError("cannot open the lock file %s: %s" % (path, exc))
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held = try_flock(fd)
     except OSError as exc:
         os.close(fd)
-        if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-            raise PruneLocked("another prune of %s is running (it holds %s); nothing done" % (
-                os.path.dirname(path) or ".", path))
         raise CheckpointError("cannot lock %s: %s (on Lustre, mount with -o flock, or pass a lock file on a "
                               "local file system)" % (path, exc))
+    if not held:
+        os.close(fd)
+        raise PruneLocked("another prune of %s is running (it holds %s); nothing done" % (
+            os.path.dirname(path) or ".", path))
     return fd
 
 

@@ -27,7 +27,7 @@ except ImportError:  # pragma: no cover
 
 from .common import FINISHED, FORMAT, FORMAT_VERSION, MANIFEST, SIZES, TMP_PREFIX
 from .names import checkpoint_name, is_temporary
-from .fsutil import _fsync_dir, hash_file
+from .fsutil import _fsync_dir, atomic_write_json, hash_file
 from .runs import verify
 
 
@@ -203,15 +203,5 @@ def mark_finished(root, step=None, epoch=None, checkpoint=None, extra=None, fsyn
                 time=_utc_now())
     if extra:
         data["extra"] = extra
-    tmp = os.path.join(root, "%s%s.%d" % (TMP_PREFIX, FINISHED, os.getpid()))
-    with open(tmp, "w") as handle:
-        json.dump(data, handle, sort_keys=True)
-        handle.write("\n")
-        handle.flush()
-        if fsync:
-            os.fsync(handle.fileno())
-    final = os.path.join(root, FINISHED)
-    os.rename(tmp, final)
-    if fsync:
-        _fsync_dir(root)
-    return final
+    tmp = os.path.join(root, "%s%s.%d" % (TMP_PREFIX, FINISHED, os.getpid()))  # never a candidate
+    return atomic_write_json(os.path.join(root, FINISHED), data, tmp=tmp, fsync=fsync)
