@@ -33,20 +33,12 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from ansible_collections.clusterops.slurm.plugins.module_utils import _checkpoint as ck
 
-LIBRARY = os.path.dirname(os.path.abspath(ck.__file__))  # the package folder
+from checkpoint_builders import LIBRARY, write  # noqa: E402 pylint: disable=import-error
 
 
 # ---------------------------------------------------------------------------------------------
 # Builders
 # ---------------------------------------------------------------------------------------------
-
-def write(path, data):
-    parent = os.path.dirname(path)
-    if not os.path.isdir(parent):
-        os.makedirs(parent)
-    with open(path, "wb") as handle:
-        handle.write(data)
-
 
 def contract(root, step, epoch=0, size=64):
     return ck.write_checkpoint(str(root), step, epoch, {"model.pt": b"m" * size, "optim/rank0.pt": b"o" * size},
