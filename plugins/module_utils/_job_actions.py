@@ -273,12 +273,12 @@ def submit(cli, args, identity, known_ids, data=None, environ=None, retries=2, d
             except SbatchOutputError as exc:
                 # rc 0: the job exists. Find it by identity rather than guess from the text.
                 try:
-                    found = read_queue(cli, names=[identity["name"]], users=[identity["user"]])
+                    listed = read_queue(cli, names=[identity["name"]], users=[identity["user"]])
                 except (SlurmCommandError, JobParseError) as lookup:
                     raise SubmitError("sbatch succeeded but %s, and squeue could not list the jobs "
                                       "of this identity: %s" % (exc, failure_words(lookup)),
                                       maybe_accepted=True, errors=errors)
-                new = [j for j in found if j["job_id_raw"] not in known and matches_identity(
+                new = [j for j in listed if j["job_id_raw"] not in known and matches_identity(
                     j, identity["name"], identity["user"], identity.get("key"))]
                 if len(new) != 1:
                     raise SubmitError("sbatch succeeded but %s, and squeue shows %d new job(s) of "

@@ -64,7 +64,8 @@ class Change(object):
             args = ["reboot"]
             if self.asap:
                 args.append("ASAP")
-            args.append("nextstate=%s" % self.nextstate.upper())
+            if self.nextstate:
+                args.append("nextstate=%s" % self.nextstate.upper())
             if self.reason:
                 args.append("reason=%s" % self.reason)
             args.append(hostlist)
@@ -154,7 +155,7 @@ def plan_node_changes(nodes, names, action, reason=None, reason_policy="keep", a
     groups = {}  # type: Dict[Tuple[str, Optional[str]], Change]
     order = []  # type: List[Change]
     result = {"changes": order, "unchanged": [], "unknown": [], "refused": {},
-              "before": {}, "after": {}}
+              "before": {}, "after": {}}  # type: Dict[str, Any]
     seen = set()
 
     def add(name, change_action, change_reason):

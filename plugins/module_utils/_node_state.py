@@ -235,7 +235,7 @@ def _parse_word(text):
 
 
 def parse_state(value, flags=None):
-    # type: (Union[str, List[str], Tuple[str, ...]], Optional[Iterable[str]]) -> NodeState
+    # type: (Union[str, List[str], Tuple[str, ...], None], Optional[Iterable[str]]) -> NodeState
     """Parse any spelling of a Slurm node state.
 
     Args:

@@ -173,7 +173,7 @@ def _node_from_json(raw, where, states=None):
         raise NodeParseError("%s listed a node without a name: %r" % (where, raw))
     value, flags = raw.get("state"), raw.get("state_flags")
     key = (tuple(value) if isinstance(value, list) else value,
-           tuple(flags) if isinstance(flags, list) else flags)
+           tuple(flags) if isinstance(flags, list) else flags)  # type: Optional[Tuple[Any, Any]]
     try:
         state = states.get(key) if states is not None else None
     except TypeError:  # an unhashable spelling (e.g. objects in the list): parse_state refuses it
@@ -367,8 +367,8 @@ def read_nodes(cli, source="auto"):
         raise NodeParseError("Slurm %s has no JSON output (21.08 and later have); use "
                              "source=text" % release_text(release))
     if release >= SCONTROL_JSON_SINCE:
-        command = ["scontrol", ["show", "nodes", "--json"]]
+        command = ("scontrol", ["show", "nodes", "--json"])  # type: Tuple[str, List[str]]
     else:
-        command = ["sinfo", ["--json"]]
+        command = ("sinfo", ["--json"])
     doc = cli.run_json(command[0], command[1], what="read node states")
     return parse_nodes_json(doc, " ".join([command[0]] + command[1])), "json"

@@ -443,13 +443,20 @@ def scope_names(nodes, expression):
     return names
 
 
-def plan_remediation(nodes, classes=DEFAULT_REASON_CLASSES, in_scope=None, max_nodes=DEFAULT_MAX_NODES,
-                     max_percent=DEFAULT_MAX_PERCENT, events=None, heal_budget=DEFAULT_HEAL_BUDGET,
-                     heal_window=DEFAULT_HEAL_WINDOW, circuit=None,
-                     reboot_reason=DEFAULT_REBOOT_REASON, now=None, heal_since=DEFAULT_HEAL_SINCE):
-    # type: (List[Dict[str, Any]], Sequence[Dict[str, Any]], Optional[Sequence[str]], int, float,
-    #        Optional[List[Dict[str, Any]]], int, int, Optional[Dict[str, Any]], str, Optional[float],
-    #        int) -> Dict[str, Any]
+def plan_remediation(nodes,  # type: List[Dict[str, Any]]
+                     classes=DEFAULT_REASON_CLASSES,  # type: Sequence[Dict[str, Any]]
+                     in_scope=None,  # type: Optional[Sequence[str]]
+                     max_nodes=DEFAULT_MAX_NODES,  # type: int
+                     max_percent=DEFAULT_MAX_PERCENT,  # type: float
+                     events=None,  # type: Optional[List[Dict[str, Any]]]
+                     heal_budget=DEFAULT_HEAL_BUDGET,  # type: int
+                     heal_window=DEFAULT_HEAL_WINDOW,  # type: int
+                     circuit=None,  # type: Optional[Dict[str, Any]]
+                     reboot_reason=DEFAULT_REBOOT_REASON,  # type: str
+                     now=None,  # type: Optional[float]
+                     heal_since=DEFAULT_HEAL_SINCE,  # type: int
+                     ):
+    # type: (...) -> Dict[str, Any]
     """Plan one remediation run.
 
     Args:

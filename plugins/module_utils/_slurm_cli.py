@@ -33,10 +33,10 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import 
     expand_hostlist,
 )
 
-try:
-    from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple  # noqa: F401
-except ImportError:  # pragma: no cover
-    pass
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, Union  # noqa: F401
+
+if TYPE_CHECKING:  # the type of the module argument; modules import it themselves
+    from ansible.module_utils.basic import AnsibleModule  # noqa: F401
 
 
 #: Options shared by every module; documented in the ``clusterops.slurm.slurm_cli``
@@ -45,7 +45,7 @@ SLURM_COMMON_ARGUMENT_SPEC = dict(
     slurm_conf=dict(type="path"),
     slurm_bin_dir=dict(type="path"),
     command_timeout=dict(type="int", default=60),
-)
+)  # type: Dict[str, Dict[str, Any]]
 
 #: rc that coreutils timeout(1) returns when it had to stop the command.
 TIMEOUT_RC = 124
@@ -246,6 +246,7 @@ class SlurmCLI(object):
     """
 
     def __init__(self, module):
+        # type: (AnsibleModule) -> None
         self.module = module
         self.calls = []  # type: List[List[str]]
         self._paths = {}  # type: Dict[str, str]
@@ -468,7 +469,7 @@ def state_names_option(params, option, state_matches, state):
 
 
 def run_module(module, task, errors=()):
-    # type: (Any, Callable[[Any, SlurmCLI], Dict[str, Any]], Tuple[type, ...]) -> None
+    # type: (AnsibleModule, Callable[[Any, SlurmCLI], Dict[str, Any]], Tuple[Type[Exception], ...]) -> None
     """Run ``task(module, cli)`` with a :class:`SlurmCLI` for ``module`` and exit with the result it
     returns plus ``commands`` (every Slurm command the task ran), or fail the one
     way every module of this collection fails, with ``commands`` too:
@@ -482,7 +483,7 @@ def run_module(module, task, errors=()):
     """
     cli = SlurmCLI(module)
     try:
-        outcome = task(module, cli)
+        outcome = task(module, cli)  # type: Union[Dict[str, Any], TaskFailure]
     except SlurmCommandError as exc:
         outcome = TaskFailure(exc.msg, **exc.result())
     except TaskFailure as exc:

@@ -213,6 +213,8 @@ checkpoint_warnings:
   elements: str
 '''
 
+from typing import List  # noqa: F401
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import (
@@ -246,7 +248,7 @@ def main():
         parse_min_free(params["min_free"])
     except ValueError as exc:
         module.fail_json(msg=str(exc))
-    lines = []
+    lines = []  # type: List[str]
     try:
         result = prune(params["path"], params["keep_last"], params["keep_every"], params["keep"], params["min_free"],
                        None if params["tmp_grace"] < 0 else params["tmp_grace"], params["validate"],

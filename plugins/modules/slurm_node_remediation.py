@@ -123,6 +123,7 @@ commands:
 '''
 
 import time
+from typing import Dict, List  # noqa: F401
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -181,7 +182,7 @@ def remediate(module, cli):
              ("resume", plan["resume"], {})]
     steps += [("drain", group["nodes"], dict(reason=group["reason"], reason_policy="replace"))
               for group in plan["flapping_groups"]]
-    done = {"reboot": [], "resume": [], "drain": []}
+    done = {"reboot": [], "resume": [], "drain": []}  # type: Dict[str, List[str]]
     changes, failed, errors = [], {}, []
     before, after = {}, {}
     for action, names, options in steps:

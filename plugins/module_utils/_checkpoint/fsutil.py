@@ -27,7 +27,8 @@ import tempfile
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX
-    fcntl = None
+    # mypy: fcntl is a module on every POSIX host; None only where there is none.
+    fcntl = None  # type: ignore[assignment]
 
 try:
     from typing import Any, List, Optional, Tuple  # noqa: F401

@@ -21,7 +21,7 @@ import stat
 import time
 
 try:
-    from typing import Any, Callable, Dict, List, Mapping, Optional, Union  # noqa: F401
+    from typing import Any, Callable, Dict, List, Literal, Mapping, Optional, Union  # noqa: F401
 except ImportError:  # pragma: no cover
     pass
 
@@ -162,6 +162,9 @@ class CheckpointWriter(object):
         return self.staging
 
     def __exit__(self, exc_type, exc, tb):
+        # type: (Any, Any, Any) -> Literal[False]
+        if self.staging is None:  # __enter__ did not run: nothing was staged
+            return False
         if exc_type is None:
             try:
                 self.path = commit_checkpoint(self.staging, self.root, self.step, self.epoch, self.extra, self.fsync)
