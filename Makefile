@@ -24,7 +24,7 @@ SLURM_RELEASES ?= $(or $(CLUSTEROPS_SLURM_RELEASES),22.05 24.11 26.05)
 include dev/cluster/cluster.mk
 include tests/molecule/molecule.mk
 
-.PHONY: help setup deps venv collection demo demo-hang test unit matrix integration integration-release packaging sanity lint benchmark clean
+.PHONY: help setup deps venv collection demo demo-hang test unit typecheck matrix integration integration-release packaging sanity lint benchmark clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | sort
@@ -72,6 +72,10 @@ demo-hang: setup ## A training run hangs (--hang-at-step); remediate.yml's watch
 unit: venv collection ## Unit tests (parsers, state model, policy), no cluster needed
 	$(VENV_PY) -m pytest tests/unit -q
 
+# What it checks and leaves out: mypy.ini.
+typecheck: venv collection ## mypy on the plugins (module_utils, modules, filters, doc fragments), type hints and # type: comments
+	$(VENV)/bin/mypy
+
 # nox sessions unit(<line>) and sanity(<line>) for each ansible-core line requires_ansible claims (noxfile.py).
 matrix: $(NOX_VENV)/.installed collection ## Unit tests and ansible-test sanity on every ansible-core line requires_ansible claims (nox)
 	$(NOX_VENV)/bin/nox $(NOXFLAGS)
@@ -103,8 +107,9 @@ sanity: venv collection ## ansible-test sanity on a copy of the collection
 lint: venv collection ## ansible-lint, production profile
 	$(VENV)/bin/ansible-lint --offline --profile production
 
-test: setup ## Everything: unit, integration on the dev cluster, packaging and docs, sanity, lint, the ansible-core matrix, Molecule
+test: setup ## Everything: unit, typecheck, integration on the dev cluster, packaging and docs, sanity, lint, the ansible-core matrix, Molecule
 	$(MAKE) unit
+	$(MAKE) typecheck
 	$(MAKE) integration
 	$(MAKE) packaging
 	$(MAKE) sanity
@@ -122,4 +127,4 @@ benchmark: setup ## remediate.yml at 8/512/4,096 nodes; checkpoint scan and prun
 
 clean: ## Stop the dev cluster and remove build output
 	-$(MAKE) cluster-down
-	rm -rf .collections tests/output .pytest_cache .cache/docsite build context .nox
+	rm -rf .collections tests/output .pytest_cache .mypy_cache .cache/docsite build context .nox
