@@ -27,7 +27,7 @@ import tempfile
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX
-    # mypy: fcntl is a module on every POSIX host; None only where there is none.
+    # fcntl is a module on every POSIX host (for the type checker too); None only where there is none.
     fcntl = None  # type: ignore[assignment]
 
 try:
