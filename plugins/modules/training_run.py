@@ -148,7 +148,6 @@ notes:
     Writing into the default registry needs root (C(become)).
 seealso:
   - module: clusterops.slurm.training_restart
-  - role: clusterops.slurm.torchrun_launcher
   - name: Training recovery
     description: How runs are registered, resumed and budgeted (docs/training-recovery.md).
     link: https://github.com/clusterops/slurm/blob/main/docs/training-recovery.md

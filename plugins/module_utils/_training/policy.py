@@ -57,6 +57,7 @@ SUSPECT_AFTER = 2
 #: (``_remediation.DEFAULT_REASON_CLASSES``) maps it to ``human``: no healing rule resumes it.
 SUSPECT_REASON_PREFIX = "clusterops: suspect: "
 
+
 # ---------------------------------------------------------------------------------------------
 # The decision (pure)
 # ---------------------------------------------------------------------------------------------

@@ -666,9 +666,10 @@ def test_recorded_held_jobs_on_every_release(release):
     assert plan["targets"] == [str(slurm_held["job_id_raw"])] and not plan["refused"]
     assert plan_action([slurm_held], "held")["targets"] == []
     # training remediation: needs a human, neither waits forever nor resubmits
-    run = training_registry.validate_run({"format": training_registry.RUN_FORMAT, "format_version": 1, "name": "held-by-slurm",
-                            "owner": "root", "launcher": "/reg/l.sbatch", "checkpoint_dir": "/ckpt"},
-                           "/reg/held-by-slurm")
+    run = training_registry.validate_run(
+        {"format": training_registry.RUN_FORMAT, "format_version": 1, "name": "held-by-slurm",
+         "owner": "root", "launcher": "/reg/l.sbatch", "checkpoint_dir": "/ckpt"},
+        "/reg/held-by-slurm")
     decision = policy.decide(run, list(jobs.values()), {"step": 40, "status": "valid"}, {"resubmissions": []})
     assert (decision["action"], decision["status"], decision["needs_human"]) == ("none", "held", True)
     assert "held by Slurm itself (launch failed requeued held)" in decision["reason"]
@@ -719,9 +720,10 @@ def test_recorded_job_requeued_by_slurm_after_its_node_died_on_every_release(rel
     job = jobs["node-fail"]
     assert (job["state"], job["active"], job["held"], job["requeued"], job["restart_count"]) == (
         "PENDING", True, False, True, 1)
-    run = training_registry.validate_run({"format": training_registry.RUN_FORMAT, "format_version": 1, "name": "node-fail",
-                            "owner": "root", "launcher": "/reg/l.sbatch", "checkpoint_dir": "/ckpt"},
-                           "/reg/node-fail")
+    run = training_registry.validate_run(
+        {"format": training_registry.RUN_FORMAT, "format_version": 1, "name": "node-fail",
+         "owner": "root", "launcher": "/reg/l.sbatch", "checkpoint_dir": "/ckpt"},
+        "/reg/node-fail")
     decision = policy.decide(run, list(jobs.values()), {"step": 40, "status": "valid"}, {"resubmissions": []})
     assert (decision["action"], decision["status"], decision["needs_human"]) == ("none", "active", False)
 

@@ -187,7 +187,7 @@ def test_no_progress_stops_after_k_resubmissions_at_the_same_step():
     assert policy.decide(r, [job(9, "FAILED")], ckpt(), state(None, None))["action"] == "stop"
     # 0 turns the check off
     assert policy.decide(run(max_resubmissions=10, no_progress_limit=0), [job(9, "FAILED")], ckpt(40),
-                     state(40, 40, 40))["action"] == "resubmit"
+                         state(40, 40, 40))["action"] == "resubmit"
 
 
 def test_a_stopped_run_stays_stopped_but_an_active_job_is_still_seen():
