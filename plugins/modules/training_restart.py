@@ -13,8 +13,8 @@ module: training_restart
 short_description: Resubmit failed training runs of the run registry once each, from their newest valid checkpoint
 version_added: 0.2.0
 description:
-  - Reads the run registry (one folder per run, written by the role
-    C(clusterops.slurm.torchrun_launcher)), the jobs of every registered run with one C(sacct)
+  - Reads the run registry (one folder per run, its C(run.json) written by M(clusterops.slurm.training_run),
+    which the role C(clusterops.slurm.torchrun_launcher) uses), the jobs of every registered run with one C(sacct)
     and one C(squeue) call, and each run's checkpoint folder, then decides for each run.
   - A run whose C(FINISHED) marker exists, or that has a job queued, running or being requeued
     (C(PENDING) after Slurm requeued it by itself included, and C(EXPEDITING) of Slurm 25.11+),
@@ -162,6 +162,7 @@ notes:
   - The launcher is submitted as it is (C(sbatch <launcher>)); every option is in its
     C(#SBATCH) lines and it starts with a clean environment (C(--export=NONE)).
 seealso:
+  - module: clusterops.slurm.training_run
   - module: clusterops.slurm.slurm_job
   - module: clusterops.slurm.checkpoint_info
   - name: Training recovery
