@@ -180,7 +180,7 @@ EXAMPLES = r'''
 '''
 
 RETURN = r'''
-path:
+run_file:
   description: The run's C(run.json).
   returned: always
   type: str
@@ -274,7 +274,8 @@ def main():
     folder = os.path.join(params["registry"], name)
     path = os.path.join(folder, RUN_FILE)
     before = _current(path)
-    result = dict(changed=False, path=path, run=None)
+    # Not "path": AnsibleModule would add that file's owner, mode and state to the result.
+    result = dict(changed=False, run_file=path, run=None)
 
     if params["state"] == "absent":
         result["changed"] = os.path.lexists(folder)

@@ -50,7 +50,7 @@ def test_present_writes_every_field_once_then_changes_nothing(run_module, tmp_pa
     result = run_module(training_run, dict(args(reg, hang_timeout=600, log_dir="/work/llm/logs"), _ansible_diff=True), [])
     written = read(reg)
     assert result["changed"] is True and result["run"] == written
-    assert result["path"] == str(reg / "llm" / "run.json")
+    assert result["run_file"] == str(reg / "llm" / "run.json") and "owner" not in result
     expected = dict(training_registry.RUN_DEFAULTS, format="clusterops.training_run", format_version=1, name="llm",
                     owner="alice", launcher=str(reg / "llm" / "launcher.sbatch"), checkpoint_dir="/ckpt/llm",
                     hang_timeout=600, log_dir="/work/llm/logs")
