@@ -19,7 +19,7 @@ Two counts of file-system calls:
 * Python level, in process: every call to the ``os`` functions the library and ``shutil.rmtree``
   use (``stat``, ``lstat``, ``scandir``, ``open``, ``rename``, ``unlink``, ``rmdir``, ...) and to
   ``open()``, counted by wrappers;
-* system calls, when ``strace`` is installed: ``strace -f -c`` of ``python3 _checkpoint.py prune``
+* system calls, when ``strace`` is installed: ``strace -f -c`` of ``python3 clusterops_checkpoint prune`` (the installed package folder)
   (the command cron runs, with the system python), less the same command on an empty folder
   (interpreter start), divided by the number of checkpoints.
 
@@ -40,7 +40,7 @@ import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LIBRARY = os.path.join(REPO, "plugins", "module_utils", "_checkpoint.py")
+LIBRARY = os.path.join(REPO, "plugins", "module_utils", "_checkpoint")  # the package folder
 sys.path.insert(0, os.path.dirname(LIBRARY))
 
 import _checkpoint as ck  # noqa: E402  pylint: disable=wrong-import-position,import-error
@@ -119,8 +119,8 @@ def main():
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
     parent = tempfile.mkdtemp(prefix="ckpt-prune-bench-", dir=args.dir)
-    tool = os.path.join(parent, "_checkpoint.py")
-    shutil.copy(LIBRARY, tool)
+    tool = os.path.join(parent, "clusterops_checkpoint")  # as roles/checkpoint_tool installs it
+    shutil.copytree(LIBRARY, tool, ignore=shutil.ignore_patterns("__pycache__"))
     figures = dict(count=args.count, keep_last=args.keep_last, python=platform.python_version(),
                    machine=platform.machine(), cpus=os.cpu_count(), cases={})
     print("%d contract checkpoints (one 4 KiB file each), keep_last %d; Python %s, %d CPUs" % (

@@ -13,7 +13,7 @@ Prints figures; it is not a timed test and asserts nothing about speed.
    * the same when the 3 newest are broken (fall back three times);
    * ``inspect`` as ``checkpoint_info`` runs it by default (every checkpoint at ``structure``);
    * ``inspect(validate="sha256", validate_all=True)`` (a pruning job verifying everything);
-   * the command line ``python3 _checkpoint.py latest DIR`` as a launcher runs it (interpreter
+   * the command line ``python3 clusterops_checkpoint latest DIR`` as a launcher runs it (interpreter
      start included), with the system python when there is one.
 
 2. Writes one ``--big-mib`` (default 512) MiB file of random bytes into a contract checkpoint and
@@ -101,13 +101,13 @@ def scan_figures(parent, count, repeat):
     row("inspect, sha256 of every checkpoint (validate_all)",
         lambda: ck.inspect(root, "sha256", validate_all=True), newest)
     python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-    cli = [python, os.path.join(LIBRARY_DIR, "_checkpoint.py"), "latest", root]
+    cli = [python, os.path.join(LIBRARY_DIR, "_checkpoint"), "latest", root]  # the package folder, as installed
 
     def run_cli():
         out = subprocess.run(cli, stdout=subprocess.PIPE, check=True, universal_newlines=True).stdout.strip()
         return type("R", (), {"name": os.path.basename(out)})()
 
-    row("CLI: %s _checkpoint.py latest DIR (with process start)" % os.path.basename(python), run_cli, newest)
+    row("CLI: %s clusterops_checkpoint latest DIR (with process start)" % os.path.basename(python), run_cli, newest)
     break_newest(root, count, 3)
     fallback = ck.checkpoint_name((count - 3) * 100)
     print("\nthe 3 newest truncated:")

@@ -46,7 +46,7 @@ def capture_once(way, size):
 
 def median_in_fresh_processes(way, size, repeat=3):
     times = []
-    for _ in range(repeat):
+    for dummy in range(repeat):
         out = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", way, str(size)],
                              stdout=subprocess.PIPE, universal_newlines=True, check=True).stdout
         times.append(float(out))

@@ -12,7 +12,8 @@ It then measures, on the real slurmctld:
 
 * ``sinfo --json`` alone, the one read of every node that remediate.yml cannot avoid: its floor;
 * ``remediate.yml --check`` and ``remediate.yml`` for real, with no blast-radius limit;
-* a naive loop (sizes up to ``--naive-max``, default 4,096: it takes 22 minutes there), as the usual scripts do it: ``scontrol show node -o NODE`` for every node,
+* a naive loop (sizes up to ``--naive-max``, default 4,096: it takes 22 minutes there), as the usual
+  scripts do it: ``scontrol show node -o NODE`` for every node,
   then ``scontrol reboot ASAP nextstate=resume reason=... NODE`` for each remediable one
   (on a second, disjoint 5 % so both start from the same state).
 
@@ -111,7 +112,7 @@ def measure(label, cmd, log):
                             universal_newlines=True)
     output = proc.stdout.read()
     # wait4: the child's rusage, whose ru_maxrss (KiB) is the largest of it and its descendants.
-    _, status, usage = os.wait4(proc.pid, 0)
+    dummy, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.monotonic() - start
     if proc.returncode != 0:

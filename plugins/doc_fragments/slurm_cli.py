@@ -10,16 +10,9 @@ __metaclass__ = type
 
 class ModuleDocFragment(object):
 
-    # Options every module shares (module_utils/_slurm_cli.py SLURM_COMMON_ARGUMENT_SPEC).
+    # The options of the Slurm commands every module runs (module_utils/_slurm_cli.py
+    # SLURM_COMMON_ARGUMENT_SPEC). Their attributes: the clusterops.slurm.attributes fragment.
     DOCUMENTATION = r'''
-attributes:
-  action_group:
-    description: Use C(group/clusterops.slurm.slurm) in C(module_defaults) to set the shared options.
-    support: full
-    membership:
-      - clusterops.slurm.slurm
-  platform:
-    platforms: posix
 options:
   slurm_conf:
     description:
@@ -44,15 +37,4 @@ notes:
   - Commands run with an argument list, never through a shell, and with C(LC_ALL=C).
   - All modules of this collection belong to the action group C(clusterops.slurm.slurm),
     so the options above can be set once with C(module_defaults).
-'''
-
-    # Attribute fragment for modules that change nothing.
-    INFO_MODULE = r'''
-attributes:
-  check_mode:
-    support: full
-    details: This module changes nothing, so it runs in check mode too.
-  diff_mode:
-    support: N/A
-    details: This module changes nothing.
 '''

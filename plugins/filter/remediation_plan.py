@@ -13,6 +13,8 @@ short_description: Decide which broken Slurm nodes to reboot, resume or leave fo
 version_added: 0.1.0
 author:
   - clusterops.slurm maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - clusterops.slurm.remediation_policy
 description:
   - Takes every node as returned by M(clusterops.slurm.slurm_node_info) and plans one
     remediation run. It changes nothing; M(clusterops.slurm.slurm_node) acts on the plan.
@@ -40,13 +42,6 @@ options:
     elements: dict
     required: true
   classes:
-    description:
-      - Reason classes, in order, first match wins. C(name) names the class in reports;
-        C(match) is a Python regular expression (C(re.search), case-insensitive) of the node's
-        reason; C(action) is V(reboot), V(resume) or V(human).
-      - The defaults and their sources are in the collection's C(docs/node-remediation.md).
-    type: list
-    elements: dict
     default:
       - name: kill_task_failed
         match: '^Kill task failed( \(JobId=[0-9]+[^()]*\))?$'
@@ -84,17 +79,6 @@ options:
       - name: clusterops_hold
         match: '^clusterops: (flapping|suspect): '
         action: human
-  allow_reasons:
-    description:
-      - Deprecated, use O(classes). Regular expressions of reasons safe to fix; when given,
-        each becomes a class (V(reboot) when the same pattern is in O(reboot_reasons), else
-        V(resume)) and O(classes) is not used.
-    type: list
-    elements: str
-  reboot_reasons:
-    description: Deprecated, use O(classes). See O(allow_reasons).
-    type: list
-    elements: str
   events:
     description:
       - Node events of Slurm's accounting covering at least O(heal_window)
@@ -102,62 +86,6 @@ options:
       - Omitted, the healing budget is not checked.
     type: list
     elements: dict
-  heal_budget:
-    description: Heals within O(heal_window) after which a node is left for a human. V(0) turns the budget off.
-    type: int
-    default: 3
-  heal_window:
-    description: Seconds back from now in which heals count.
-    type: int
-    default: 86400
-  heal_since:
-    description:
-      - Unix seconds; heals before this time do not count either, e.g. the end of a maintenance
-        that removed a cause shared by many nodes. V(0) sets no such limit.
-      - A node's own count also starts afresh when it leaves a reason of a V(human) class (a person
-        repaired it and returned it to service).
-    type: int
-    default: 0
-  circuit:
-    description: Circuit breaker settings.
-    type: dict
-    suboptions:
-      window:
-        description: Seconds back from now in which broken nodes count. V(0) turns the breaker off.
-        type: int
-        default: 1800
-      max_nodes:
-        description: Upper bound of the threshold.
-        type: int
-        default: 32
-      max_percent:
-        description: Threshold as percent of the nodes in scope.
-        type: float
-        default: 10
-      min_nodes:
-        description: Lower bound of the threshold (a small cluster tolerates this many at once).
-        type: int
-        default: 3
-  reboot_reason:
-    description: The reason remediation gives the nodes it reboots; a node still broken with it is a reboot in flight.
-    type: str
-    default: "clusterops.slurm remediation: reboot"
-  scope:
-    description:
-      - A JMESPath expression applied to the node list that selects the nodes to consider
-        at all, e.g. V([?contains(partitions, 'gpu')]) or V([?starts_with(name, 'rack04')]).
-      - It must return a list of nodes or of node names. Empty means every node.
-      - Needs the C(jmespath) Python library on the controller.
-    type: str
-    default: ""
-  max_nodes:
-    description: Most nodes rebooting or acted on at once. V(0) acts on none.
-    type: int
-    default: 16
-  max_percent:
-    description: Most nodes rebooting or acted on at once, as percent of all nodes of the cluster.
-    type: float
-    default: 10
 seealso:
   - module: clusterops.slurm.slurm_node_info
   - module: clusterops.slurm.slurm_node_event_info
@@ -225,7 +153,7 @@ _value:
       elements: dict
     skipped:
       description:
-        - The broken nodes left alone on purpose, summarised (their number grows with the cluster):
+        - The broken nodes left alone on purpose, summarised (their number grows with the cluster) -
           one C({why, reason, count, hostlist}) per distinct why and reason, largest first.
       type: list
       elements: dict
@@ -288,11 +216,13 @@ from ansible.utils.display import Display
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._remediation import (
     ALLOWLIST_DEPRECATION,
-    DEFAULT_CIRCUIT,
     DEFAULT_HEAL_BUDGET,
     DEFAULT_HEAL_SINCE,
     DEFAULT_HEAL_WINDOW,
+    DEFAULT_MAX_NODES,
+    DEFAULT_MAX_PERCENT,
     DEFAULT_REBOOT_REASON,
+    DEFAULT_SCOPE,
     RemediationError,
     plan_remediation,
     resolve_classes,
@@ -302,7 +232,8 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._remediation impo
 display = Display()
 
 
-def remediation_plan(nodes, classes=None, scope="", max_nodes=16, max_percent=10, events=None,
+def remediation_plan(nodes, classes=None, scope=DEFAULT_SCOPE, max_nodes=DEFAULT_MAX_NODES,
+                     max_percent=DEFAULT_MAX_PERCENT, events=None,
                      heal_budget=DEFAULT_HEAL_BUDGET, heal_window=DEFAULT_HEAL_WINDOW, circuit=None,
                      reboot_reason=DEFAULT_REBOOT_REASON, allow_reasons=None, reboot_reasons=None,
                      heal_since=DEFAULT_HEAL_SINCE):
@@ -321,7 +252,7 @@ def remediation_plan(nodes, classes=None, scope="", max_nodes=16, max_percent=10
             [dict(n) for n in nodes],
             classes=classes, in_scope=in_scope, max_nodes=max_nodes, max_percent=max_percent, events=events,
             heal_budget=heal_budget, heal_window=heal_window, heal_since=heal_since,
-            circuit=dict(DEFAULT_CIRCUIT, **(circuit or {})), reboot_reason=reboot_reason)
+            circuit=circuit, reboot_reason=reboot_reason)
     except (RemediationError, KeyError, TypeError) as exc:
         raise AnsibleFilterError("remediation_plan: %s" % to_native(exc))
 

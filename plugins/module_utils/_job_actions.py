@@ -31,6 +31,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import JobP
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
     TIMEOUT_RC,
     SlurmCommandError,
+    failure_words,
 )
 
 try:
@@ -226,14 +227,6 @@ def submission_id(job):
     return job["array_job_id"] or job["het_job_id"] or job["job_id_raw"]
 
 
-def _first_line(exc):
-    # type: (Any) -> str
-    if not isinstance(exc, SlurmCommandError):
-        return str(exc)   # an answer that could not be read (JobParseError)
-    lines = (exc.stderr or exc.stdout or "").strip().splitlines()
-    return lines[0].strip() if lines else "rc=%s, no output" % exc.rc
-
-
 def submit(cli, args, identity, known_ids, data=None, environ=None, retries=2, delay=10.0,
            sleep=time.sleep):
     # type: (Any, List[str], Dict[str, Any], Sequence[int], Optional[str], Optional[Dict[str, str]], int, float, Callable[[float], Any]) -> Dict[str, Any]
@@ -272,7 +265,7 @@ def submit(cli, args, identity, known_ids, data=None, environ=None, retries=2, d
         except SlurmCommandError as exc:
             if not uncertain_failure(exc):
                 raise SubmitError(exc.msg, exc=exc, errors=errors)
-            errors.append("sbatch attempt %d: %s" % (attempts, _first_line(exc)))
+            errors.append("sbatch attempt %d: %s" % (attempts, failure_words(exc)))
             last = exc
         else:
             try:
@@ -283,7 +276,7 @@ def submit(cli, args, identity, known_ids, data=None, environ=None, retries=2, d
                     found = read_queue(cli, names=[identity["name"]], users=[identity["user"]])
                 except (SlurmCommandError, JobParseError) as lookup:
                     raise SubmitError("sbatch succeeded but %s, and squeue could not list the jobs "
-                                      "of this identity: %s" % (exc, _first_line(lookup)),
+                                      "of this identity: %s" % (exc, failure_words(lookup)),
                                       maybe_accepted=True, errors=errors)
                 new = [j for j in found if j["job_id_raw"] not in known and matches_identity(
                     j, identity["name"], identity["user"], identity.get("key"))]
@@ -306,13 +299,13 @@ def submit(cli, args, identity, known_ids, data=None, environ=None, retries=2, d
                 found = read_queue(cli, names=[identity["name"]], users=[identity["user"]])
             except (SlurmCommandError, JobParseError) as exc:
                 # no complete answer (an error, or an output cut short) is no answer
-                errors.append("squeue after sbatch attempt %d: %s" % (attempts, _first_line(exc)))
+                errors.append("squeue after sbatch attempt %d: %s" % (attempts, failure_words(exc)))
                 if lookups > retries:
                     raise SubmitError(
                         "sbatch failed (%s) and squeue could not tell whether Slurm accepted "
                         "the job; it was NOT submitted again. Check with squeue -n %s -u %s "
                         "before running this task again" % (
-                            _first_line(last), identity["name"], identity["user"]),
+                            failure_words(last), identity["name"], identity["user"]),
                         exc=last, maybe_accepted=True, errors=errors)
         new = [j for j in found if j["job_id_raw"] not in known and matches_identity(
             j, identity["name"], identity["user"], identity.get("key"))]
@@ -324,7 +317,7 @@ def submit(cli, args, identity, known_ids, data=None, environ=None, retries=2, d
         if attempts > retries:
             raise SubmitError(
                 "sbatch failed %d times (%s); squeue shows that Slurm did not accept the job"
-                % (attempts, _first_line(last)), exc=last, errors=errors)
+                % (attempts, failure_words(last)), exc=last, errors=errors)
 
 
 def job_target(job, job_id=None):

@@ -61,7 +61,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._job_state import
     parse_job_state,
     state_matches,
 )
-from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import check_answer
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import SlurmAnswerError, check_answer
 
 try:
     from typing import Any, Dict, List, Optional, Sequence, Tuple  # noqa: F401
@@ -127,7 +127,7 @@ _NO_ACCOUNTING = re.compile(r"accounting storage is disabled|not running a suppo
                             re.IGNORECASE)
 
 
-class JobParseError(ValueError):
+class JobParseError(SlurmAnswerError):
     """Slurm output that cannot be read as jobs."""
 
 

@@ -20,7 +20,7 @@ __metaclass__ = type
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import NodeParseError, node_state, read_nodes
-from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import SlurmCommandError
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import SlurmCommandError, failure_words
 
 try:
     from typing import Any, Dict, List, Optional, Tuple  # noqa: F401
@@ -232,15 +232,6 @@ def reached(node, change):
     return False
 
 
-def slurm_message(exc):
-    # type: (Any) -> str
-    """Slurm's words of a failed command (``SlurmCommandError``): its stderr (else stdout) lines,
-    joined by "; "."""
-    text = (exc.stderr or exc.stdout or "").strip()
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return "; ".join(lines) if lines else "rc=%s, no output" % exc.rc
-
-
 def apply_node_changes(cli, plan, check_mode):
     # type: (Any, Dict[str, Any], bool) -> Dict[str, Any]
     """Run the scontrol calls of a ``plan_node_changes`` plan (not in check mode).
@@ -265,7 +256,7 @@ def apply_node_changes(cli, plan, check_mode):
         try:
             cli.run("scontrol", change.scontrol_args(), what="%s %s" % (change.action, change.hostlist))
         except SlurmCommandError as exc:
-            message = slurm_message(exc)
+            message = failure_words(exc)
             try:
                 after, dummy = read_nodes(cli)
             except (SlurmCommandError, NodeParseError):

@@ -47,7 +47,7 @@ __metaclass__ = type
 import calendar
 import time
 
-from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import check_answer
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import SlurmAnswerError, check_answer
 
 try:
     from typing import Any, Dict, List, Optional, Sequence, Union  # noqa: F401
@@ -74,7 +74,7 @@ _NO_TIME = frozenset(("", "unknown", "none", "n/a", "0"))
 _ISO = "%Y-%m-%dT%H:%M:%S"
 
 
-class NodeEventParseError(ValueError):
+class NodeEventParseError(SlurmAnswerError):
     """sacctmgr output that cannot be read as node events."""
 
 

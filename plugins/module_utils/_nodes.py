@@ -40,6 +40,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._node_state impor
     parse_state,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
+    SlurmAnswerError,
     json_errors,
     json_release,
 )
@@ -58,7 +59,7 @@ TEXT_FIELDS = ("%N", "%P", "%T", "%c", "%m", "%G", "%f", "%u", "%H", "%E")
 TEXT_FORMAT = TEXT_SEP.join(TEXT_FIELDS)
 
 
-class NodeParseError(ValueError):
+class NodeParseError(SlurmAnswerError):
     """Slurm output that cannot be read as nodes."""
 
 
@@ -141,8 +142,11 @@ _REASON_FLAGS = frozenset((
 
 def release_text(release):
     # type: (Optional[Tuple[int, ...]]) -> str
-    """``(24, 11, 5)`` as ``"24.11.5"``; ``"unknown"`` for None."""
-    return ".".join(str(p) for p in release) if release else "unknown"
+    """``(24, 11, 5)`` as ``"24.11.5"``, ``(22, 5, 8)`` as ``"22.05.8"`` (Slurm's own spelling,
+    the minor in two digits); ``"unknown"`` for None."""
+    if not release:
+        return "unknown"
+    return ".".join(["%d" % release[0], "%02d" % release[1]] + ["%d" % p for p in release[2:]])
 
 
 def _reason(raw):
@@ -157,17 +161,30 @@ def _reason(raw):
             _time(raw.get("reason_changed_at")))
 
 
-def _node_from_json(raw, where):
-    # type: (Any, str) -> Dict[str, Any]
+def _node_from_json(raw, where, states=None):
+    # type: (Any, str, Optional[Dict[Any, NodeState]]) -> Dict[str, Any]
+    """One node dict from a JSON record. ``states``: parsed states by their JSON spelling, shared
+    by the records of one document (a NodeState is immutable; a cluster of 16,384 nodes has a
+    handful of distinct states, and parsing each spelling once halves the time of the read)."""
     if not isinstance(raw, dict):
         raise NodeParseError("%s listed a node that is not an object: %r" % (where, raw))
     name = raw.get("name") or raw.get("hostname")
     if not name:
         raise NodeParseError("%s listed a node without a name: %r" % (where, raw))
+    value, flags = raw.get("state"), raw.get("state_flags")
+    key = (tuple(value) if isinstance(value, list) else value,
+           tuple(flags) if isinstance(flags, list) else flags)
     try:
-        state = parse_state(raw.get("state"), raw.get("state_flags"))
-    except SlurmStateError as exc:
-        raise NodeParseError("%s: node %s: %s" % (where, name, exc))
+        state = states.get(key) if states is not None else None
+    except TypeError:  # an unhashable spelling (e.g. objects in the list): parse_state refuses it
+        key, state = None, None
+    if state is None:
+        try:
+            state = parse_state(value, flags)
+        except SlurmStateError as exc:
+            raise NodeParseError("%s: node %s: %s" % (where, name, exc))
+        if states is not None and key is not None:
+            states[key] = state
     gres = raw.get("gres")
     if isinstance(gres, list):
         gres = ",".join(str(g) for g in gres)
@@ -239,7 +256,8 @@ def parse_nodes_json(text, command="scontrol show nodes --json"):
         raise NodeParseError("%s (Slurm %s) listed no node at all: the controller's answer "
                              "is incomplete, nothing is trusted" % (command, release))
     where = "%s (Slurm %s)" % (command, release)
-    return [_node_from_json(raw, where) for raw in doc["nodes"]]
+    states = {}  # type: Dict[Any, NodeState]
+    return [_node_from_json(raw, where, states) for raw in doc["nodes"]]
 
 
 def _text_time(value):

@@ -45,6 +45,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
+import sys
 import time
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist
@@ -110,6 +111,14 @@ DEFAULT_HEAL_BUDGET = 3
 DEFAULT_HEAL_WINDOW = 24 * 3600
 #: Unix seconds before which no heal counts (0: none).
 DEFAULT_HEAL_SINCE = 0
+
+#: Blast radius: at most min(max_nodes, max(1, floor(total * max_percent / 100))) nodes rebooting or
+#: acted on at once.
+DEFAULT_MAX_NODES = 16
+DEFAULT_MAX_PERCENT = 10.0
+
+#: JMESPath expression over the node list that selects the nodes to consider ("": every node).
+DEFAULT_SCOPE = ""
 
 #: Circuit breaker: more nodes than min(max_nodes, max(min_nodes, percent of scope)) broken
 #: within the window (seconds) means a cluster-wide failure: nothing is healed.
@@ -412,7 +421,10 @@ def scope_names(nodes, expression):
     try:
         import jmespath  # pylint: disable=import-outside-toplevel
     except ImportError:
-        raise RemediationError("scope needs the jmespath Python library")
+        raise RemediationError(
+            "scope needs the jmespath Python library on the host that reads the nodes (%s): "
+            "install Debian's python3-jmespath or 'pip install jmespath' there, or leave scope "
+            "empty" % sys.executable)
     try:
         selected = jmespath.search(expression, nodes)
     except jmespath.exceptions.JMESPathError as exc:
@@ -431,8 +443,8 @@ def scope_names(nodes, expression):
     return names
 
 
-def plan_remediation(nodes, classes=DEFAULT_REASON_CLASSES, in_scope=None, max_nodes=16,
-                     max_percent=10.0, events=None, heal_budget=DEFAULT_HEAL_BUDGET,
+def plan_remediation(nodes, classes=DEFAULT_REASON_CLASSES, in_scope=None, max_nodes=DEFAULT_MAX_NODES,
+                     max_percent=DEFAULT_MAX_PERCENT, events=None, heal_budget=DEFAULT_HEAL_BUDGET,
                      heal_window=DEFAULT_HEAL_WINDOW, circuit=None,
                      reboot_reason=DEFAULT_REBOOT_REASON, now=None, heal_since=DEFAULT_HEAL_SINCE):
     # type: (List[Dict[str, Any]], Sequence[Dict[str, Any]], Optional[Sequence[str]], int, float,
@@ -601,8 +613,8 @@ def plan_remediation(nodes, classes=DEFAULT_REASON_CLASSES, in_scope=None, max_n
     report += ["%s: class %s needs a human (%s, reason %r) [needs a human]"
                % (h["name"], h["class"], h["state"], h["reason"]) for h in human]
     skipped_groups = summarise_skipped(skipped)
-    report += ["%s: skipped, %s (%d node%s, reason %r)" % (g["hostlist"], g["why"], g["count"],
-                                                          "" if g["count"] == 1 else "s", g["reason"])
+    report += ["%s: skipped, %s (%d node%s, reason %r)"
+               % (g["hostlist"], g["why"], g["count"], "" if g["count"] == 1 else "s", g["reason"])
                for g in skipped_groups]
     reboot_names = [c["name"] for c in acted if c["action"] == "reboot"]
     resume_names = [c["name"] for c in acted if c["action"] == "resume"]

@@ -6,7 +6,8 @@
 # Note: this module is private to the clusterops.slurm collection. Its API may change
 # at any time without notice; do not use it from outside the collection.
 
-"""The one command layer every clusterops.slurm module uses to run Slurm's commands.
+"""The one command layer every clusterops.slurm module uses to run Slurm's commands, and the one
+way a module reports a failure (:func:`run_module`).
 
 Commands always run with an argument list, never a shell, so node names, reasons and paths
 are data: through ``AnsibleModule.run_command``, except reads whose answer grows with the
@@ -27,8 +28,13 @@ import subprocess
 
 from ansible.module_utils.common.text.converters import to_native
 
+from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import (
+    DEFAULT_RELEASE,
+    expand_hostlist,
+)
+
 try:
-    from typing import Any, Dict, List, Optional, Sequence, Tuple  # noqa: F401
+    from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple  # noqa: F401
 except ImportError:  # pragma: no cover
     pass
 
@@ -48,6 +54,7 @@ TIMEOUT_RC = 124
 #: terminal): each becomes U+FFFD, so the output stays readable and the module's result stays
 #: serialisable. Python's ``replace`` codec error handler.
 DECODE_ERRORS = "replace"
+
 
 def read_large(module, argv, environ_update=None, errors=DECODE_ERRORS):
     # type: (Any, List[str], Optional[Dict[str, str]], str) -> Tuple[int, str, str]
@@ -88,6 +95,18 @@ def stderr_errors(err):
     """The lines of a command's stderr that report an error (``sacct: error: ...``,
     ``slurm_load_jobs error: ...``, ``fatal: ...``), stripped; warnings are not errors."""
     return [line.strip() for line in (err or "").splitlines() if _STDERR_ERROR_RE.search(line)]
+
+
+def slurm_words(rc, out, err):
+    # type: (int, Optional[str], Optional[str]) -> str
+    """What Slurm said about a failed command, on one line: the error lines of its stderr
+    (:func:`stderr_errors`) joined by ``"; "`` (all of them: the last one often says the most),
+    else every line of its stderr, else the first line of its stdout (which may be a whole
+    answer), else ``rc=<rc>, no output``. The one summary of a failure every message uses."""
+    lines = stderr_errors(err) or [line.strip() for line in (err or "").splitlines() if line.strip()]
+    if not lines:
+        lines = [line.strip() for line in (out or "").splitlines() if line.strip()][:1]
+    return "; ".join(lines) if lines else "rc=%s, no output" % rc
 
 
 def parse_version(text):
@@ -167,6 +186,38 @@ class SlurmCommandError(Exception):
         self.stdout = stdout
         self.stderr = stderr
 
+    def result(self):
+        # type: () -> Dict[str, Any]
+        """``cmd``, ``rc``, ``stdout`` and ``stderr``, the keys a module's failure reports."""
+        return dict(cmd=self.cmd, rc=self.rc, stdout=self.stdout, stderr=self.stderr)
+
+
+class SlurmAnswerError(ValueError):
+    """A Slurm answer that cannot be read as a whole (cut short, a shape or a word this collection
+    does not know): the base of each reader's parse error (``NodeParseError``,
+    ``NodeEventParseError``, ``JobParseError``). Never read as an empty answer."""
+
+
+class TaskFailure(Exception):
+    """The task fails with ``msg`` and the result keys ``result`` (:func:`run_module` adds
+    ``commands``)."""
+
+    def __init__(self, msg, **result):
+        # type: (str, **Any) -> None
+        super(TaskFailure, self).__init__(msg)
+        self.msg = msg
+        self.result = result
+
+
+def failure_words(exc):
+    # type: (Exception) -> str
+    """Why a Slurm read or command failed, on one line: Slurm's words of a failed command
+    (a :class:`SlurmCommandError`, :func:`slurm_words`), else the error's own text (an answer
+    that could not be read)."""
+    if isinstance(exc, SlurmCommandError):
+        return slurm_words(exc.rc, exc.stdout, exc.stderr)
+    return str(exc)
+
 
 def check_answer(cli, name, rc, out, err, what=None):
     # type: (Any, str, int, str, str, Optional[str]) -> None
@@ -175,17 +226,11 @@ def check_answer(cli, name, rc, out, err, what=None):
     it could, not everything, so its output is never read as an answer (e.g. as "no jobs").
 
     Raises:
-        SlurmCommandError: rc not 0 (with every error line when stderr has several: the last one
-        often says the most), or an error on stderr with rc 0.
+        SlurmCommandError: rc not 0 (:meth:`SlurmCLI.failure`), or an error on stderr with rc 0.
     """
-    errors = stderr_errors(err)
     if rc != 0:
-        exc = cli.failure(name, rc, out, err, what)
-        if len(errors) > 1:
-            exc.msg = "%s failed (rc=%s) while trying to %s: %s" % (
-                name, rc, what or "run it", "; ".join(errors))
-            exc.args = (exc.msg,)
-        raise exc
+        raise cli.failure(name, rc, out, err, what)
+    errors = stderr_errors(err)
     if errors:
         raise SlurmCommandError(
             "%s exited 0 but reported an error while trying to %s (the answer is not trusted): %s"
@@ -311,15 +356,15 @@ class SlurmCLI(object):
 
     def failure(self, name, rc, out, err, what=None):
         # type: (str, int, str, str, Optional[str]) -> SlurmCommandError
-        """The error for the last call, ``name``, that ended with ``rc``: Slurm's first line.
+        """The error for the last call, ``name``, that ended with ``rc``, in Slurm's words
+        (:func:`slurm_words`).
 
         For callers that run with ``check=False`` to handle some failures themselves and
         report the others like :meth:`run` does.
         """
-        first = (err or out or "").strip().splitlines()
-        detail = first[0] if first else "no output"
         return SlurmCommandError(
-            "%s failed (rc=%s) while trying to %s: %s" % (name, rc, what or "run it", detail),
+            "%s failed (rc=%s) while trying to %s: %s"
+            % (name, rc, what or "run it", slurm_words(rc, out, err)),
             self.calls[-1], rc, out, err)
 
     def release(self):
@@ -372,6 +417,78 @@ class SlurmCLI(object):
 
     def fail(self, exc, **extra):
         # type: (SlurmCommandError, **Any) -> None
-        """``fail_json`` with cmd, rc, stdout, stderr and the one-line explanation."""
-        self.module.fail_json(msg=exc.msg, cmd=exc.cmd, rc=exc.rc, stdout=exc.stdout,
-                              stderr=exc.stderr, commands=self.calls, **extra)
+        """``fail_json`` with cmd, rc, stdout, stderr and the one-line explanation (for a module
+        that does not run its task through :func:`run_module`)."""
+        self.module.fail_json(msg=exc.msg, commands=self.calls, **dict(exc.result(), **extra))
+
+
+def option_value(params, option, parse):
+    # type: (Dict[str, Any], str, Callable[[Any], Any]) -> Any
+    """``parse(params[option])``, for an option whose value a module reads further.
+
+    Raises:
+        TaskFailure: ``parse`` raised a ValueError (HostlistError, SlurmStateError, JobStateError
+        and a time that is not one are ValueErrors): ``"<option>: <its text>"``.
+    """
+    try:
+        return parse(params[option])
+    except ValueError as exc:
+        raise TaskFailure("%s: %s" % (option, exc))
+
+
+def hostlist_option(params, option, release=DEFAULT_RELEASE):
+    # type: (Dict[str, Any], str, Any) -> List[str]
+    """The names of a list option of hostlist expressions (``nodes``), expanded by the rules of
+    ``release`` (the newest by default, to check before any call; then the cluster's own).
+
+    Ansible splits a list option given as a string on its commas (``n[1,3]`` arrives as ``n[1``
+    and ``3]``); joining the items back is exact for any list of expressions.
+
+    Raises:
+        TaskFailure: ``"<option>: <HostlistError>"``.
+    """
+    return option_value(params, option, lambda items: expand_hostlist(",".join(items or []), release=release))
+
+
+def state_names_option(params, option, state_matches, state):
+    # type: (Dict[str, Any], str, Callable[[Any, List[str]], bool], Any) -> List[str]
+    """The state names of a list option (``states``) of node or job states, each checked by
+    ``state_matches(state, [name])`` (``_node_state`` or ``_job_state``), which raises a
+    ValueError for a name that is no state; ``state`` is any parsed state of that kind.
+
+    Raises:
+        TaskFailure: ``"<option>: <the state module's error>"``, before any call.
+    """
+    def check(names):
+        # type: (List[str]) -> List[str]
+        for name in names:
+            state_matches(state, [name])   # one at a time: a match ends the node states' loop
+        return names
+    return option_value(params, option, check)
+
+
+def run_module(module, task, errors=()):
+    # type: (Any, Callable[[Any, SlurmCLI], Dict[str, Any]], Tuple[type, ...]) -> None
+    """Run ``task(module, cli)`` with a :class:`SlurmCLI` for ``module`` and exit with the result it
+    returns plus ``commands`` (every Slurm command the task ran), or fail the one
+    way every module of this collection fails, with ``commands`` too:
+
+    - :class:`SlurmCommandError`: its message, ``cmd``, ``rc``, ``stdout`` and ``stderr``;
+    - :class:`SlurmAnswerError` (an answer that could not be read) and ``errors`` (e.g. a
+      module's policy errors): the error's text;
+    - :class:`TaskFailure`: its message and result keys.
+
+    Never returns: ``exit_json`` and ``fail_json`` end the module.
+    """
+    cli = SlurmCLI(module)
+    try:
+        outcome = task(module, cli)
+    except SlurmCommandError as exc:
+        outcome = TaskFailure(exc.msg, **exc.result())
+    except TaskFailure as exc:
+        outcome = exc
+    except (SlurmAnswerError,) + tuple(errors) as exc:
+        outcome = TaskFailure(str(exc))
+    if isinstance(outcome, TaskFailure):
+        module.fail_json(msg=outcome.msg, commands=cli.calls, **outcome.result)
+    module.exit_json(commands=cli.calls, **outcome)

@@ -34,12 +34,14 @@ description:
     against what is on disk; one naming a missing, broken or older checkpoint gives a warning, and the
     newest valid checkpoint is returned all the same. Symlinks out of the run folder are never followed.
   - The same code runs on cluster hosts without Ansible or torch as
-    C(python3 _checkpoint.py latest DIR) (from C(plugins/module_utils/)), for job launchers.
+    C(python3 /opt/clusterops/clusterops_checkpoint latest DIR) (the package C(plugins/module_utils/_checkpoint/)
+    installed by role P(clusterops.slurm.checkpoint_tool#role)), for job launchers.
 author:
   - clusterops.slurm maintainers (!UNKNOWN)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - clusterops.slurm.slurm_cli.INFO_MODULE
+  - clusterops.slurm.attributes.IDEMPOTENT
+  - clusterops.slurm.attributes.INFO_MODULE
 attributes:
   platform:
     platforms: posix

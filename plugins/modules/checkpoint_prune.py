@@ -31,7 +31,7 @@ description:
     removed. A lock (C(flock) on C(.prune.lock) in the folder) stops two prunes of one folder at once.
     An error stops the run; nothing more is deleted and the task fails, listing what was deleted.
   - The same code runs from cron on hosts without Ansible as
-    C(python3 _checkpoint.py prune DIR --keep-last N) (role P(clusterops.slurm.checkpoint_pruning#role)).
+    C(python3 clusterops_checkpoint prune DIR --keep-last N) (role P(clusterops.slurm.checkpoint_pruning#role)).
 author:
   - clusterops.slurm maintainers (!UNKNOWN)
 extends_documentation_fragment:

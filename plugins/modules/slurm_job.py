@@ -53,6 +53,8 @@ author:
   - clusterops.slurm maintainers (!UNKNOWN)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - clusterops.slurm.attributes
+  - clusterops.slurm.attributes.IDEMPOTENT
   - clusterops.slurm.slurm_cli
 attributes:
   check_mode:
@@ -339,18 +341,47 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._job_actions impo
     submission_id,
     submit,
 )
-from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import (
-    JobParseError,
-    read_queue,
-)
+from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import read_queue
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
-    SlurmCLI,
     SlurmCommandError,
+    TaskFailure,
     effective_user,
+    run_module,
     slurm_argument_spec,
 )
 
 _JOB_ID_RE = re.compile(r"^\d+(?:_\d+|\+\d+)?$")
+
+
+def check_options(params, user, me):
+    """Refuse what Slurm would take in another sense, before any call.
+
+    Raises:
+        TaskFailure: the option and why.
+    """
+    for option in ("name", "user"):
+        # squeue --name/--user take comma-separated lists: "a,b" would look up a and b, never
+        # find the job "a,b", and submit it again on every run.
+        if params[option] is not None and ("," in params[option] or not params[option].strip()):
+            raise TaskFailure("%s: %r cannot be looked up with squeue (empty, or holds a comma)"
+                              % (option, params[option]))
+    if params["key"] is not None and not KEY_RE.match(params["key"]):
+        raise TaskFailure("key: only letters, digits and . _ : @ / + = - are allowed")
+    for env_name in params["environment"] or {}:
+        if not ENV_NAME_RE.match(env_name):
+            raise TaskFailure("environment: %r is not a variable name" % env_name)
+    if params["job_id"] is not None and not _JOB_ID_RE.match(params["job_id"]):
+        raise TaskFailure("job_id: %r is not a job id (1234, 1234_7 or 1234+1)" % params["job_id"])
+    if params["state"] == "present":
+        if params["job_id"]:
+            raise TaskFailure("job_id cannot be used with state=present: the identity is name, user and key")
+        if user != me:
+            raise TaskFailure("user %s: sbatch submits as the user the task runs as (%s); "
+                              "use become_user: %s" % (user, me, user))
+        if params["script"] and not os.path.isabs(params["script"]):
+            raise TaskFailure("script: %s is not an absolute path" % params["script"])
+        if params["script_content"] is not None and not params["script_content"].startswith("#!"):
+            raise TaskFailure("script_content must start with #! and the interpreter, as sbatch requires")
 
 
 def present(module, cli, user):
@@ -365,19 +396,17 @@ def present(module, cli, user):
     result = dict(command=command, jobs=mine, submitted=False, recovered=False, attempts=0, errors=[])
     if active:
         job = active[0]
-        module.exit_json(changed=False, job_id=submission_id(job), cluster=job["cluster"], job=job,
-                         commands=cli.calls, **result)
+        return dict(result, changed=False, job_id=submission_id(job), cluster=job["cluster"], job=job)
     unknown = [j for j in mine if not j["state_known"]]
     if unknown:
-        module.fail_json(msg="not submitting: %s of this identity %s in a state this collection "
-                             "does not know (%s; a later Slurm release?) and may still be active; "
-                             "look at it with squeue" % (
-                                 ", ".join("job %s" % j["job_id"] for j in unknown),
-                                 "is" if len(unknown) == 1 else "are",
-                                 ", ".join(sorted(set(j["state_raw"] for j in unknown)))),
-                         commands=cli.calls, **result)
+        raise TaskFailure("not submitting: %s of this identity %s in a state this collection "
+                          "does not know (%s; a later Slurm release?) and may still be active; "
+                          "look at it with squeue" % (
+                              ", ".join("job %s" % j["job_id"] for j in unknown),
+                              "is" if len(unknown) == 1 else "are",
+                              ", ".join(sorted(set(j["state_raw"] for j in unknown)))), **result)
     if module.check_mode:
-        module.exit_json(changed=True, job_id=None, cluster=None, job=None, commands=cli.calls, **result)
+        return dict(result, changed=True, job_id=None, cluster=None, job=None)
     data = params["script_content"]
     if data is not None and not data.endswith("\n"):
         data += "\n"
@@ -387,45 +416,41 @@ def present(module, cli, user):
                       environ=sbatch_environ(params["environment"]),
                       retries=max(params["submit_retries"], 0), delay=max(params["retry_delay"], 0))
     except SubmitError as exc:
-        extra = {}
-        if exc.exc is not None:
-            extra = dict(cmd=exc.exc.cmd, rc=exc.exc.rc, stdout=exc.exc.stdout, stderr=exc.exc.stderr)
-        module.fail_json(msg=exc.msg, maybe_accepted=exc.maybe_accepted, errors=exc.errors,
-                         commands=cli.calls, **extra)
+        raise TaskFailure(exc.msg, maybe_accepted=exc.maybe_accepted, errors=exc.errors,
+                          **(exc.exc.result() if exc.exc is not None else {}))
     for error in done["errors"]:
         module.warn(error)
     result.update(submitted=True, recovered=done["recovered"], attempts=done["attempts"],
                   errors=done["errors"])
-    module.exit_json(changed=True, job_id=done["job_id"], cluster=done["cluster"], job=done["job"],
-                     commands=cli.calls, **result)
+    return dict(result, changed=True, job_id=done["job_id"], cluster=done["cluster"], job=done["job"])
 
 
 def act(module, cli, user):
     params = module.params
     action, job_id, name = params["state"], params["job_id"], params["name"]
-    if job_id:
-        jobs = read_queue(cli, job_ids=[job_id])
-        if name is not None:
-            jobs = [j for j in jobs if j["name"] == name]
-        what = "job %s" % job_id
-    else:
-        jobs = [j for j in read_queue(cli, names=[name], users=[user])
+
+    def jobs_now():
+        if job_id:
+            return [j for j in read_queue(cli, job_ids=[job_id]) if name is None or j["name"] == name]
+        return [j for j in read_queue(cli, names=[name], users=[user])
                 if matches_identity(j, name, user, params["key"])]
-        what = "a job named %s of user %s%s" % (
-            name, user, " with key %s" % params["key"] if params["key"] else "")
+
+    jobs = jobs_now()
     if not jobs and action != "absent":
-        module.fail_json(msg="the controller knows no %s (finished jobs are forgotten MinJobAge "
-                             "seconds after they end)" % what, jobs=[], commands=cli.calls)
+        what = "job %s" % job_id if job_id else "a job named %s of user %s%s" % (
+            name, user, " with key %s" % params["key"] if params["key"] else "")
+        raise TaskFailure("the controller knows no %s (finished jobs are forgotten MinJobAge "
+                          "seconds after they end)" % what, jobs=[])
     plan = plan_action(jobs, action, job_id)
     if plan["refused"]:
-        module.fail_json(msg="nothing was changed: %s" % "; ".join(
+        raise TaskFailure("nothing was changed: %s" % "; ".join(
             "job %s %s" % item for item in sorted(plan["refused"].items())),
-            refused=plan["refused"], jobs=jobs, commands=cli.calls)
+            refused=plan["refused"], jobs=jobs)
     targets = plan["targets"]
     result = dict(jobs=jobs, job_ids=targets, command=None,
                   job_id=int(targets[0]) if len(targets) == 1 and targets[0].isdigit() else None)
     if not targets:
-        module.exit_json(changed=False, commands=cli.calls, **result)
+        return dict(result, changed=False)
     command_name, args = action_args(action, targets)
     result["command"] = cli.command(command_name, args)
     if not module.check_mode:
@@ -434,16 +459,18 @@ def act(module, cli, user):
         except SlurmCommandError as exc:
             # The job may have ended or changed meanwhile: what matters is whether anything
             # is still left to do.
-            after = read_queue(cli, job_ids=[job_id] if job_id else None,
-                               names=None if job_id else [name], users=None if job_id else [user])
-            if job_id and name is not None:
-                after = [j for j in after if j["name"] == name]
-            if not job_id:
-                after = [j for j in after if matches_identity(j, name, user, params["key"])]
-            again = plan_action(after, action, job_id)
+            again = plan_action(jobs_now(), action, job_id)
             if again["targets"] or again["refused"]:
-                cli.fail(exc, jobs=jobs, job_ids=targets)
-    module.exit_json(changed=True, commands=cli.calls, **result)
+                raise TaskFailure(exc.msg, jobs=jobs, job_ids=targets, **exc.result())
+    return dict(result, changed=True)
+
+
+def run(module, cli):
+    params = module.params
+    me = effective_user()
+    user = params["user"] or me
+    check_options(params, user, me)
+    return (present if params["state"] == "present" else act)(module, cli, user)
 
 
 def main():
@@ -487,43 +514,7 @@ def main():
         required_one_of=[("name", "job_id")],
         supports_check_mode=True,
     )
-    params = module.params
-    me = effective_user()
-    user = params["user"] or me
-    for option in ("name", "user"):
-        # squeue --name/--user take comma-separated lists: "a,b" would look up a and b, never
-        # find the job "a,b", and submit it again on every run.
-        if params[option] is not None and ("," in params[option] or not params[option].strip()):
-            module.fail_json(msg="%s: %r cannot be looked up with squeue (empty, or holds a comma)"
-                                 % (option, params[option]))
-    if params["key"] is not None and not KEY_RE.match(params["key"]):
-        module.fail_json(msg="key: only letters, digits and . _ : @ / + = - are allowed")
-    for env_name in params["environment"] or {}:
-        if not ENV_NAME_RE.match(env_name):
-            module.fail_json(msg="environment: %r is not a variable name" % env_name)
-    if params["job_id"] is not None and not _JOB_ID_RE.match(params["job_id"]):
-        module.fail_json(msg="job_id: %r is not a job id (1234, 1234_7 or 1234+1)" % params["job_id"])
-    if params["state"] == "present":
-        if params["job_id"]:
-            module.fail_json(msg="job_id cannot be used with state=present: the identity is name, user and key")
-        if user != me:
-            module.fail_json(msg="user %s: sbatch submits as the user the task runs as (%s); "
-                                 "use become_user: %s" % (user, me, user))
-        if params["script"] and not os.path.isabs(params["script"]):
-            module.fail_json(msg="script: %s is not an absolute path" % params["script"])
-        if params["script_content"] is not None and not params["script_content"].startswith("#!"):
-            module.fail_json(msg="script_content must start with #! and the interpreter, as sbatch requires")
-
-    cli = SlurmCLI(module)
-    try:
-        if params["state"] == "present":
-            present(module, cli, user)
-        else:
-            act(module, cli, user)
-    except SlurmCommandError as exc:
-        cli.fail(exc)
-    except JobParseError as exc:
-        module.fail_json(msg=str(exc), commands=cli.calls)
+    run_module(module, run)
 
 
 if __name__ == "__main__":

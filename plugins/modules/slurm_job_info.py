@@ -48,8 +48,10 @@ author:
   - clusterops.slurm maintainers (!UNKNOWN)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - clusterops.slurm.attributes
+  - clusterops.slurm.attributes.IDEMPOTENT
+  - clusterops.slurm.attributes.INFO_MODULE
   - clusterops.slurm.slurm_cli
-  - clusterops.slurm.slurm_cli.INFO_MODULE
 options:
   job_ids:
     description:
@@ -296,21 +298,36 @@ commands:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._job_state import (
-    JobStateError,
     parse_job_state,
     state_matches,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import (
-    JobParseError,
     job_matches_states,
     parse_time_option,
     read_jobs,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
-    SlurmCLI,
-    SlurmCommandError,
+    option_value,
+    run_module,
     slurm_argument_spec,
+    state_names_option,
 )
+
+
+def read(module, cli):
+    params = module.params
+    start, end = [option_value(params, option, parse_time_option) for option in ("start", "end")]
+    states = state_names_option(params, "states", state_matches, parse_job_state("PENDING"))
+    jobs, used = read_jobs(cli, job_ids=params["job_ids"], names=params["names"], users=params["users"],
+                           start=start, end=end, accounting=params["accounting"])
+    if states:
+        jobs = [j for j in jobs if job_matches_states(j, states)]
+    if not params["steps"]:
+        for job in jobs:
+            job["steps"] = []
+            for run in job["history"]:
+                run["steps"] = []
+    return dict(changed=False, jobs=jobs, accounting=used)
 
 
 def main():
@@ -327,37 +344,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    params = module.params
-    window = {}
-    for option in ("start", "end"):
-        try:
-            window[option] = parse_time_option(params[option])
-        except ValueError as exc:
-            module.fail_json(msg="%s: %s" % (option, exc))
-    try:
-        for name in params["states"]:
-            state_matches(parse_job_state("PENDING"), [name])
-    except JobStateError as exc:
-        module.fail_json(msg="states: %s" % exc)
-
-    cli = SlurmCLI(module)
-    try:
-        jobs, used = read_jobs(cli, job_ids=params["job_ids"], names=params["names"],
-                               users=params["users"], start=window["start"], end=window["end"],
-                               accounting=params["accounting"])
-    except SlurmCommandError as exc:
-        cli.fail(exc)
-    except JobParseError as exc:
-        module.fail_json(msg=str(exc), commands=cli.calls)
-
-    if params["states"]:
-        jobs = [j for j in jobs if job_matches_states(j, params["states"])]
-    if not params["steps"]:
-        for job in jobs:
-            job["steps"] = []
-            for run in job["history"]:
-                run["steps"] = []
-    module.exit_json(changed=False, jobs=jobs, accounting=used, commands=cli.calls)
+    run_module(module, read)
 
 
 if __name__ == "__main__":

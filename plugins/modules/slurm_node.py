@@ -25,6 +25,8 @@ author:
   - clusterops.slurm maintainers (!UNKNOWN)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - clusterops.slurm.attributes
+  - clusterops.slurm.attributes.IDEMPOTENT
   - clusterops.slurm.slurm_cli
 attributes:
   check_mode:
@@ -172,24 +174,49 @@ commands:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import (
-    HostlistError,
-    expand_hostlist,
-)
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_actions import (
     NODE_ACTIONS,
     apply_node_changes,
     plan_node_changes,
 )
-from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import (
-    NodeParseError,
-    read_nodes,
-)
+from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import read_nodes
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
-    SlurmCLI,
-    SlurmCommandError,
+    TaskFailure,
+    hostlist_option,
+    run_module,
     slurm_argument_spec,
 )
+
+
+def change(module, cli):
+    params = module.params
+    if not hostlist_option(params, "nodes"):   # before any call, by the newest release's rules
+        raise TaskFailure("nodes: no node names given")
+    if params["reason"] and '"' in params["reason"]:
+        # scontrol strips double quotes from a reason, so what Slurm stores would never
+        # equal what was asked for and every run would change it again.
+        raise TaskFailure("reason: Slurm drops double quotes from reasons; use single quotes")
+    nodes, dummy = read_nodes(cli)
+    # now by the rules of the cluster's own release (e.g. 22.05 has no suffix after the brackets)
+    names = hostlist_option(params, "nodes", cli.release())
+    plan = plan_node_changes(nodes, names, params["state"], reason=params["reason"],
+                             reason_policy=params["reason_policy"], asap=params["asap"],
+                             nextstate=params["nextstate"])
+    if plan["unknown"]:
+        raise TaskFailure("unknown nodes, nothing was changed: %s" % ", ".join(plan["unknown"]),
+                          unknown_nodes=plan["unknown"])
+
+    applied = apply_node_changes(cli, plan, module.check_mode)
+    failed = applied["failed_nodes"]
+    result = dict(changed=bool(applied["changed_nodes"]), changes=applied["changes"],
+                  changed_nodes=applied["changed_nodes"], unchanged_nodes=plan["unchanged"])
+    if module._diff:
+        result["diff"] = {"before": plan["before"], "after": plan["after"]}
+    if failed:
+        raise TaskFailure("Slurm did not change %d node(s): %s" % (
+            len(failed), "; ".join("%s: %s" % (k, v) for k, v in sorted(failed.items()))),
+            failed_nodes=failed, **result)
+    return result
 
 
 def main():
@@ -208,60 +235,7 @@ def main():
         ],
         supports_check_mode=True,
     )
-    params = module.params
-    cli = SlurmCLI(module)
-    try:
-        # Ansible splits a list option given as a string on its commas ("n[1,3]" arrives
-        # as "n[1" and "3]"); joining the items back is exact for any list of expressions.
-        names = expand_hostlist(",".join(params["nodes"]))
-    except HostlistError as exc:
-        module.fail_json(msg="nodes: %s" % exc)
-    if not names:
-        module.fail_json(msg="nodes: no node names given")
-    if params["reason"] and '"' in params["reason"]:
-        # scontrol strips double quotes from a reason, so what Slurm stores would never
-        # equal what was asked for and every run would change it again.
-        module.fail_json(msg="reason: Slurm drops double quotes from reasons; use single quotes")
-
-    try:
-        nodes, dummy = read_nodes(cli)
-    except SlurmCommandError as exc:
-        cli.fail(exc)
-    except NodeParseError as exc:
-        module.fail_json(msg=str(exc), commands=cli.calls)
-    try:
-        # Checked above with the newest release's rules, before any call; now with the rules
-        # of the cluster's own release (e.g. 22.05 has no suffix after the brackets).
-        names = expand_hostlist(",".join(params["nodes"]), release=cli.release())
-    except HostlistError as exc:
-        module.fail_json(msg="nodes: %s" % exc, commands=cli.calls)
-
-    plan = plan_node_changes(nodes, names, params["state"], reason=params["reason"],
-                             reason_policy=params["reason_policy"], asap=params["asap"],
-                             nextstate=params["nextstate"])
-    if plan["unknown"]:
-        module.fail_json(
-            msg="unknown nodes, nothing was changed: %s" % ", ".join(plan["unknown"]),
-            unknown_nodes=plan["unknown"], commands=cli.calls)
-
-    applied = apply_node_changes(cli, plan, module.check_mode)
-    failed = applied["failed_nodes"]
-    changed_nodes = applied["changed_nodes"]
-    result = dict(
-        changed=bool(changed_nodes),
-        changes=applied["changes"],
-        changed_nodes=changed_nodes,
-        unchanged_nodes=plan["unchanged"],
-        commands=cli.calls,
-    )
-    if module._diff:
-        result["diff"] = {"before": plan["before"], "after": plan["after"]}
-    if failed:
-        module.fail_json(
-            msg="Slurm did not change %d node(s): %s" % (
-                len(failed), "; ".join("%s: %s" % (k, v) for k, v in sorted(failed.items()))),
-            failed_nodes=failed, **result)
-    module.exit_json(**result)
+    run_module(module, change)
 
 
 if __name__ == "__main__":

@@ -32,8 +32,10 @@ author:
   - clusterops.slurm maintainers (!UNKNOWN)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - clusterops.slurm.attributes
+  - clusterops.slurm.attributes.IDEMPOTENT
+  - clusterops.slurm.attributes.INFO_MODULE
   - clusterops.slurm.slurm_cli
-  - clusterops.slurm.slurm_cli.INFO_MODULE
 options:
   nodes:
     description:
@@ -174,15 +176,29 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import parse_time_option
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_events import (
-    NodeEventParseError,
     episodes,
     read_node_events,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
-    SlurmCLI,
-    SlurmCommandError,
+    TaskFailure,
+    option_value,
+    run_module,
     slurm_argument_spec,
 )
+
+
+def read(module, cli):
+    params = module.params
+    if params["window"] is not None:
+        if params["window"] < 0:
+            raise TaskFailure("window: must be 0 or more seconds, not %s" % params["window"])
+        start = int(time.time()) - params["window"]
+    else:
+        start = option_value(params, "start", parse_time_option)
+        if start is None:
+            raise TaskFailure("start: empty")
+    events = read_node_events(cli, start, params["nodes"] or None)
+    return dict(changed=False, events=events, episodes=episodes(events, params["gap"]), start=start)
 
 
 def main():
@@ -197,28 +213,7 @@ def main():
         required_one_of=[("window", "start")],
         supports_check_mode=True,
     )
-    params = module.params
-    if params["window"] is not None:
-        if params["window"] < 0:
-            module.fail_json(msg="window: must be 0 or more seconds, not %s" % params["window"])
-        start = int(time.time()) - params["window"]
-    else:
-        try:
-            start = parse_time_option(params["start"])
-        except ValueError as exc:
-            module.fail_json(msg="start: %s" % exc)
-        if start is None:
-            module.fail_json(msg="start: empty")
-
-    cli = SlurmCLI(module)
-    try:
-        events = read_node_events(cli, start, params["nodes"] or None)
-    except SlurmCommandError as exc:
-        cli.fail(exc)
-    except NodeEventParseError as exc:
-        module.fail_json(msg=str(exc), commands=cli.calls)
-    module.exit_json(changed=False, events=events, episodes=episodes(events, params["gap"]),
-                     start=start, commands=cli.calls)
+    run_module(module, read)
 
 
 if __name__ == "__main__":

@@ -32,8 +32,10 @@ author:
   - clusterops.slurm maintainers (!UNKNOWN)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - clusterops.slurm.attributes
+  - clusterops.slurm.attributes.IDEMPOTENT
+  - clusterops.slurm.attributes.INFO_MODULE
   - clusterops.slurm.slurm_cli
-  - clusterops.slurm.slurm_cli.INFO_MODULE
 options:
   nodes:
     description:
@@ -200,64 +202,31 @@ commands:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import (
-    HostlistError,
-    compress_hostlist,
-    expand_hostlist,
-)
+from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_state import (
-    SlurmStateError,
     parse_state,
     state_matches,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import (
-    NodeParseError,
     node_state,
     read_nodes,
     release_text,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
-    SlurmCLI,
-    SlurmCommandError,
+    hostlist_option,
+    run_module,
     slurm_argument_spec,
+    state_names_option,
 )
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=slurm_argument_spec(
-            nodes=dict(type="list", elements="str", default=[]),
-            states=dict(type="list", elements="str", default=[]),
-            source=dict(type="str", choices=["auto", "json", "text"], default="auto"),
-        ),
-        supports_check_mode=True,
-    )
-    cli = SlurmCLI(module)
-    try:
-        # Ansible splits a list option given as a string on its commas ("n[1,3]" arrives
-        # as "n[1" and "3]"); joining the items back is exact for any list of expressions.
-        wanted = expand_hostlist(",".join(module.params["nodes"])) if module.params["nodes"] else []
-    except HostlistError as exc:
-        module.fail_json(msg="nodes: %s" % exc)
-    try:
-        for name in module.params["states"]:
-            state_matches(parse_state("idle"), [name])
-    except SlurmStateError as exc:
-        module.fail_json(msg="states: %s" % exc)
-
-    try:
-        nodes, source = read_nodes(cli, module.params["source"])
-    except SlurmCommandError as exc:
-        cli.fail(exc)
-    except NodeParseError as exc:
-        module.fail_json(msg=str(exc), commands=cli.calls)
-    try:
-        # Checked above with the newest release's rules, before any call; now with the rules
-        # of the cluster's own release (e.g. 22.05 has no suffix after the brackets).
-        wanted = expand_hostlist(",".join(module.params["nodes"]), release=cli.release()) if module.params["nodes"] else []
-    except HostlistError as exc:
-        module.fail_json(msg="nodes: %s" % exc, commands=cli.calls)
-
+def read(module, cli):
+    params = module.params
+    hostlist_option(params, "nodes")   # before any call, by the newest release's rules
+    states = state_names_option(params, "states", state_matches, parse_state("idle"))
+    nodes, source = read_nodes(cli, params["source"])
+    # now by the rules of the cluster's own release (e.g. 22.05 has no suffix after the brackets)
+    wanted = hostlist_option(params, "nodes", cli.release())
     total = len(nodes)
     missing = []
     if wanted:
@@ -270,19 +239,22 @@ def main():
                 seen.add(name)
                 selected.append(by_name[name])
         nodes = selected
-    if module.params["states"]:
-        nodes = [n for n in nodes if state_matches(node_state(n), module.params["states"])]
+    if states:
+        nodes = [n for n in nodes if state_matches(node_state(n), states)]
+    return dict(changed=False, nodes=nodes, hostlist=compress_hostlist([n["name"] for n in nodes]),
+                missing=missing, total=total, source=source, slurm_release=release_text(cli.release()))
 
-    module.exit_json(
-        changed=False,
-        nodes=nodes,
-        hostlist=compress_hostlist([n["name"] for n in nodes]),
-        missing=missing,
-        total=total,
-        source=source,
-        slurm_release=release_text(cli.release()),
-        commands=cli.calls,
+
+def main():
+    module = AnsibleModule(
+        argument_spec=slurm_argument_spec(
+            nodes=dict(type="list", elements="str", default=[]),
+            states=dict(type="list", elements="str", default=[]),
+            source=dict(type="str", choices=["auto", "json", "text"], default="auto"),
+        ),
+        supports_check_mode=True,
     )
+    run_module(module, read)
 
 
 if __name__ == "__main__":

@@ -22,15 +22,20 @@ description:
     collection's C(docs/node-remediation.md)); then runs one C(scontrol reboot ASAP
     nextstate=resume) for all nodes to reboot, one C(scontrol update State=RESUME) for all nodes
     to resume and one drain per distinct flapping reason, from the state it read.
-  - Returns the plan, not the nodes; its RV(plan.skipped) is summarised by why and reason.
+  - Returns the plan, not the nodes; its C(skipped) nodes are summarised by why and reason.
   - A read that may be partial (controller or slurmdbd unreachable, an answer with errors or no
     nodes) fails the task before anything acts. A change Slurm refuses does not fail it - the
     nodes are in RV(failed_nodes) and Slurm's words in RV(errors) - so that the other changes
     and the report still happen; the role C(clusterops.slurm.remediate_nodes) fails afterwards.
 author:
   - clusterops.slurm maintainers (!UNKNOWN)
+requirements:
+  - C(jmespath) (Debian's C(python3-jmespath)) on the host the module runs on, only when O(scope) is set.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - clusterops.slurm.attributes
+  - clusterops.slurm.attributes.IDEMPOTENT
+  - clusterops.slurm.remediation_policy
   - clusterops.slurm.slurm_cli
 attributes:
   check_mode:
@@ -39,79 +44,10 @@ attributes:
   diff_mode:
     support: full
     details: Before and after (state and reason) of every node that changes.
-options:
-  classes:
-    description:
-      - Reason classes C({name, match, action}), in order, first match wins; see the
-        P(clusterops.slurm.remediation_plan#filter) filter's O(clusterops.slurm.remediation_plan#filter:classes).
-      - Omitted, the collection's default classes (listed there and in C(docs/node-remediation.md)).
-    type: list
-    elements: dict
-  allow_reasons:
-    description: Deprecated, use O(classes); as the filter's O(clusterops.slurm.remediation_plan#filter:allow_reasons).
-    type: list
-    elements: str
-  reboot_reasons:
-    description: Deprecated, use O(classes). See O(allow_reasons).
-    type: list
-    elements: str
-  heal_budget:
-    description:
-      - Heals within O(heal_window) after which a node is left for a human. V(0) turns the budget
-        off, and Slurm's accounting is not read.
-    type: int
-    default: 3
-  heal_window:
-    description: Seconds back from now in which heals count (and events are read).
-    type: int
-    default: 86400
-  heal_since:
-    description:
-      - Unix seconds; heals before this time do not count either, and older events are not read.
-        V(0) sets no such limit.
-    type: int
-    default: 0
-  circuit:
-    description: Circuit breaker settings.
-    type: dict
-    suboptions:
-      window:
-        description: Seconds back from now in which broken nodes count. V(0) turns the breaker off.
-        type: int
-        default: 1800
-      max_nodes:
-        description: Upper bound of the threshold.
-        type: int
-        default: 32
-      max_percent:
-        description: Threshold as percent of the nodes in scope.
-        type: float
-        default: 10
-      min_nodes:
-        description: Lower bound of the threshold.
-        type: int
-        default: 3
-  reboot_reason:
-    description: The reason given to the nodes it reboots; a node still broken with it is a reboot in flight.
-    type: str
-    default: "clusterops.slurm remediation: reboot"
-  scope:
-    description:
-      - A JMESPath expression over the node list (the fields of
-        M(clusterops.slurm.slurm_node_info)'s RV(clusterops.slurm.slurm_node_info#module:nodes))
-        that selects the nodes to consider at all, e.g. V([?contains(partitions, 'gpu')]).
-        Empty means every node.
-      - Needs the C(jmespath) Python library on the host the module runs on.
-    type: str
-    default: ""
-  max_nodes:
-    description: Most nodes rebooting or acted on at once. V(0) acts on none.
-    type: int
-    default: 16
-  max_percent:
-    description: Most nodes rebooting or acted on at once, as percent of all nodes of the cluster.
-    type: float
-    default: 10
+  idempotent:
+    details:
+      - A second run finds the nodes it rebooted in flight, those it resumed in service and those
+        it drained as flapping held for a human.
 seealso:
   - plugin: clusterops.slurm.remediation_plan
     plugin_type: filter
@@ -158,7 +94,8 @@ resumed:
   type: list
   elements: str
 drained:
-  description: Flapping nodes it drained with their C(clusterops: flapping) reason (in check mode, would).
+  description: >-
+    Flapping nodes it drained with their C(clusterops: flapping) reason (in check mode, would).
   returned: success
   type: list
   elements: str
@@ -168,7 +105,8 @@ failed_nodes:
   type: dict
   sample: {"n1": "slurm_update error: Invalid node state specified"}
 errors:
-  description: One message per refused call, C(<what>: <Slurm's words>).
+  description: >-
+    One message per refused call, C(<what>: <Slurm's words>).
   returned: success
   type: list
   elements: str
@@ -192,88 +130,51 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._node_actions imp
     apply_node_changes,
     plan_node_changes,
 )
-from ansible_collections.clusterops.slurm.plugins.module_utils._node_events import (
-    NodeEventParseError,
-    read_node_events,
-)
-from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import (
-    NodeParseError,
-    read_nodes,
-)
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_events import read_node_events
+from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import read_nodes
 from ansible_collections.clusterops.slurm.plugins.module_utils._remediation import (
     ALLOWLIST_DEPRECATION,
     DEFAULT_CIRCUIT,
     DEFAULT_HEAL_BUDGET,
     DEFAULT_HEAL_SINCE,
     DEFAULT_HEAL_WINDOW,
+    DEFAULT_MAX_NODES,
+    DEFAULT_MAX_PERCENT,
     DEFAULT_REBOOT_REASON,
+    DEFAULT_SCOPE,
     RemediationError,
     plan_remediation,
     resolve_classes,
     scope_names,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
-    SlurmCLI,
-    SlurmCommandError,
+    TaskFailure,
+    run_module,
     slurm_argument_spec,
 )
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=slurm_argument_spec(
-            classes=dict(type="list", elements="dict"),
-            allow_reasons=dict(type="list", elements="str"),
-            reboot_reasons=dict(type="list", elements="str"),
-            heal_budget=dict(type="int", default=DEFAULT_HEAL_BUDGET),
-            heal_window=dict(type="int", default=DEFAULT_HEAL_WINDOW),
-            heal_since=dict(type="int", default=DEFAULT_HEAL_SINCE),
-            circuit=dict(type="dict", options=dict(
-                window=dict(type="int", default=DEFAULT_CIRCUIT["window"]),
-                max_nodes=dict(type="int", default=DEFAULT_CIRCUIT["max_nodes"]),
-                max_percent=dict(type="float", default=DEFAULT_CIRCUIT["max_percent"]),
-                min_nodes=dict(type="int", default=DEFAULT_CIRCUIT["min_nodes"]),
-            )),
-            reboot_reason=dict(type="str", default=DEFAULT_REBOOT_REASON),
-            scope=dict(type="str", default=""),
-            max_nodes=dict(type="int", default=16),
-            max_percent=dict(type="float", default=10.0),
-        ),
-        mutually_exclusive=[("classes", "allow_reasons"), ("classes", "reboot_reasons")],
-        supports_check_mode=True,
-    )
+def remediate(module, cli):
     params = module.params
-    try:
-        classes, deprecated = resolve_classes(params["classes"], params["allow_reasons"], params["reboot_reasons"])
-    except RemediationError as exc:
-        module.fail_json(msg=str(exc))
+    classes, deprecated = resolve_classes(params["classes"], params["allow_reasons"], params["reboot_reasons"])
     if deprecated:
         module.deprecate(ALLOWLIST_DEPRECATION, version="2.0.0", collection_name="clusterops.slurm")
     if params["heal_window"] < 1:
-        module.fail_json(msg="heal_window must be >= 1, not %d" % params["heal_window"])
+        raise TaskFailure("heal_window must be >= 1, not %d" % params["heal_window"])
 
-    cli = SlurmCLI(module)
     now = time.time()
-    try:
-        nodes, dummy = read_nodes(cli)
-        events = None
-        if params["heal_budget"] > 0:
-            # Heals before heal_since never count: the events before it are not read either (the
-            # accounting of a cluster whose admins drain thousands of nodes holds as many events).
-            events = read_node_events(cli, max(int(now) - params["heal_window"], params["heal_since"]))
-    except SlurmCommandError as exc:
-        cli.fail(exc)
-    except (NodeParseError, NodeEventParseError) as exc:
-        module.fail_json(msg=str(exc), commands=cli.calls)
-    try:
-        in_scope = scope_names(nodes, params["scope"]) if params["scope"] else None
-        plan = plan_remediation(
-            nodes, classes=classes, in_scope=in_scope, max_nodes=params["max_nodes"],
-            max_percent=params["max_percent"], events=events, heal_budget=params["heal_budget"],
-            heal_window=params["heal_window"], heal_since=params["heal_since"],
-            circuit=params["circuit"] or dict(DEFAULT_CIRCUIT), reboot_reason=params["reboot_reason"], now=now)
-    except RemediationError as exc:
-        module.fail_json(msg=str(exc), commands=cli.calls)
+    nodes, dummy = read_nodes(cli)
+    events = None
+    if params["heal_budget"] > 0:
+        # Heals before heal_since never count: the events before it are not read either (the
+        # accounting of a cluster whose admins drain thousands of nodes holds as many events).
+        events = read_node_events(cli, max(int(now) - params["heal_window"], params["heal_since"]))
+    in_scope = scope_names(nodes, params["scope"]) if params["scope"] else None
+    plan = plan_remediation(
+        nodes, classes=classes, in_scope=in_scope, max_nodes=params["max_nodes"],
+        max_percent=params["max_percent"], events=events, heal_budget=params["heal_budget"],
+        heal_window=params["heal_window"], heal_since=params["heal_since"],
+        circuit=params["circuit"], reboot_reason=params["reboot_reason"], now=now)
 
     # From the state read above: the three kinds of change touch disjoint nodes.
     steps = [("reboot", plan["reboot"], dict(reason=params["reboot_reason"], asap=True, nextstate="resume")),
@@ -299,11 +200,37 @@ def main():
     result = dict(
         changed=bool(done["reboot"] or done["resume"] or done["drain"]),
         plan=plan, rebooted=done["reboot"], resumed=done["resume"], drained=done["drain"],
-        failed_nodes=failed, errors=errors, changes=changes, commands=cli.calls,
+        failed_nodes=failed, errors=errors, changes=changes,
     )
     if module._diff:
         result["diff"] = {"before": before, "after": after}
-    module.exit_json(**result)
+    return result
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=slurm_argument_spec(
+            classes=dict(type="list", elements="dict"),
+            allow_reasons=dict(type="list", elements="str"),
+            reboot_reasons=dict(type="list", elements="str"),
+            heal_budget=dict(type="int", default=DEFAULT_HEAL_BUDGET),
+            heal_window=dict(type="int", default=DEFAULT_HEAL_WINDOW),
+            heal_since=dict(type="int", default=DEFAULT_HEAL_SINCE),
+            circuit=dict(type="dict", options=dict(
+                window=dict(type="int", default=DEFAULT_CIRCUIT["window"]),
+                max_nodes=dict(type="int", default=DEFAULT_CIRCUIT["max_nodes"]),
+                max_percent=dict(type="float", default=DEFAULT_CIRCUIT["max_percent"]),
+                min_nodes=dict(type="int", default=DEFAULT_CIRCUIT["min_nodes"]),
+            )),
+            reboot_reason=dict(type="str", default=DEFAULT_REBOOT_REASON),
+            scope=dict(type="str", default=DEFAULT_SCOPE),
+            max_nodes=dict(type="int", default=DEFAULT_MAX_NODES),
+            max_percent=dict(type="float", default=DEFAULT_MAX_PERCENT),
+        ),
+        mutually_exclusive=[("classes", "allow_reasons"), ("classes", "reboot_reasons")],
+        supports_check_mode=True,
+    )
+    run_module(module, remediate, errors=(RemediationError,))
 
 
 if __name__ == "__main__":

@@ -83,6 +83,7 @@ author:
   - clusterops.slurm maintainers (!UNKNOWN)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - clusterops.slurm.attributes
   - clusterops.slurm.slurm_cli
 attributes:
   check_mode:

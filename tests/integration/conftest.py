@@ -5,12 +5,14 @@
 """Integration tests run against the real dev cluster (``make cluster-up``).
 
 Helpers here read Slurm directly (never through the code under test), drive faults through
-the dev cluster's own make targets, and run playbooks and modules with ansible-playbook /
-ansible as an operator would.
+the dev cluster's own make targets, run single modules through pytest-ansible (``module()``:
+its ``ansible_adhoc`` fixture on the dev cluster's inventory) and playbooks with
+ansible-playbook as an operator would.
 """
 
 from __future__ import absolute_import, division, print_function
 
+import contextlib
 import json
 import os
 import re
@@ -18,7 +20,9 @@ import subprocess
 import sys
 import time
 
+import ansible.constants
 import pytest
+from pytest_ansible.module_dispatcher.v213 import ModuleDispatcherV213
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 #: The dev cluster's release: SLURM=22.05 (default, on the host), 24.11 or 26.05 (in podman), as
@@ -174,22 +178,61 @@ def playbook(*args, **kwargs):
     return proc, recap
 
 
-def module(name, args, check_mode=False, diff=False):
-    """Run one module ad hoc against localhost; return (rc, result dict)."""
-    cmd = ["ansible", "-i", INVENTORY, "localhost", "-m", name]
-    if args:
-        cmd += ["-a", json.dumps(args)]
-    if check_mode:
-        cmd.append("--check")
-    if diff:
-        cmd.append("--diff")
-    proc = run(cmd, check=False)
-    match = re.search(r"=> (\{.*\})\s*$", proc.stdout, re.DOTALL)
-    if not match:
-        raise AssertionError("no module result in:\n%s" % proc.stdout)
-    result = json.loads(match.group(1))
-    result["_stdout"] = proc.stdout  # what the operator saw, diff included
-    return proc.returncode, result
+#: pytest-ansible's ``ansible_adhoc`` of the running test (the autouse fixture ``adhoc``): how
+#: ``module()`` reaches the plugin without every test asking for a fixture.
+ADHOC = []
+
+
+class _ModuleDispatcher(ModuleDispatcherV213):
+    """pytest-ansible's module dispatcher, whose one-task play also carries the play keywords
+    ``check_mode`` and ``diff`` (options of the same names, bool) and ``become_method``.
+
+    pytest-ansible 26.10 passes check mode and diff nowhere (its ``--ansible-check`` is parsed
+    and never used), and the become method only as command line arguments, which Ansible keeps
+    from the first call in a process on (its CLI arguments are a singleton)."""
+
+    def _build_play_ds(self, complex_args):
+        play = super()._build_play_ds(complex_args)
+        play.update(check_mode=bool(self.options.get("check_mode")), diff=bool(self.options.get("diff")),
+                    become_method=self.options.get("become_method"))
+        return play
+
+
+@contextlib.contextmanager
+def _environment(env):
+    """os.environ is ``env`` inside: the in-process play's workers, and so the module and the
+    Slurm commands it runs, inherit it."""
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def module(name, args, check_mode=False, diff=False, become_user=None):
+    """Run one module (FQCN) on the dev cluster's controller (``localhost`` of INVENTORY) through
+    pytest-ansible's ``ansible_adhoc``, in this process, with slurm_env() as its environment.
+
+    ``check_mode``/``diff``: as ``ansible --check``/``--diff``. ``become_user``: run it as that
+    user (become method su: the dev machine has no sudo) with Debian's python3, which every user
+    can run (the venv's lives under /root). Returns (rc, result): rc 0, or 2 where the module
+    failed (what ``ansible`` exits with), and the module's result dict (``diff`` holds
+    ``{"before", "after"}`` when asked, ``warnings`` the module's warnings)."""
+    if not ADHOC:
+        raise AssertionError("module() runs inside a test: it uses pytest-ansible's ansible_adhoc")
+    become = {"become": True, "become_user": become_user, "become_method": "su"} if become_user else {}
+    hosts = ADHOC[0](**become)
+    if become_user:
+        hosts.options["variable_manager"].set_host_variable(
+            "localhost", "ansible_python_interpreter", "/usr/bin/python3")
+    dispatcher = _ModuleDispatcher(**dict(hosts.options, check_mode=check_mode, diff=diff))
+    with _environment(slurm_env()):
+        contacted = getattr(dispatcher, name)(**(args or {}))
+    result = dict(contacted["localhost"])
+    return (2 if result.get("failed") else 0), result
 
 
 def sdiag_rpc_counts():
@@ -238,10 +281,33 @@ def reset_cluster():
     return wait_for(resume_broken, "every node back in service", timeout=180)
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "every_release: run on the dev cluster of every Slurm release in SLURM_RELEASES "
         "(make integration); the others run on the default release only")
+    # pytest-ansible (before its own pytest_configure): ansible_adhoc and ansible_module act on the
+    # dev cluster's controller, localhost of INVENTORY (DEVCLUSTER_DIR chooses the cluster).
+    config.option.ansible_inventory = INVENTORY
+    config.option.ansible_host_pattern = "localhost"
+    # Its plays run in this process with the ansible.cfg Ansible found at start: it must be the
+    # repository's, as for the commands run() starts (slurm_env()).
+    if os.path.realpath(ansible.constants.CONFIG_FILE or "") != os.path.realpath(os.path.join(REPO, "ansible.cfg")):
+        raise pytest.UsageError("Ansible read %s: start pytest in %s or set ANSIBLE_CONFIG=%s/ansible.cfg"
+                                % (ansible.constants.CONFIG_FILE, REPO, REPO))
+    # The plugin loads collections from ANSIBLE_COLLECTIONS_PATH (--ansible-unit-inject-only): here
+    # ansible.cfg's collections_path (.collections, make collection), instead of a collections/
+    # tree of links it would build in the repository (pytest started next to galaxy.yml).
+    os.environ["ANSIBLE_COLLECTIONS_PATH"] = os.pathsep.join(ansible.constants.COLLECTIONS_PATHS)
+    config.option.ansible_unit_inject_only = True
+
+
+@pytest.fixture(autouse=True)
+def adhoc(ansible_adhoc):
+    """pytest-ansible's ansible_adhoc, for module() during the test."""
+    ADHOC[:] = [ansible_adhoc]
+    yield ansible_adhoc
+    del ADHOC[:]
 
 
 @pytest.fixture(scope="session")

@@ -30,14 +30,17 @@ import pytest
 
 from conftest import REPO, run
 
-LIBRARY = os.path.join(REPO, "plugins", "module_utils", "_checkpoint.py")
+LIBRARY = os.path.join(REPO, "plugins", "module_utils", "_checkpoint")  # the package folder
 TRAINER = os.path.join(REPO, "roles", "torchrun_launcher", "files", "reference_trainer.py")
 CRON_NAME = "clusterops checkpoint prune %s"
 
 
 def _load_library():
-    spec = importlib.util.spec_from_file_location("clusterops_checkpoint_under_test", LIBRARY)
+    name = "clusterops_checkpoint_under_test"
+    spec = importlib.util.spec_from_file_location(name, os.path.join(LIBRARY, "__init__.py"),
+                                                  submodule_search_locations=[LIBRARY])
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # its modules import each other relatively
     spec.loader.exec_module(module)
     return module
 
@@ -83,16 +86,20 @@ def crontab_restored():
             subprocess.run(["crontab", "-r"], stderr=subprocess.DEVNULL, check=False)
 
 
-def apply_role(tmp_path, folders, check=True):
-    """ansible-playbook of the role on this machine; returns (output, recap dict)."""
+def apply_role(tmp_path, folders, check=True, install_dir=None):
+    """ansible-playbook of the role on this machine; returns (output, recap dict).
+
+    The command goes to tmp_path/opt/clusterops_checkpoint, or with ``install_dir`` through the
+    deprecated checkpoint_pruning_install_dir."""
+    where = ({"checkpoint_pruning_install_dir": install_dir} if install_dir
+             else {"checkpoint_tool_dir": str(tmp_path / "opt")})
     play = [{
         "hosts": "localhost", "gather_facts": False,
-        "roles": [{"role": "clusterops.slurm.checkpoint_pruning", "vars": {
-            "checkpoint_pruning_install_dir": str(tmp_path / "opt" / "bin"),
+        "roles": [{"role": "clusterops.slurm.checkpoint_pruning", "vars": dict(where, **{
             "checkpoint_pruning_log_dir": str(tmp_path / "log"),
             "checkpoint_pruning_cron_user": "root",
             "checkpoint_pruning_tmp_grace": 3600,
-            "checkpoint_pruning_folders": folders}}],
+            "checkpoint_pruning_folders": folders})}],
     }]
     playbook = tmp_path / "play.yml"
     playbook.write_text(json.dumps(play))  # JSON is YAML
@@ -165,9 +172,11 @@ def test_role_installs_one_cron_entry_whose_command_prunes(tmp_path, crontab_res
     lines = crontab_lines()
     for name in ("llama-8b", "other"):
         assert lines.count("#Ansible: " + CRON_NAME % name) == 1
-    assert sum(str(tmp_path) in line and "_checkpoint.py prune" in line for line in lines) == 2
+    tool = str(tmp_path / "opt" / "clusterops_checkpoint")
+    assert sum(tool + " prune" in line for line in lines) == 2
     assert "15 3 * * * " in lines[lines.index("#Ansible: " + CRON_NAME % "other") + 1]
-    assert os.access(str(tmp_path / "opt" / "bin" / "_checkpoint.py"), os.X_OK)
+    assert sorted(n for n in os.listdir(tool) if n.endswith(".py")) == sorted(
+        n for n in os.listdir(LIBRARY) if n.endswith(".py"))
     job = cron_job("llama-8b")
     assert "100%" in job and "/usr/bin/python3" in job
 
@@ -215,6 +224,15 @@ def test_role_refuses_bad_folder_entries(tmp_path, crontab_restored):
     output, recap = apply_role(tmp_path, [{"name": "a", "path": "/tmp/x"}], check=False)
     assert recap.get("failed") == 1 and "keep_last" in output  # argument_specs: required
     assert crontab_lines() == before
+
+
+def test_deprecated_install_dir_still_chooses_where_the_command_goes(tmp_path, crontab_restored):
+    folders = [{"name": "old-var", "path": str(tmp_path / "run"), "keep_last": 2}]
+    output, recap = apply_role(tmp_path, folders, install_dir=str(tmp_path / "opt" / "bin"))
+    assert recap.get("failed") == 0, output
+    tool = str(tmp_path / "opt" / "bin" / "clusterops_checkpoint")
+    assert os.path.isfile(os.path.join(tool, "__main__.py"))
+    assert tool + " prune" in cron_job("old-var")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -296,8 +314,8 @@ def _one_prune(run_dir, tool, rng):
 @pytest.mark.skipif(not os.path.exists(TRAINER), reason="no reference trainer")
 def test_prunes_while_the_reference_trainer_saves(tmp_path):
     pytest.importorskip("torch")
-    tool = str(tmp_path / "_checkpoint.py")
-    shutil.copy(LIBRARY, tool)
+    tool = str(tmp_path / "clusterops_checkpoint")  # as roles/checkpoint_tool installs it
+    shutil.copytree(LIBRARY, tool, ignore=shutil.ignore_patterns("__pycache__"))
     run_dir, events, log = tmp_path / "run", tmp_path / "events.jsonl", tmp_path / "trainer.log"
     rng = random.Random(5)
     proc = _trainer(run_dir, events, log, "--total-steps", "160")

@@ -9,9 +9,7 @@ slurmctld)."""
 
 from __future__ import absolute_import, division, print_function
 
-import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -20,7 +18,6 @@ import uuid
 import pytest
 
 from conftest import (
-    INVENTORY,
     REPO,
     SLURM_CONF,
     cluster_name,
@@ -106,18 +103,8 @@ def submit_args(name, **extra):
 
 
 def module_as(user, name, args, check_mode=False):
-    """Run a module ad hoc as ``user`` (become with su; the dev machine has no sudo), with
-    Debian's python3, which every user can run (the venv's lives under /root)."""
-    cmd = ["ansible", "-i", INVENTORY, "localhost", "-m", name, "-a", json.dumps(args),
-           "--become", "--become-user", user, "--become-method", "su",
-           "-e", "ansible_python_interpreter=/usr/bin/python3"]
-    if check_mode:
-        cmd.append("--check")
-    proc = run(cmd, check=False)
-    match = re.search(r"=> (\{.*\})\s*$", proc.stdout, re.DOTALL)
-    if not match:
-        raise AssertionError("no module result in:\n%s" % proc.stdout)
-    return proc.returncode, json.loads(match.group(1))
+    """Run a module as ``user``: see conftest.module()."""
+    return module(name, args, check_mode=check_mode, become_user=user)
 
 
 @pytest.mark.every_release
@@ -350,7 +337,7 @@ def test_sbatch_answer_lost_after_the_job_was_created_gives_one_job(jobs, proxy_
     rows = squeue(name)
     assert len(rows) == 1 and rows[0]["id"] == str(result["job_id"])
     assert len(result["errors"]) == 1 and "Socket timed out on send/recv operation" in result["errors"][0]
-    assert "[WARNING]: sbatch attempt 1: " in result["_stdout"]
+    assert [w for w in result["warnings"] if w.startswith("sbatch attempt 1: ")], result
 
 
 def test_sbatch_request_lost_is_submitted_again_once(jobs, proxy_conf):

@@ -190,9 +190,8 @@ def test_slurm_node_reason_policy_and_diff(healthy):
                          "reason_policy": "replace"}, diff=True)
     assert rc == 0 and result["changed_nodes"] == ["n2"]
     # the diff shows the node's reason before and after
-    assert "--- before" in result["_stdout"] and "+++ after" in result["_stdout"]
-    assert '-        "reason": "%s"' % ADMIN_REASON in result["_stdout"]
-    assert '+        "reason": "ours"' in result["_stdout"]
+    assert result["diff"]["before"]["n2"]["reason"] == ADMIN_REASON, result["diff"]
+    assert result["diff"]["after"]["n2"]["reason"] == "ours", result["diff"]
     assert nodes()["n2"]["reason"] == "ours"
 
 

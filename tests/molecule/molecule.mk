@@ -1,6 +1,7 @@
 # Molecule scenarios on podman (extensions/molecule/<name>/), for `include tests/molecule/molecule.mk`
 # in the Makefile. Uses the Makefile's VENV and its venv/collection targets.
-#   make molecule                              every scenario; `cluster` once per Slurm release
+#   make molecule                              every scenario, as pytest tests (tests/molecule/,
+#                                              pytest-ansible); `cluster` once per Slurm release
 #                                              (22.05, 24.11, 26.05; first run: image builds)
 #   make molecule SCENARIOS=cluster            only these
 #   make molecule SLURM_RELEASES="24.11"       `cluster` on these releases only
@@ -14,5 +15,5 @@ molecule-setup: venv collection ## podman + runc + debootstrap (apt), containers
 molecule-images: molecule-setup ## Local Debian images with Slurm 22.05/24.11/26.05 for Molecule (cached)
 	bash tests/molecule/images/build.sh $(SLURM_RELEASES)
 
-molecule: molecule-setup ## Molecule scenarios on podman (SCENARIOS=name ..., SLURM_RELEASES="24.11 ...")
+molecule: molecule-setup ## Molecule scenarios on podman through pytest (SCENARIOS=name ..., SLURM_RELEASES="24.11 ...")
 	VENV=$(VENV) CLUSTEROPS_SLURM_RELEASES="$(SLURM_RELEASES)" bash tests/molecule/run.sh $(SCENARIOS)

@@ -23,6 +23,12 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 VENV_BIN = os.path.dirname(sys.executable)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    # pytest-ansible: no collections/ tree of links in the repository (see tests/integration/conftest.py).
+    config.option.ansible_unit_inject_only = True
+
+
 def tool(name):
     path = os.path.join(VENV_BIN, name)
     if not os.path.exists(path):

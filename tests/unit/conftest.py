@@ -45,6 +45,12 @@ def _make_importable():
 _make_importable()
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    # pytest-ansible: no collections/ tree of links in the repository (see tests/integration/conftest.py).
+    config.option.ansible_unit_inject_only = True
+
+
 # ---------------------------------------------------------------------------------------------
 # A checkpoint file whose RNG state holds numpy arrays, with or without numpy installed
 # ---------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@
 
 It is the example workload the launcher starts and the end-to-end tests crash, signal and resume.
 It trains a small MLP on synthetic regression data with DDP (gloo on CPU, nccl on GPU) and writes
-its checkpoints with the collection's checkpoint library (``_checkpoint.py``, the contract of
+its checkpoints with the collection's checkpoint library (``clusterops_checkpoint``, the contract of
 docs/checkpoint-contract.md). A run that is stopped at any point and resumed from its newest
 valid checkpoint ends with parameters bitwise equal to a run that was never stopped.
 
@@ -135,29 +135,43 @@ class Refused(Exception):
 # ---------------------------------------------------------------------------------------------
 
 def checkpoint_library_path() -> str:
-    """Where ``_checkpoint.py`` is: $CLUSTEROPS_CHECKPOINT_TOOL, next to this file, or the repository's."""
+    """The checkpoint package's folder: $CLUSTEROPS_CHECKPOINT_TOOL, ``clusterops_checkpoint/`` next to
+    this file (as roles/checkpoint_tool installs it), or the repository's ``plugins/module_utils/_checkpoint/``."""
     env = os.environ.get("CLUSTEROPS_CHECKPOINT_TOOL")
     if env:
         return env
     here = os.path.dirname(os.path.abspath(__file__))
-    beside = os.path.join(here, "_checkpoint.py")
-    if os.path.isfile(beside):
+    beside = os.path.join(here, "clusterops_checkpoint")
+    if os.path.isdir(beside):
         return beside
     # roles/torchrun_launcher/files/ -> the collection root
     repo = os.path.dirname(os.path.dirname(os.path.dirname(here)))
-    return os.path.join(repo, "plugins", "module_utils", "_checkpoint.py")
+    return os.path.join(repo, "plugins", "module_utils", "_checkpoint")
 
 
 def load_checkpoint_library() -> ModuleType:
-    """Import ``_checkpoint.py`` from its file path (it is standard library only)."""
+    """Import the checkpoint package from its folder as ``clusterops_checkpoint`` (standard library only).
+
+    The package's modules import each other relatively, so it is registered in ``sys.modules`` under
+    that name before it runs; ``sys.path`` is left alone.
+    """
     path = checkpoint_library_path()
-    if not os.path.isfile(path):
-        raise Refused("checkpoint library %s not found (set CLUSTEROPS_CHECKPOINT_TOOL to _checkpoint.py)" % path)
-    spec = importlib.util.spec_from_file_location("clusterops_checkpoint", path)
+    init = os.path.join(path, "__init__.py")
+    if not os.path.isfile(init):
+        raise Refused("checkpoint library %s not found (set CLUSTEROPS_CHECKPOINT_TOOL to the "
+                      "clusterops_checkpoint folder)" % path)
+    if "clusterops_checkpoint" in sys.modules:
+        return sys.modules["clusterops_checkpoint"]
+    spec = importlib.util.spec_from_file_location("clusterops_checkpoint", init, submodule_search_locations=[path])
     if spec is None or spec.loader is None:
         raise Refused("cannot import the checkpoint library %s" % path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[spec.name]
+        raise
     return module
 
 

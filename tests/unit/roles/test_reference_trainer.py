@@ -45,7 +45,7 @@ WAIT = 120  # seconds; generous, the machine may be busy
 def _env():
     env = dict(os.environ)
     for name in ("CLUSTEROPS_CHECKPOINT_TOOL", "WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(name, None)  # the trainer finds plugins/module_utils/_checkpoint.py by itself
+        env.pop(name, None)  # the trainer finds plugins/module_utils/_checkpoint/ by itself
     env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     return env
 

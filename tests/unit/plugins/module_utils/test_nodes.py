@@ -110,6 +110,25 @@ def test_json_later_releases_state_list_and_number_objects():
     assert node["gres"] == "gpu:h100:8"
 
 
+@pytest.mark.parametrize("records", [
+    # 22.05: one state word, flags apart; later: one list. Spellings that differ only in flags or
+    # order are different states, and each node keeps its own even when a spelling repeats.
+    [{"name": "n1", "state": "idle"}, {"name": "n2", "state": "idle", "state_flags": ["DRAIN"]},
+     {"name": "n3", "state": "down", "state_flags": ["DRAIN"]}, {"name": "n4", "state": "idle"}],
+    [{"name": "n1", "state": ["IDLE"]}, {"name": "n2", "state": ["IDLE", "DRAIN"]},
+     {"name": "n3", "state": ["DOWN", "DRAIN"]}, {"name": "n4", "state": ["IDLE"]}],
+])
+def test_json_states_parsed_once_per_spelling_stay_per_node(records):
+    nodes = parse_nodes_json(json_doc(*records))
+    assert [(n["name"], n["state"], n["flags"]) for n in nodes] == [
+        ("n1", "IDLE", []), ("n2", "IDLE", ["DRAIN"]), ("n3", "DOWN", ["DRAIN"]), ("n4", "IDLE", [])]
+
+
+def test_json_unhashable_state_is_refused_not_crashed():
+    with pytest.raises(NodeParseError):
+        parse_nodes_json(json_doc({"name": "n1", "state": [{"odd": 1}]}))
+
+
 @pytest.mark.parametrize("out", ["not json", "{}", json_doc({"state": "idle"}),
                                  json_doc({"name": "x", "state": "sleepy"})])
 def test_json_errors(out):

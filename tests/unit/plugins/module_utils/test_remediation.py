@@ -8,6 +8,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import sys
+
 import pytest
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import expand_hostlist
@@ -16,6 +18,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._remediation impo
     RemediationError,
     blast_radius_limit,
     plan_remediation,
+    scope_names,
 )
 
 
@@ -111,6 +114,12 @@ def test_limit(total, max_nodes, pct, expected):
 def test_bad_limits(max_nodes, pct):
     with pytest.raises(RemediationError):
         blast_radius_limit(10, max_nodes, pct)
+
+
+def test_scope_without_jmespath_says_where_and_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "jmespath", None)  # import jmespath raises ImportError
+    with pytest.raises(RemediationError, match=r"jmespath Python library on the host .*python3-jmespath"):
+        scope_names([{"name": "n1"}], "[?name == 'n1']")
 
 
 def test_scope():

@@ -120,7 +120,7 @@ def test_missing_folder_fails(tmp_path, prune_module):
 def test_locked_folder_fails_and_deletes_nothing(tmp_path, prune_module):
     run = str(tmp_path)
     build(run)
-    fd = ck._lock(os.path.join(run, ck.PRUNE_LOCK))
+    fd = ck.pruning._lock(os.path.join(run, ck.PRUNE_LOCK))
     try:
         result, _shown, _logged = prune_module({"path": run, "keep_last": 1})
     finally:
@@ -136,14 +136,14 @@ def test_locked_folder_fails_and_deletes_nothing(tmp_path, prune_module):
 def test_an_error_fails_the_task_and_lists_what_went(tmp_path, prune_module, monkeypatch):
     run = str(tmp_path)
     build(run)
-    real_delete = ck._delete_checkpoint
+    real_delete = ck.pruning._delete_checkpoint
 
     def delete(root, ckpt):
         if ckpt.step == 300:
             raise OSError(30, "Read-only file system", ckpt.path)
         real_delete(root, ckpt)
 
-    monkeypatch.setattr(ck, "_delete_checkpoint", delete)
+    monkeypatch.setattr(ck.pruning, "_delete_checkpoint", delete)
     result, _shown, logged = prune_module({"path": run, "keep_last": 1})
     assert result["failed"] is True and result["changed"] is True
     assert "Read-only file system" in result["msg"] and "nothing more deleted (1 deleted before)" in result["msg"]

@@ -2,24 +2,18 @@
 # Copyright (c) clusterops.slurm maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""_checkpoint: run folders built for real in tmp_path, one table row per situation.
-
-Every torch.save-like file is a real zip archive built with zipfile the way torch.save lays it out
-(``<name>/data.pkl``, ``<name>/data/0``, ..., stored, with data descriptors); when torch is
-installed, real torch.save files and torch.distributed.checkpoint folders are checked too.
-"""
+"""_checkpoint.runs (and the layouts' checks under it): run folders built for real in tmp_path, one
+table row per situation; pointers; every common naming as a kind; properties of the choice."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import importlib.util
 import io
 import json
 import os
 import pickle
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -31,212 +25,27 @@ from hypothesis import given, settings, HealthCheck, strategies as st
 
 from ansible_collections.clusterops.slurm.plugins.module_utils import _checkpoint as ck
 
-LIBRARY = ck.__file__.replace(".pyc", ".py")
-
-
-# ---------------------------------------------------------------------------------------------
-# Builders: real files in a run folder
-# ---------------------------------------------------------------------------------------------
-
-class _Unseekable(io.RawIOBase):
-    """A stream zipfile cannot seek in, so it writes data descriptors, as torch.save does."""
-
-    def __init__(self):
-        super(_Unseekable, self).__init__()
-        self.buf = io.BytesIO()
-
-    def writable(self):
-        return True
-
-    def write(self, data):
-        return self.buf.write(data)
-
-    def seekable(self):
-        return False
-
-    def seek(self, *args):
-        raise io.UnsupportedOperation("not seekable")
-
-    def tell(self):
-        raise io.UnsupportedOperation("no tell")
-
-
-def torch_zip(stem="archive", payload_size=4000, descriptors=True):
-    """Bytes of a zip laid out like torch.save's: stored entries under one top folder."""
-    target = _Unseekable() if descriptors else io.BytesIO()
-    with zipfile.ZipFile(target, "w", zipfile.ZIP_STORED) as archive:
-        archive.writestr(stem + "/data.pkl", pickle.dumps({"w": "storage 0", "step": 1}, protocol=2))
-        archive.writestr(stem + "/.format_version", b"1")
-        archive.writestr(stem + "/byteorder", b"little")
-        archive.writestr(stem + "/data/0", bytes(bytearray(i % 251 for i in range(payload_size))))
-        archive.writestr(stem + "/version", b"3\n")
-    return target.buf.getvalue() if descriptors else target.getvalue()
-
-
-def safetensors(n_floats=64, truncate=0):
-    header = json.dumps({"w": {"dtype": "F32", "shape": [n_floats], "data_offsets": [0, 4 * n_floats]},
-                         "__metadata__": {"format": "pt"}}).encode("utf-8")
-    data = struct.pack("<Q", len(header)) + header + b"\x01" * (4 * n_floats)
-    return data[:len(data) - truncate] if truncate else data
-
-
-# Stand-ins for torch.distributed.checkpoint's metadata classes: the reader never imports the
-# classes a pickle names, it only keeps their state, so these pickle the same shape.
-class Metadata(object):
-    def __init__(self, storage_data):
-        self.state_dict_metadata = {}
-        self.storage_data = storage_data
-
-
-class _StorageInfo(object):
-    def __init__(self, relative_path, offset, length):
-        self.relative_path = relative_path
-        self.offset = offset
-        self.length = length
-
-
-class MetadataIndex(object):
-    def __init__(self, fqn):
-        self.fqn = fqn
-
-
-def write(path, data):
-    parent = os.path.dirname(path)
-    if not os.path.isdir(parent):
-        os.makedirs(parent)
-    with open(path, "wb") as handle:
-        handle.write(data)
-
-
-def contract(root, step, epoch=0, files=None):
-    return ck.write_checkpoint(str(root), step, epoch, files or {"model.pt": torch_zip(), "optim.pt": torch_zip()})
-
-
-def dcp_folder(root, name, sizes=(3000, 0), truncate=0, metadata=True):
-    folder = os.path.join(str(root), name)
-    storage = {}
-    for rank, size in enumerate(sizes):
-        rel = "__%d_0.distcp" % rank
-        write(os.path.join(folder, rel), b"\x07" * max(size - (truncate if rank == 0 else 0), 0))
-        if size:
-            storage[MetadataIndex("w%d" % rank)] = _StorageInfo(rel, 0, size)
-    if metadata:
-        write(os.path.join(folder, ".metadata"), pickle.dumps(Metadata(storage), protocol=4))
-    return folder
-
-
-def hf_folder(root, step, epoch=1.5, state=True, zero=False, shards=None):
-    folder = os.path.join(str(root), "checkpoint-%d" % step)
-    if zero:
-        for name in ("model.safetensors", "optimizer.pt", "trainer_state.json"):
-            write(os.path.join(folder, name), b"")
-        return folder
-    if shards is None:
-        write(os.path.join(folder, "model.safetensors"), safetensors())
-    else:
-        weight_map = dict(("w%d" % i, name) for i, name in enumerate(shards))
-        write(os.path.join(folder, "model.safetensors.index.json"), json.dumps({"weight_map": weight_map}).encode())
-        for name in shards[:-1]:
-            write(os.path.join(folder, name), safetensors())
-    write(os.path.join(folder, "optimizer.pt"), torch_zip("optimizer"))
-    if state:
-        write(os.path.join(folder, "trainer_state.json"), json.dumps({"global_step": step, "epoch": epoch}).encode())
-    return folder
-
-
-def deepspeed_folder(root, step, dp=2, drop_rank=None, zero=False):
-    folder = os.path.join(str(root), "global_step%d" % step)
-    write(os.path.join(folder, "mp_rank_00_model_states.pt"), b"" if zero else torch_zip("model"))
-    for rank in range(dp):
-        if rank != drop_rank:
-            write(os.path.join(folder, "zero_pp_rank_%d_mp_rank_00_optim_states.pt" % rank),
-                  b"" if zero else torch_zip("optim"))
-    return folder
-
-
-def megatron_folder(root, step, tp=2, pp=1, drop=None, zero=False):
-    folder = os.path.join(str(root), "iter_%07d" % step)
-    for t in range(tp):
-        for p in range(pp):
-            if (t, p) == drop:
-                continue
-            sub = "mp_rank_%02d" % t if pp == 1 else "mp_rank_%02d_%03d" % (t, p)
-            write(os.path.join(folder, sub, "model_optim_rng.pt"), b"" if zero else torch_zip("model"))
-    return folder
-
-
-def torch_file(root, epoch, step, data=None, ext="pth"):
-    path = os.path.join(str(root), "checkpoint_epoch_%d_step_%d.%s" % (epoch, step, ext))
-    write(path, torch_zip("checkpoint_epoch_%d_step_%d" % (epoch, step)) if data is None else data)
-    return path
-
-
-def truncate(path, count):
-    with open(path, "rb") as handle:
-        data = handle.read()
-    with open(path, "wb") as handle:
-        handle.write(data[:len(data) - count])
-
-
-def flip_byte(path, offset):
-    with open(path, "r+b") as handle:
-        handle.seek(offset)
-        byte = handle.read(1)
-        handle.seek(offset)
-        handle.write(bytes(bytearray([byte[0] ^ 0xFF])))
-
-
-def touch_newest(path):
-    """Give an entry the newest mtime of the folder: it must not matter."""
-    os.utime(path, (4000000000, 4000000000))
-
-
-# ---------------------------------------------------------------------------------------------
-# Names
-# ---------------------------------------------------------------------------------------------
-
-NAME_CASES = [
-    ("step_000001000", (ck.CONTRACT, "dir", 1000, None)),
-    ("step_0900000", (ck.CONTRACT, "dir", 900000, None)),
-    ("step-42", (ck.DCP, "dir", 42, None)),
-    ("checkpoint-500", (ck.HUGGINGFACE, "dir", 500, None)),
-    ("global_step7", (ck.DEEPSPEED, "dir", 7, None)),
-    ("iter_0001000", (ck.MEGATRON, "dir", 1000, None)),
-    ("checkpoint_epoch_10_step_5.pth", (ck.TORCH_FILE, "file", 5, 10)),
-    ("checkpoint_epoch_2_step_100.pt", (ck.TORCH_FILE, "file", 100, 2)),
-    ("epoch=3-step=1200.ckpt", (ck.LIGHTNING, "any", 1200, 3)),
-    ("epoch=3-step=1200-v1.ckpt", (ck.LIGHTNING, "any", 1200, 3)),
-    ("epoch=3-step=1200-val_loss=0.12.ckpt", (ck.LIGHTNING, "any", 1200, 3)),
-    ("step_", None),
-    ("step_12a", None),
-    ("xstep_12", None),
-    ("step_12.bak", None),
-    ("checkpoint_epoch_2_step_100.pth.tmp", None),
-    ("checkpoint-\u0661\u0662", None),  # Arabic-Indic digits are not step numbers
-    ("handpicked", None),
-    ("last.ckpt", None),
-    ("global_step7_universal", None),
-]
-
-
-@pytest.mark.parametrize("name, expected", NAME_CASES, ids=[c[0] for c in NAME_CASES])
-def test_parse_name(name, expected):
-    assert ck.parse_name(name) == expected
-
-
-@pytest.mark.parametrize("name, temporary", [
-    ("tmp-step_000000001.12.ab", True), ("ckpt.pt.tmp", True), ("tmp-checkpoint-10", True),
-    ("step_1", False), ("tmpstep_1", False), ("FINISHED", False)])
-def test_is_temporary(name, temporary):
-    assert ck.is_temporary(name) is temporary
-
-
-def test_checkpoint_name_pads_to_nine_digits():
-    assert ck.checkpoint_name(1000) == "step_000001000"
-    assert ck.checkpoint_name(12345678901) == "step_12345678901"
-    for bad in (-1, 1.0, True, "1"):
-        with pytest.raises(ValueError):
-            ck.checkpoint_name(bad)
+from checkpoint_builders import (  # noqa: E402 pylint: disable=import-error
+    LIBRARY,
+    Metadata,
+    MetadataIndex,
+    _StorageInfo,
+    _steps,
+    contract,
+    dcp_folder,
+    deepspeed_folder,
+    flip_byte,
+    hf_folder,
+    lightning_ckpt,
+    megatron_folder,
+    plain_torch_file,
+    safetensors,
+    torch_file,
+    torch_zip,
+    touch_newest,
+    truncate,
+    write,
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -797,165 +606,6 @@ def test_finished_marker(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# Writing
-# ---------------------------------------------------------------------------------------------
-
-def test_writer_context_manager_commits(tmp_path):
-    writer = ck.CheckpointWriter(str(tmp_path / "run"), 7, epoch=1)
-    with writer as staging:
-        assert os.path.basename(staging).startswith("tmp-step_000000007.")
-        assert ck.latest_valid(str(tmp_path / "run")) is None  # nothing visible while writing
-        write(os.path.join(staging, "model.pt"), torch_zip())
-    assert writer.path == os.path.join(str(tmp_path / "run"), "step_000000007")
-    assert os.listdir(str(tmp_path / "run")) == ["step_000000007"]
-    assert ck.latest_valid(str(tmp_path / "run"), "sha256").path == writer.path
-
-
-def test_writer_exception_leaves_nothing(tmp_path):
-    with pytest.raises(RuntimeError):
-        with ck.CheckpointWriter(str(tmp_path), 7) as staging:
-            write(os.path.join(staging, "model.pt"), b"half")
-            raise RuntimeError("out of memory while saving")
-    assert os.listdir(str(tmp_path)) == []
-
-
-@pytest.mark.parametrize("files, error", [
-    ({"manifest.json": b"{}"}, ValueError),
-    ({}, ValueError),
-    ({"../x": b"1"}, ValueError),
-])
-def test_writer_refuses(tmp_path, files, error):
-    with pytest.raises(error):
-        ck.write_checkpoint(str(tmp_path), 1, 0, files)
-    assert os.listdir(str(tmp_path)) == []
-
-
-def test_writer_refuses_symlinks_and_existing_steps(tmp_path):
-    contract(tmp_path, 1)
-    with pytest.raises(FileExistsError):
-        contract(tmp_path, 1)
-    with pytest.raises(ValueError):
-        ck.write_checkpoint(str(tmp_path), 2, 0, lambda d: os.symlink("/etc/hostname", os.path.join(d, "x")))
-    assert sorted(os.listdir(str(tmp_path))) == ["step_000000001"]
-    with pytest.raises(ValueError):
-        ck.commit_checkpoint(str(tmp_path / "elsewhere"), str(tmp_path), 3)
-
-
-@pytest.mark.parametrize("damage", ["manifest", "truncate", "empty"])
-def test_writer_sets_an_invalid_existing_step_aside(tmp_path, damage):
-    # A run resumed from step 1 because step 2 was damaged writes step 2 again: the damaged one
-    # is renamed to a tmp- entry (never a candidate), the new one committed.
-    contract(tmp_path, 1)
-    old = contract(tmp_path, 2)
-    if damage == "manifest":
-        os.unlink(os.path.join(old, "manifest.json"))
-    elif damage == "truncate":
-        victim = [n for n in os.listdir(old) if n != "manifest.json"][0]
-        with open(os.path.join(old, victim), "r+b") as handle:
-            handle.truncate(1)
-    else:
-        shutil.rmtree(old)
-        os.mkdir(old)
-    new = ck.write_checkpoint(str(tmp_path), 2, 0, {"model.pt": b"new" * 100})
-    assert new == old and ck.verify(new, ck.SHA256).valid
-    names = sorted(os.listdir(str(tmp_path)))
-    assert names[:2] == ["step_000000001", "step_000000002"]
-    assert len(names) == 3 and names[2].startswith("tmp-invalid-step_000000002.")
-    assert ck.latest_valid(str(tmp_path)).name == "step_000000002"
-
-
-_CRASHER = r"""
-import os, signal, sys
-sys.path.insert(0, sys.argv[1])
-import _checkpoint as ck
-where = sys.argv[3]
-real_rename = os.rename
-def crash(*args):
-    os.kill(os.getpid(), signal.SIGKILL)
-if where == "rename":
-    os.rename = crash  # killed after the manifest is written and fsynced, before the rename
-def fill(d):
-    with open(os.path.join(d, "model.pt"), "wb") as f:
-        f.write(b"x" * 100000)
-    if where == "writing":
-        crash()
-ck.write_checkpoint(sys.argv[2], 200, 1, fill)
-"""
-
-
-@pytest.mark.parametrize("where", ["rename", "writing"])
-def test_crash_before_rename_is_never_chosen(tmp_path, where):
-    run = str(tmp_path / "run")
-    contract(run, 100)
-    proc = subprocess.run([sys.executable, "-c", _CRASHER, os.path.dirname(LIBRARY), run, where], check=False)
-    assert proc.returncode == -9
-    leftovers = [n for n in os.listdir(run) if n.startswith("tmp-")]
-    assert len(leftovers) == 1
-    if where == "rename":
-        assert os.path.isfile(os.path.join(run, leftovers[0], "manifest.json"))
-    for level in ck.LEVELS:
-        if level == ck.LOAD and importlib.util.find_spec("torch") is None:
-            # Where torch is not installed (the ansible-core matrix's venvs), the load level says so.
-            with pytest.raises(ck.CheckpointError, match="needs torch"):
-                ck.latest_valid(run, level)
-            continue
-        assert ck.latest_valid(run, level).name == "step_000000100"
-    assert ck.main(["latest", run], out=io.StringIO(), err=io.StringIO()) == 0
-
-
-# ---------------------------------------------------------------------------------------------
-# Real torch files (when torch is installed)
-# ---------------------------------------------------------------------------------------------
-
-def test_real_torch_save_truncated(tmp_path):
-    torch = pytest.importorskip("torch")
-    for epoch, step in ((1, 100), (1, 200)):
-        torch.save({"w": torch.arange(4096, dtype=torch.float32), "step": step},
-                   os.path.join(str(tmp_path), "checkpoint_epoch_%d_step_%d.pth" % (epoch, step)))
-    assert ck.latest_valid(str(tmp_path), "sha256").step == 200
-    newest = os.path.join(str(tmp_path), "checkpoint_epoch_1_step_200.pth")
-    truncate(newest, 3)
-    with pytest.raises(Exception):
-        torch.load(newest)  # torch agrees that it is broken
-    assert ck.verify(newest, "structure").valid is True
-    assert ck.verify(newest, "sizes").valid is False
-    assert ck.latest_valid(str(tmp_path), "sizes").step == 100
-
-
-def test_real_torch_save_corrupt_data_sha256_level(tmp_path):
-    torch = pytest.importorskip("torch")
-    path = os.path.join(str(tmp_path), "checkpoint_epoch_0_step_1.pth")
-    torch.save({"w": torch.ones(4096)}, path)
-    flip_byte(path, 2000)
-    assert ck.verify(path, "sizes").valid is True
-    assert "CRC" in ck.verify(path, "sha256").why_invalid
-
-
-@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
-def test_real_dcp_folder(tmp_path):
-    torch = pytest.importorskip("torch")
-    dcp = pytest.importorskip("torch.distributed.checkpoint")
-    for step in (10, 20):
-        dcp.save({"w": torch.arange(2048, dtype=torch.float32), "step": step},
-                 checkpoint_id=os.path.join(str(tmp_path), "step-%d" % step))
-    assert ck.latest_valid(str(tmp_path), "sizes").name == "step-20"
-    data = [n for n in os.listdir(os.path.join(str(tmp_path), "step-20")) if n.endswith(".distcp")][0]
-    truncate(os.path.join(str(tmp_path), "step-20", data), 16)
-    report = ck.inspect(str(tmp_path), "sizes")
-    assert report.latest_valid.name == "step-10"
-    assert "truncated" in [c for c in report.checkpoints if c.name == "step-20"][0].why_invalid
-
-
-def test_real_torch_save_in_contract(tmp_path):
-    torch = pytest.importorskip("torch")
-    writer = ck.CheckpointWriter(str(tmp_path), 1000, epoch=2)
-    with writer as staging:
-        torch.save({"w": torch.ones(16)}, os.path.join(staging, "model.pt"))
-    loaded = torch.load(os.path.join(ck.latest_valid(str(tmp_path), "sha256").path, "model.pt"))
-    assert float(loaded["w"].sum()) == 16.0
-
-
-# ---------------------------------------------------------------------------------------------
 # Property: whatever the mix, the choice is the largest valid (epoch, step)
 # ---------------------------------------------------------------------------------------------
 
@@ -1006,111 +656,8 @@ def test_latest_valid_is_the_max_valid_epoch_step(entries):
 
 
 # ---------------------------------------------------------------------------------------------
-# Command line
-# ---------------------------------------------------------------------------------------------
-
-def _cli(args):
-    out, err = io.StringIO(), io.StringIO()
-    code = ck.main(args, out=out, err=err)
-    return code, out.getvalue(), err.getvalue()
-
-
-def test_cli_exit_codes(tmp_path):
-    run = str(tmp_path / "run")
-    os.mkdir(run)
-    assert _cli(["latest", run]) == (ck.EXIT_NONE, "", "")
-    assert _cli(["latest", str(tmp_path / "nope")])[0] == ck.EXIT_ERROR
-    write(os.path.join(run, "checkpoint_epoch_1_step_1.pth"), b"")
-    code, out, err = _cli(["latest", run])
-    assert (code, out) == (ck.EXIT_INVALID, "") and "empty file" in err
-    path = contract(run, 5)
-    code, out, err = _cli(["latest", run])
-    assert (code, out) == (ck.EXIT_OK, path + "\n")
-    assert "checkpoint_epoch_1_step_1.pth is invalid" in err  # (1, 1) ranks above (-1, 5)
-    assert _cli(["latest", run, "--quiet"])[2] == ""
-    code, out, _err = _cli(["latest", run, "--json"])
-    assert code == 0 and json.loads(out)["latest_valid"]["path"] == path
-    assert _cli(["verify", path]) == (0, "valid\t%s\t\n" % path, "")
-    code, out, _err = _cli(["verify", path, os.path.join(run, "checkpoint_epoch_1_step_1.pth")])
-    assert code == ck.EXIT_INVALID and "INVALID" in out
-    assert _cli(["verify", str(tmp_path / "handpicked")])[0] == ck.EXIT_ERROR
-    code, out, _err = _cli(["list", run])
-    assert code == 0 and "<- latest valid" in out
-    assert [c["name"] for c in json.loads(_cli(["list", run, "--json"])[1])["checkpoints"]] == [
-        "step_000000005", "checkpoint_epoch_1_step_1.pth"]
-    assert _cli(["finished", run])[0] == ck.EXIT_NONE
-    ck.mark_finished(run, step=5)
-    assert _cli(["finished", run])[0] == ck.EXIT_OK
-    with pytest.raises(SystemExit) as exc:
-        _cli(["latest", run, "--validate", "md5"])
-    assert exc.value.code == ck.EXIT_ERROR
-
-
-SYSTEM_PYTHON = "/usr/bin/python3"
-
-
-@pytest.mark.skipif(not os.path.exists(SYSTEM_PYTHON), reason="no system python3")
-def test_cli_runs_on_system_python_without_ansible(tmp_path):
-    # A copy of the file alone, run by the system python without site-packages: no ansible, no torch.
-    tool = str(tmp_path / "bin" / "_checkpoint.py")
-    os.makedirs(os.path.dirname(tool))
-    shutil.copy(LIBRARY, tool)
-    python = [SYSTEM_PYTHON, "-I", "-S"]
-    probe = subprocess.run(python + ["-c", "import ansible"], stderr=subprocess.PIPE, check=False)
-    assert probe.returncode != 0
-    run = str(tmp_path / "run")
-    contract(run, 9000)
-    newest = contract(run, 10000)
-    contract(run, 11000)
-    truncate(os.path.join(run, "step_000011000", "model.pt"), 3)
-    write(os.path.join(run, "latest"), b"step_000009000")
-    proc = subprocess.run(python + [tool, "latest", run], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, check=False)
-    assert (proc.returncode, proc.stdout) == (0, newest + "\n"), proc.stderr
-    assert "step_000011000 is invalid" in proc.stderr and "latest points to step_000009000" in proc.stderr
-    proc = subprocess.run(python + [tool, "list", run, "--json", "--validate", "sha256", "--validate-all"],
-                          stdout=subprocess.PIPE, universal_newlines=True, check=False)
-    listed = json.loads(proc.stdout)
-    assert proc.returncode == 0
-    assert [(c["step"], c["valid"]) for c in listed["checkpoints"]] == [(9000, True), (10000, True), (11000, False)]
-    proc = subprocess.run(python + [tool, "verify", os.path.join(run, "step_000011000")], stdout=subprocess.PIPE,
-                          universal_newlines=True, check=False)
-    assert proc.returncode == 3
-    empty = str(tmp_path / "empty")
-    os.mkdir(empty)
-    assert subprocess.run(python + [tool, "latest", empty], stdout=subprocess.PIPE, check=False).returncode == 1
-    assert subprocess.run(python + [tool, "latest", str(tmp_path / "nope")], stderr=subprocess.PIPE, check=False).returncode == 2
-
-
-# ---------------------------------------------------------------------------------------------
 # Every common naming, as a kind (issue 12 part 3): real torch.save files where the step is inside
 # ---------------------------------------------------------------------------------------------
-
-def lightning_ckpt(root, name, global_step, epoch=0, extra=None):
-    """A real Lightning-shaped torch.save file: the keys Trainer.save_checkpoint writes."""
-    torch = pytest.importorskip("torch")
-    from collections import OrderedDict
-    state = {"epoch": epoch, "global_step": global_step, "pytorch-lightning_version": "2.5.1",
-             "state_dict": OrderedDict(w=torch.full((4,), float(global_step))), "loops": {}, "callbacks": {},
-             "optimizer_states": [{"state": {}, "param_groups": []}], "lr_schedulers": [], "hparams_name": "kwargs"}
-    if extra:
-        state.update(extra)
-    path = os.path.join(str(root), name)
-    torch.save(state, path)
-    return path
-
-
-def plain_torch_file(root, name):
-    torch = pytest.importorskip("torch")
-    path = os.path.join(str(root), name)
-    torch.save({"w": torch.zeros(2)}, path)
-    return path
-
-
-def _steps(root, *names_steps):
-    for name, step in names_steps:
-        lightning_ckpt(root, name, step, epoch=step // 100)
-
 
 # (id, build, name_template, expected newest valid, its step, where the step came from, latest exit)
 NAMING_CASES = [
@@ -1276,81 +823,3 @@ def test_lightning_order_ignores_mtimes_and_name_order(picked, mtimes, data):
             first = best.name
         finally:
             shutil.rmtree(root)
-
-
-# ---------------------------------------------------------------------------------------------
-# Loadability (issue 12 part 4)
-# ---------------------------------------------------------------------------------------------
-
-def test_load_level_marks_a_numpy_rng_state_invalid(tmp_path, torch_save_numpy_rng):
-    torch = pytest.importorskip("torch")
-
-    def without_numpy(staging):
-        torch.save({"w": torch.ones(2)}, os.path.join(staging, "model.pt"))
-        torch.save({"torch": torch.get_rng_state()}, os.path.join(staging, "rng.pt"))
-
-    good = ck.write_checkpoint(str(tmp_path), 10, 0, without_numpy, fsync=False)
-
-    def with_numpy(staging):
-        torch.save({"w": torch.ones(2)}, os.path.join(staging, "model.pt"))
-        torch_save_numpy_rng(os.path.join(staging, "rng.pt"))
-
-    ck.write_checkpoint(str(tmp_path), 20, 0, with_numpy, fsync=False)
-    assert ck.latest_valid(str(tmp_path), "sha256").name == "step_000000020"  # whole: only load tells
-    report = ck.inspect(str(tmp_path), ck.LOAD)
-    assert report.latest_valid.path == good
-    bad = report.checkpoints[-1]
-    assert bad.valid is False and bad.checked == ck.LOAD
-    assert bad.why_invalid.startswith("rng.pt: torch.load(weights_only=True) fails: UnpicklingError: ")
-    assert "numpy" in bad.why_invalid and "\n" not in bad.why_invalid
-    assert any("step_000000020 is invalid (rng.pt: torch.load" in w for w in report.warnings)
-    out, err = io.StringIO(), io.StringIO()
-    assert ck.main(["latest", str(tmp_path), "--validate", "load"], out, err) == 0 and out.getvalue() == good + "\n"
-    assert ck.verify(bad.path, ck.LOAD).valid is False
-    # A Lightning file whose callbacks saved a numpy RNG state: the same at the file level.
-    path = os.path.join(str(tmp_path), "step=30.ckpt")
-    torch_save_numpy_rng(path, global_step=30, epoch=0)
-    checked = ck.verify(path, ck.LOAD)
-    assert checked.valid is False and "torch.load(weights_only=True) fails" in checked.why_invalid
-    assert ck.verify(path, ck.SHA256).valid is True
-
-
-def test_unknown_levels_are_errors_never_replaced(tmp_path):
-    contract(tmp_path, 10)
-    with pytest.raises(ValueError):
-        ck.inspect(str(tmp_path), "loads")
-    with pytest.raises(ValueError):
-        ck.verify(os.path.join(str(tmp_path), "step_000000010"), "full")
-    err = io.StringIO()
-    with pytest.raises(SystemExit) as exc:
-        ck.main(["latest", str(tmp_path), "--validate", "loads"], io.StringIO(), err)
-    assert exc.value.code == 2
-
-
-def test_load_level_without_torch_is_a_usage_error(tmp_path):
-    contract(tmp_path, 10)
-    script = ("import sys, builtins; real = builtins.__import__\n"
-              "def imp(name, *a, **k):\n"
-              "    if name == 'torch' or name.startswith('torch.'): raise ImportError('no torch here')\n"
-              "    return real(name, *a, **k)\n"
-              "builtins.__import__ = imp\n"
-              "sys.argv = ['_checkpoint.py', 'latest', sys.argv[1], '--validate', 'load']\n"
-              "exec(compile(open(%r).read(), %r, 'exec'), {'__name__': '__main__'})\n" % (LIBRARY, LIBRARY))
-    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, universal_newlines=True, check=False)
-    assert proc.returncode == 2 and "needs torch" in proc.stderr and proc.stdout == "", proc.stderr
-
-
-def test_prune_keeps_lightning_last_copy_and_verify_reads_its_step(tmp_path):
-    _steps(tmp_path, ("step=10.ckpt", 10), ("step=20.ckpt", 20), ("step=30.ckpt", 30))
-    last = lightning_ckpt(tmp_path, "last.ckpt", 30)  # the same step as the newest: the named one is chosen
-    os.utime(last, (1000, 1000))  # older on disk: only the last.ckpt rule keeps it
-    report = ck.inspect(str(tmp_path))
-    assert report.latest_valid.name == "step=30.ckpt" and not any("same (epoch, step)" in w for w in report.warnings)
-    result = ck.prune(str(tmp_path), keep_last=1, tmp_grace=None)
-    assert sorted(d["name"] for d in result.deleted) == ["step=10.ckpt", "step=20.ckpt"]
-    assert [k["reason"] for k in result.kept if k["name"] == "last.ckpt"] == [
-        "Lightning's last checkpoint (save_last), which a resume with ckpt_path='last' opens"]
-    assert os.path.exists(os.path.join(str(tmp_path), "last.ckpt"))
-    checked = ck.verify(os.path.join(str(tmp_path), "last.ckpt"))
-    assert (checked.valid, checked.step, checked.step_from) == (True, 30, "metadata")

@@ -33,20 +33,12 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from ansible_collections.clusterops.slurm.plugins.module_utils import _checkpoint as ck
 
-LIBRARY = ck.__file__.replace(".pyc", ".py")
+from checkpoint_builders import LIBRARY, write  # noqa: E402 pylint: disable=import-error
 
 
 # ---------------------------------------------------------------------------------------------
 # Builders
 # ---------------------------------------------------------------------------------------------
-
-def write(path, data):
-    parent = os.path.dirname(path)
-    if not os.path.isdir(parent):
-        os.makedirs(parent)
-    with open(path, "wb") as handle:
-        handle.write(data)
-
 
 def contract(root, step, epoch=0, size=64):
     return ck.write_checkpoint(str(root), step, epoch, {"model.pt": b"m" * size, "optim/rank0.pt": b"o" * size},
@@ -366,14 +358,14 @@ def test_rename_first_then_remove_and_log(tmp_path, monkeypatch):
     for step in (100, 200, 300):
         contract(tmp_path, step)
     removed = []
-    real_remove = ck._remove_tree
+    real_remove = ck.pruning._remove_tree
 
     def remove(path):
         name = os.path.basename(path)
         removed.append((name, os.path.exists(os.path.join(str(tmp_path), name[len(ck.DELETING_PREFIX):]))))
         real_remove(path)
 
-    monkeypatch.setattr(ck, "_remove_tree", remove)
+    monkeypatch.setattr(ck.pruning, "_remove_tree", remove)
     lines = []
     result = ck.prune(str(tmp_path), keep_last=1, log=lines.append)
     assert removed == [("tmp-deleting-step_000000100", False), ("tmp-deleting-step_000000200", False)]
@@ -401,7 +393,7 @@ def test_dry_run_lists_what_would_go_and_changes_nothing(tmp_path):
 def test_lock_stops_a_second_prune(tmp_path):
     for step in (100, 200):
         contract(tmp_path, step)
-    fd = ck._lock(os.path.join(str(tmp_path), ck.PRUNE_LOCK))
+    fd = ck.pruning._lock(os.path.join(str(tmp_path), ck.PRUNE_LOCK))
     try:
         with pytest.raises(ck.PruneLocked):
             ck.prune(str(tmp_path), keep_last=1)
@@ -420,14 +412,14 @@ def test_lock_stops_a_second_prune(tmp_path):
 def test_an_error_stops_the_run(tmp_path, monkeypatch):
     for step in (100, 200, 300, 400):
         contract(tmp_path, step)
-    real_delete = ck._delete_checkpoint
+    real_delete = ck.pruning._delete_checkpoint
 
     def delete(root, ckpt):
         if ckpt.step == 200:
             raise OSError(13, "Permission denied", ckpt.path)
         real_delete(root, ckpt)
 
-    monkeypatch.setattr(ck, "_delete_checkpoint", delete)
+    monkeypatch.setattr(ck.pruning, "_delete_checkpoint", delete)
     lines = []
     result = ck.prune(str(tmp_path), keep_last=1, log=lines.append)
     assert [d["name"] for d in result.deleted] == ["step_000000100"]
@@ -479,7 +471,7 @@ def test_min_free_deletes_only_while_below(tmp_path, monkeypatch):
     def free_space(path):
         return 1000 - 128 * len([n for n in os.listdir(path) if n.startswith("step_")]), 10000
 
-    monkeypatch.setattr(ck, "_free_space", free_space)
+    monkeypatch.setattr(ck.pruning, "_free_space", free_space)
     assert ck.prune(str(tmp_path), keep_last=1, min_free=232).deleted == []  # 232 available: enough
     result = ck.prune(str(tmp_path), keep_last=1, min_free=500)  # needs 3 of the 5 old ones gone
     assert [d["step"] for d in result.deleted] == [100, 200, 300]
@@ -523,9 +515,8 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 
 @pytest.mark.skipif(not os.path.exists(SYSTEM_PYTHON), reason="no system python3")
 def test_cli_prune_on_system_python_without_ansible(tmp_path):
-    tool = str(tmp_path / "bin" / "_checkpoint.py")
-    os.makedirs(os.path.dirname(tool))
-    shutil.copy(LIBRARY, tool)
+    tool = str(tmp_path / "bin" / "clusterops_checkpoint")  # as roles/checkpoint_tool installs it
+    shutil.copytree(LIBRARY, tool, ignore=shutil.ignore_patterns("__pycache__"))
     run = tmp_path / "run"
     for step in (9000, 9500, 10000, 10500):
         contract(run, step)
@@ -627,7 +618,7 @@ class PruneMachine(RuleBasedStateMachine):
             with open(latest) as handle:
                 pointed = handle.read()
         young = set(n for n in before if n.startswith("tmp-") and tmp_grace is not None and
-                    time.time() - ck._newest_mtime(os.path.join(self.run, n)) < tmp_grace - 5)
+                    time.time() - ck.pruning._newest_mtime(os.path.join(self.run, n)) < tmp_grace - 5)
         result = ck.prune(self.run, keep_last=keep_last, keep_every=keep_every, keep=keep, min_free=min_free,
                           tmp_grace=tmp_grace, dry_run=dry_run)
         assert result.error is None

@@ -1,0 +1,37 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note: this module is private to the clusterops.slurm collection. Its API may change
+# at any time without notice; do not use it from outside the collection.
+
+"""Run the checkpoint command: ``python3 -m clusterops_checkpoint ...`` or ``python3 FOLDER ...``.
+
+On a host the package is installed as ``<dir>/clusterops_checkpoint`` (role
+``clusterops.slurm.checkpoint_tool``). ``python3 -m clusterops_checkpoint`` (``<dir>`` on
+``sys.path``) runs this file inside its package. ``python3 <dir>/clusterops_checkpoint`` runs it as
+a plain script, outside any package: it then imports its own folder as a package, by the folder's
+name, from the folder's parent, so the relative imports inside work either way. Ansible modules
+never import this file.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import importlib
+import os
+import sys
+
+if __name__ == "__main__":
+    if __package__:
+        _main = importlib.import_module(__package__ + ".cli").main
+    else:  # python3 FOLDER: sys.path[0] is the folder itself (its modules must not be top-level)
+        _here = os.path.dirname(os.path.abspath(__file__))
+        if sys.path and os.path.abspath(sys.path[0] or ".") == _here:
+            sys.path[0] = os.path.dirname(_here)
+        else:
+            sys.path.insert(0, os.path.dirname(_here))
+        _main = importlib.import_module(os.path.basename(_here) + ".cli").main
+    sys.exit(_main())  # pylint: disable=ansible-bad-function

@@ -1,0 +1,190 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note: this module is private to the clusterops.slurm collection. Its API may change
+# at any time without notice; do not use it from outside the collection.
+
+"""The checkpoint library's constants, errors and result objects (:class:`Checkpoint`, :class:`Report`)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+
+try:
+    from typing import Any, Dict, List, Optional, Tuple, Union  # noqa: F401
+except ImportError:  # pragma: no cover
+    pass
+
+
+FORMAT = "clusterops.checkpoint"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+#: Run-level marker written when training completed.
+FINISHED = "FINISHED"
+TMP_PREFIX = "tmp-"
+TMP_SUFFIX = ".tmp"
+#: A checkpoint being deleted is first renamed to this prefix and its name (never a candidate).
+DELETING_PREFIX = "tmp-deleting-"
+#: Lock file that :func:`prune` holds in the run folder (never a candidate).
+PRUNE_LOCK = ".prune.lock"
+
+STRUCTURE = "structure"
+SIZES = "sizes"
+SHA256 = "sha256"
+#: Opt-in, needs torch: every torch.save file opened as the reference trainer opens it.
+LOAD = "load"
+LEVELS = (STRUCTURE, SIZES, SHA256, LOAD)
+
+CONTRACT = "clusterops"
+TORCH_FILE = "torch_file"
+DCP = "torch_dcp"
+HUGGINGFACE = "huggingface"
+DEEPSPEED = "deepspeed"
+MEGATRON = "megatron"
+LIGHTNING = "lightning"
+LAYOUTS = (CONTRACT, DCP, TORCH_FILE, HUGGINGFACE, DEEPSPEED, MEGATRON, LIGHTNING)
+
+#: Exit codes of the command line.
+EXIT_OK = 0
+EXIT_NONE = 1
+EXIT_ERROR = 2
+EXIT_INVALID = 3
+
+#: Bytes read per system call when hashing (constant memory, whatever the file size).
+CHUNK_SIZE = 1 << 20
+#: A manifest larger than this is refused rather than read into memory.
+MAX_MANIFEST_BYTES = 256 << 20
+
+
+_LAYOUT_RANK = dict((name, i) for i, name in enumerate(LAYOUTS))
+
+#: A data.pkl larger than this is not read for a Lightning checkpoint's step (the name must say it).
+MAX_PICKLE_BYTES = 64 << 20
+#: Globals ``torch.load(weights_only=True)`` may build beyond torch's own allowlist, at the ``load``
+#: level and in the reference trainer (objects, as ``torch.serialization.safe_globals`` takes them).
+#: The reference trainer saves tensors, numbers and Python containers only: none.
+LOAD_SAFE_GLOBALS = ()  # type: Tuple[Any, ...]
+
+
+class CheckpointError(Exception):
+    """A run folder or checkpoint that cannot be read at all (missing, not a folder, I/O error)."""
+
+
+class Checkpoint(object):
+    """One checkpoint candidate of a run folder.
+
+    Attributes:
+        name: the entry's name in the run folder.
+        path: absolute path of the folder or file.
+        layout: one of :data:`LAYOUTS`.
+        step: step (or iteration) number from the name.
+        epoch: epoch from the name, the manifest or ``trainer_state.json`` (Hugging Face records
+            fractional epochs); None when unknown.
+        valid: True or False once checked; None when not checked (see :attr:`checked`).
+        why_invalid: one line saying why, when not valid.
+        checked: the level it was checked at (:data:`LEVELS`), None when not checked.
+        files: number of files (contract: listed in the manifest); None when not known.
+        size: total bytes of those files; None when not known.
+        time: the manifest's ``time`` (contract), else None.
+        pointed_by: names of the pointers (``latest``, ...) that resolve to it.
+    """
+
+    __slots__ = ("name", "path", "layout", "step", "epoch", "name_epoch", "is_dir", "valid",
+                 "why_invalid", "checked", "files", "size", "time", "pointed_by", "version", "last",
+                 "step_from")
+
+    def __init__(self, name, path, layout, step, name_epoch=None, is_dir=True):
+        # type: (str, str, str, int, Optional[int], bool) -> None
+        self.name = name
+        self.path = path
+        self.layout = layout
+        self.step = step
+        self.name_epoch = name_epoch
+        self.epoch = name_epoch  # type: Optional[Union[int, float]]
+        self.is_dir = is_dir
+        self.valid = None  # type: Optional[bool]
+        self.why_invalid = None  # type: Optional[str]
+        self.checked = None  # type: Optional[str]
+        self.files = None  # type: Optional[int]
+        self.size = None  # type: Optional[int]
+        self.time = None  # type: Optional[str]
+        self.pointed_by = []  # type: List[str]
+        self.version = 0  # Lightning's -v<N>: a later save under the same name
+        self.last = False  # Lightning's last.ckpt / last-v<N>.ckpt copy (save_last=True)
+        self.step_from = "name"  # or "template", "metadata"
+
+    @property
+    def key(self):
+        # type: () -> Tuple[int, int]
+        """``(epoch, step)`` from the name; -1 for the epoch of layouts whose names carry none."""
+        return (self.name_epoch if self.name_epoch is not None else -1, self.step)
+
+    def sort_key(self):
+        # type: () -> Tuple[int, int, int, int, int, str]
+        # Equal numbers: a Lightning last.ckpt copy before the named checkpoint of the same step,
+        # -v<N> after the unversioned name; the layout and the name only make the order total.
+        return self.key + (0 if self.last else 1, self.version, -_LAYOUT_RANK.get(self.layout, 99), self.name)
+
+    def to_dict(self):
+        # type: () -> Dict[str, Any]
+        return dict(name=self.name, path=self.path, layout=self.layout, step=self.step, epoch=self.epoch,
+                    valid=self.valid, why_invalid=self.why_invalid, checked=self.checked, files=self.files,
+                    size=self.size, time=self.time, pointed_by=list(self.pointed_by), step_from=self.step_from)
+
+    def __repr__(self):
+        return "Checkpoint(%r, layout=%r, step=%r, epoch=%r, valid=%r)" % (
+            self.name, self.layout, self.step, self.epoch, self.valid)
+
+
+class Report(object):
+    """What :func:`inspect` found in a run folder.
+
+    Attributes:
+        path: the run folder (absolute).
+        validate: the level asked for.
+        checkpoints: every candidate, oldest first.
+        latest_valid: the newest valid one, or None.
+        ignored: ``{"name", "reason"}`` for every entry that is not a candidate nor a pointer.
+        pointers: ``{"name", "kind", "target", "resolves_to", "status", "message"}``; status is one of
+            ``current``, ``older``, ``invalid``, ``missing``, ``escapes``, ``unrecognised``,
+            ``unreadable``, ``copy``, ``release``.
+        warnings: one line each: pointers that disagree with the disk, newer checkpoints skipped
+            as invalid, equal numbers, mixed layouts, a finished marker that names another step.
+        finished: the ``FINISHED`` marker's content (a dict; ``{}`` when it is empty or not JSON),
+            or None when the run has no marker.
+        unordered: ``{"name", "reason", "valid"}`` for each Lightning checkpoint whose step neither
+            its name nor its own metadata tells (``valid`` False when the file is broken, else None).
+            One that is not broken makes the folder unusable: nothing is chosen (``latest`` exit 3).
+    """
+
+    def __init__(self, path, validate):
+        # type: (str, str) -> None
+        self.path = path
+        self.validate = validate
+        self.checkpoints = []  # type: List[Checkpoint]
+        self.latest_valid = None  # type: Optional[Checkpoint]
+        self.ignored = []  # type: List[Dict[str, str]]
+        self.pointers = []  # type: List[Dict[str, Any]]
+        self.warnings = []  # type: List[str]
+        self.finished = None  # type: Optional[Dict[str, Any]]
+        self.had_candidates = False
+        #: ``{"name", "reason", "valid"}``: checkpoints whose step neither the name nor the file tells.
+        self.unordered = []  # type: List[Dict[str, Any]]
+        # For prune(): (name, path) of temporary entries and of symlinks; not in to_dict().
+        self.temporary = []  # type: List[Tuple[str, str]]
+        self.symlinks = []  # type: List[Tuple[str, str]]
+
+    def to_dict(self):
+        # type: () -> Dict[str, Any]
+        return dict(path=self.path, validate=self.validate,
+                    checkpoints=[c.to_dict() for c in self.checkpoints],
+                    latest_valid=self.latest_valid.to_dict() if self.latest_valid else None,
+                    ignored=list(self.ignored), pointers=list(self.pointers),
+                    warnings=list(self.warnings), finished=self.finished, unordered=list(self.unordered))
+
+
+class _Invalid(Exception):
+    """Raised inside the checks; the message becomes ``why_invalid``."""

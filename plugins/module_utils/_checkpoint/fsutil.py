@@ -1,0 +1,203 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note: this module is private to the clusterops.slurm collection. Its API may change
+# at any time without notice; do not use it from outside the collection.
+
+"""File-system helpers of the checkpoint library: hashing, directory fsync, atomic JSON files, flock,
+bounded JSON reads, walks that stay inside a folder.
+
+:func:`atomic_write_json`, :func:`open_lock_file` and :func:`try_flock` are meant for every writer of
+small state files in the collection (the checkpoint ``FINISHED`` marker and the prune lock here; the
+training registry's ``state.json`` and lock can use the same ones)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import errno
+import hashlib
+import json
+import os
+import stat
+import tempfile
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None
+
+try:
+    from typing import Any, List, Optional, Tuple  # noqa: F401
+except ImportError:  # pragma: no cover
+    pass
+
+from .common import CHUNK_SIZE, _Invalid, MAX_MANIFEST_BYTES
+
+
+def _inside(path, base_real):
+    # type: (str, str) -> bool
+    real = os.path.realpath(path)
+    return real == base_real or real.startswith(base_real.rstrip(os.sep) + os.sep)
+
+
+def hash_file(path, chunk_size=CHUNK_SIZE, fsync=False):
+    # type: (str, int, bool) -> Tuple[int, str]
+    """``(bytes read, sha256 hex)`` of a file, read once in ``chunk_size`` blocks (constant memory).
+
+    With ``fsync`` the file is also flushed to stable storage through the same descriptor.
+    """
+    digest = hashlib.sha256()
+    buf = bytearray(chunk_size)
+    view = memoryview(buf)
+    total = 0
+    with open(path, "rb", buffering=0) as handle:
+        if hasattr(os, "posix_fadvise"):
+            try:
+                os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
+            except OSError:  # pragma: no cover - some file systems refuse hints
+                pass
+        while True:
+            count = handle.readinto(buf)
+            if not count:
+                break
+            digest.update(view[:count])
+            total += count
+        if fsync:
+            os.fsync(handle.fileno())
+    return total, digest.hexdigest()
+
+
+def _fsync_dir(path):
+    # type: (str) -> None
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_json(path, data, tmp=None, indent=None, mode=None, fsync=True):
+    # type: (str, Any, Optional[str], Optional[int], Optional[int], bool) -> str
+    """Replace the file ``path`` with ``data`` as JSON (sorted keys, a final newline), atomically.
+
+    Written to ``tmp`` (a path in the same folder; default a fresh ``.<name>.*.tmp`` from
+    :func:`tempfile.mkstemp`), flushed and fsynced, given ``mode`` (e.g. ``0o644``; None keeps what
+    the umask gave), renamed over ``path``, then the folder is fsynced; ``fsync=False`` skips both
+    fsyncs (tests, benchmarks). A reader sees the old file or the new one, never a part. On an
+    exception the temporary file is removed. Returns ``path``.
+
+    Raises:
+        OSError: from the file system (the folder is missing or not writable, the disk is full).
+    """
+    folder = os.path.dirname(path) or "."
+    if tmp is None:
+        fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), suffix=".tmp", dir=folder)
+        handle = os.fdopen(fd, "w")
+    else:
+        handle = open(tmp, "w")
+    try:
+        with handle:
+            json.dump(data, handle, indent=indent, sort_keys=True)
+            handle.write("\n")
+            handle.flush()
+            if fsync:
+                os.fsync(handle.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.rename(tmp, path)
+    except BaseException:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        raise
+    if fsync:
+        _fsync_dir(folder)
+    return path
+
+
+def open_lock_file(path):
+    # type: (str) -> int
+    """Open (create, mode 0644) a lock file for :func:`try_flock`, never through a symlink; returns the descriptor.
+
+    Raises:
+        OSError: it cannot be opened (``ELOOP`` for a symlink).
+    """
+    return os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), 0o644)
+
+
+def try_flock(fd):
+    # type: (int) -> bool
+    """Take an exclusive ``flock`` on ``fd`` without waiting: True when held, False when another holds it.
+
+    The kernel drops the lock when the descriptor is closed or its process dies, so a killed
+    holder never leaves a stale lock.
+
+    Raises:
+        OSError: ``flock`` failed otherwise (e.g. ``ENOLCK``/``EINVAL`` on a Lustre client mounted
+            without ``-o flock``), or ``ENOSYS`` where there is no ``fcntl`` (not POSIX).
+    """
+    if fcntl is None:  # pragma: no cover - not POSIX
+        raise OSError(errno.ENOSYS, "no fcntl on this platform")
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+            return False
+        raise
+    return True
+
+
+def _read_json(path, what, max_bytes=MAX_MANIFEST_BYTES):
+    # type: (str, str, int) -> Any
+    try:
+        st = os.stat(path)
+    except OSError:
+        raise _Invalid("no %s" % what)
+    if not stat.S_ISREG(st.st_mode):
+        raise _Invalid("%s is not a regular file" % what)
+    if st.st_size == 0:
+        raise _Invalid("%s is empty" % what)
+    if st.st_size > max_bytes:
+        raise _Invalid("%s is larger than %d bytes" % (what, max_bytes))
+    try:
+        with open(path, "rb") as handle:
+            return json.loads(handle.read().decode("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise _Invalid("%s is not valid JSON: %s" % (what, exc))
+
+
+def _walk_files(top, base_real):
+    # type: (str, str) -> List[Tuple[str, str, int]]
+    """``(relative posix path, path, size)`` of the files under ``top``, sorted.
+
+    Symlinks are followed only while they stay inside ``base_real`` (the run folder); one that
+    leaves it makes the checkpoint invalid. Symlinked folders are not descended into.
+    """
+    found = []  # type: List[Tuple[str, str, int]]
+    for dirpath, dirnames, filenames in os.walk(top):
+        dirnames.sort()
+        for name in sorted(filenames) + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
+            path = os.path.join(dirpath, name)
+            rel = os.path.relpath(path, top).replace(os.sep, "/")
+            if os.path.islink(path):
+                if not _inside(path, base_real):
+                    raise _Invalid("%s is a symlink out of the run folder (not followed)" % rel)
+                if os.path.isdir(path):
+                    continue
+            try:
+                st = os.stat(path)
+            except OSError:
+                raise _Invalid("%s is a dangling symlink" % rel)
+            if stat.S_ISREG(st.st_mode):
+                found.append((rel, path, st.st_size))
+    return found
+
+
+def _require_nonempty(files, names_what):
+    # type: (List[Tuple[str, str, int]], str) -> None
+    if not files:
+        raise _Invalid("no files")
+    if all(size == 0 for _rel, _path, size in files):
+        raise _Invalid("every file is empty (%s)" % names_what)

@@ -1,0 +1,369 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note: this module is private to the clusterops.slurm collection. Its API may change
+# at any time without notice; do not use it from outside the collection.
+
+"""The checks of each layout at each validation level (structure, sizes, sha256, load)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import posixpath
+import re
+import stat
+
+try:
+    from typing import Any, Callable, Dict, List, Sequence, Tuple  # noqa: F401
+except ImportError:  # pragma: no cover
+    pass
+
+from .common import (
+    Checkpoint,
+    CONTRACT,
+    DCP,
+    DEEPSPEED,
+    FORMAT,
+    FORMAT_VERSION,
+    HUGGINGFACE,
+    _Invalid,
+    LEVELS,
+    LIGHTNING,
+    LOAD,
+    LOAD_SAFE_GLOBALS,
+    MANIFEST,
+    MEGATRON,
+    SHA256,
+    SIZES,
+    TORCH_FILE,
+)
+from .names import _NUM
+from .fsutil import hash_file, _read_json, _require_nonempty, _walk_files
+from .formats import check_safetensors, check_torch_zip, dcp_storage
+
+
+_SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+_ZERO_OPTIM = re.compile(r"^(?:[a-z0-9]+_)?zero_pp_rank_%s_mp_rank_%s_optim_states\.pt$" % (_NUM, _NUM))
+_MEGATRON_RANK_DIR = re.compile(r"^mp_rank_([0-9]+)(?:_([0-9]+))?(?:_([0-9]+))?$")
+_TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
+_HF_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+
+
+def _level_at_least(level, wanted):
+    # type: (str, str) -> bool
+    return LEVELS.index(level) >= LEVELS.index(wanted)
+
+
+def _check_contract(ckpt, level, base_real):
+    # type: (Checkpoint, str, str) -> None
+    manifest_path = os.path.join(ckpt.path, MANIFEST)
+    if not os.path.lexists(manifest_path):
+        if os.path.lexists(os.path.join(ckpt.path, ".metadata")) or any(
+                n.endswith(".distcp") for n in os.listdir(ckpt.path)):
+            ckpt.layout = DCP
+            _check_dcp(ckpt, level, base_real)
+            return
+        raise _Invalid("no %s: not committed" % MANIFEST)
+    if os.path.islink(manifest_path):
+        raise _Invalid("%s is a symlink" % MANIFEST)
+    manifest = _read_json(manifest_path, MANIFEST)
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise _Invalid("%s is not a %s manifest" % (MANIFEST, FORMAT))
+    version = manifest.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise _Invalid("%s has no format_version" % MANIFEST)
+    if version > FORMAT_VERSION:
+        raise _Invalid("%s format_version %d is newer than this reader's %d" % (MANIFEST, version, FORMAT_VERSION))
+    step, epoch = manifest.get("step"), manifest.get("epoch")
+    if step != ckpt.step or isinstance(step, bool):
+        raise _Invalid("%s step %r does not match the folder name's %d" % (MANIFEST, step, ckpt.step))
+    if epoch is not None and (not isinstance(epoch, int) or isinstance(epoch, bool)):
+        raise _Invalid("%s epoch %r is not an integer" % (MANIFEST, epoch))
+    ckpt.epoch = epoch
+    ckpt.time = manifest.get("time") if isinstance(manifest.get("time"), str) else None
+    entries = manifest.get("files")
+    if not isinstance(entries, list) or not entries:
+        raise _Invalid("%s lists no files" % MANIFEST)
+    seen = set()
+    checked = []  # type: List[Tuple[str, str, int, str]]
+    for entry in entries:
+        rel = entry.get("path") if isinstance(entry, dict) else None
+        size = entry.get("size") if isinstance(entry, dict) else None
+        digest = entry.get("sha256") if isinstance(entry, dict) else None
+        if not isinstance(rel, str) or not rel or rel.startswith("/") or "\x00" in rel or \
+                posixpath.normpath(rel) != rel or rel == ".." or rel.startswith("../") or rel == MANIFEST:
+            raise _Invalid("%s lists a bad path: %r" % (MANIFEST, rel))
+        if rel in seen:
+            raise _Invalid("%s lists %s twice" % (MANIFEST, rel))
+        seen.add(rel)
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise _Invalid("%s: bad size for %s" % (MANIFEST, rel))
+        if not isinstance(digest, str) or not _SHA256_HEX.match(digest):
+            raise _Invalid("%s: bad sha256 for %s" % (MANIFEST, rel))
+        checked.append((rel, os.path.join(ckpt.path, *rel.split("/")), size, digest))
+    ckpt.files = len(checked)
+    ckpt.size = sum(size for _rel, _path, size, _digest in checked)
+    if ckpt.size == 0:
+        raise _Invalid("every file is empty")
+    for rel, path, size, _digest in checked:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            raise _Invalid("%s is missing" % rel)
+        if not stat.S_ISREG(st.st_mode):
+            raise _Invalid("%s is not a regular file (the contract stores regular files only)" % rel)
+        if _level_at_least(level, SIZES) and st.st_size != size:
+            raise _Invalid("%s: %d bytes on disk, the manifest says %d" % (rel, st.st_size, size))
+    if _level_at_least(level, SHA256):
+        for rel, path, size, digest in checked:
+            try:
+                count, actual = hash_file(path)
+            except OSError as exc:
+                raise _Invalid("%s cannot be read: %s" % (rel, exc))
+            if count != size:
+                raise _Invalid("%s: read %d bytes, the manifest says %d" % (rel, count, size))
+            if actual != digest:
+                raise _Invalid("%s: sha256 %s does not match the manifest's %s" % (rel, actual, digest))
+
+
+def _check_zip_members(files, level):
+    # type: (List[Tuple[str, str, int]], str) -> None
+    """torch.save files and safetensors inside a folder, at ``sizes`` and above."""
+    if not _level_at_least(level, SIZES):
+        return
+    for rel, path, size in files:
+        if rel.endswith(_TORCH_SUFFIXES) and size > 0:
+            problem = check_torch_zip(path, read_all=_level_at_least(level, SHA256))
+        elif rel.endswith(".safetensors") and size > 0:
+            problem = check_safetensors(path, size)
+        else:
+            continue
+        if problem:
+            raise _Invalid("%s: %s" % (rel, problem))
+
+
+def _check_dcp_files(ckpt, files, level, prefix=""):
+    # type: (Checkpoint, List[Tuple[str, str, int]], str, str) -> None
+    by_rel = dict((rel, (path, size)) for rel, path, size in files)
+    meta = by_rel.get(prefix + ".metadata")
+    if meta is None:
+        raise _Invalid("no %s.metadata: not committed (torch.distributed.checkpoint writes it last)" % prefix)
+    if meta[1] == 0:
+        raise _Invalid("%s.metadata is empty" % prefix)
+    data = [size for rel, (_path, size) in by_rel.items() if rel.endswith(".distcp")]
+    if not data:
+        raise _Invalid("no .distcp data files")
+    if not any(data):
+        raise _Invalid("every .distcp data file is empty")
+    if _level_at_least(level, SIZES):
+        for rel, offset, length in dcp_storage(meta[0]):
+            target = by_rel.get(prefix + rel)
+            if target is None:
+                raise _Invalid(".metadata names %s, which is missing" % rel)
+            if offset + length > target[1]:
+                raise _Invalid("%s: %d bytes, .metadata needs %d (truncated?)" % (rel, target[1], offset + length))
+
+
+def _check_dcp(ckpt, level, base_real):
+    # type: (Checkpoint, str, str) -> None
+    files = _walk_files(ckpt.path, base_real)
+    ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
+    _require_nonempty(files, "torch.distributed.checkpoint")
+    _check_dcp_files(ckpt, files, level)
+
+
+def _check_huggingface(ckpt, level, base_real):
+    # type: (Checkpoint, str, str) -> None
+    files = _walk_files(ckpt.path, base_real)
+    ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
+    _require_nonempty(files, "Hugging Face")
+    state = _read_json(os.path.join(ckpt.path, "trainer_state.json"),
+                       "trainer_state.json (the Trainer writes it last)")
+    if not isinstance(state, dict):
+        raise _Invalid("trainer_state.json is not an object")
+    global_step = state.get("global_step")
+    if isinstance(global_step, int) and global_step != ckpt.step:
+        raise _Invalid("trainer_state.json global_step %d does not match the folder name's %d" % (global_step, ckpt.step))
+    if isinstance(state.get("epoch"), (int, float)) and not isinstance(state.get("epoch"), bool):
+        ckpt.epoch = state["epoch"]
+    sizes = dict((rel, size) for rel, _path, size in files)
+    if not any(size > 0 for rel, size in sizes.items() if rel != "trainer_state.json"):
+        raise _Invalid("nothing but trainer_state.json holds data")
+    for index in _HF_INDEXES:
+        if index in sizes:
+            index_data = _read_json(os.path.join(ckpt.path, index), index)
+            weight_map = index_data.get("weight_map") if isinstance(index_data, dict) else None
+            if not isinstance(weight_map, dict):
+                raise _Invalid("%s has no weight_map" % index)
+            for shard in sorted(set(str(v) for v in weight_map.values())):
+                if not sizes.get(shard):
+                    raise _Invalid("%s names %s, which is missing or empty" % (index, shard))
+    for rel, size in sizes.items():
+        if size == 0 and rel.endswith(_TORCH_SUFFIXES + (".safetensors",)):
+            raise _Invalid("%s is empty" % rel)
+    _check_zip_members(files, level)
+
+
+def _check_deepspeed_files(files, what):
+    # type: (List[Tuple[str, str, int]], str) -> None
+    names = [rel.rsplit("/", 1)[-1] for rel, _path, _size in files]
+    if not any(n.endswith("model_states.pt") for n in names):
+        raise _Invalid("no *model_states.pt (%s)" % what)
+    for rel, _path, size in files:
+        if rel.endswith(".pt") and size == 0:
+            raise _Invalid("%s is empty" % rel)
+    grid = {}  # type: Dict[int, set]
+    for name in names:
+        match = _ZERO_OPTIM.match(name)
+        if match:
+            grid.setdefault(int(match.group(2)), set()).add(int(match.group(1)))
+    if grid:
+        counts = set(len(ranks) for ranks in grid.values())
+        for mp_rank, ranks in sorted(grid.items()):
+            if ranks != set(range(len(ranks))) or len(counts) != 1:
+                raise _Invalid("ZeRO optimizer states incomplete for mp_rank %d: data-parallel ranks %s"
+                               % (mp_rank, sorted(ranks)))
+
+
+def _check_deepspeed(ckpt, level, base_real):
+    # type: (Checkpoint, str, str) -> None
+    files = _walk_files(ckpt.path, base_real)
+    ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
+    _require_nonempty(files, "DeepSpeed")
+    _check_deepspeed_files(files, "DeepSpeed")
+    _check_zip_members(files, level)
+
+
+def _check_megatron(ckpt, level, base_real):
+    # type: (Checkpoint, str, str) -> None
+    files = _walk_files(ckpt.path, base_real)
+    ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
+    _require_nonempty(files, "Megatron")
+    rels = set(rel for rel, _path, _size in files)
+    if ".metadata" in rels or any(rel.endswith(".distcp") for rel in rels):
+        _check_dcp_files(ckpt, files, level)
+        return
+    grid = []  # type: List[Tuple[int, ...]]
+    for rel, _path, size in files:
+        parts = rel.split("/")
+        match = _MEGATRON_RANK_DIR.match(parts[0]) if len(parts) == 2 else None
+        if match and parts[1] == "model_optim_rng.pt":
+            if size == 0:
+                raise _Invalid("%s is empty" % rel)
+            grid.append(tuple(int(g) for g in match.groups() if g is not None))
+    if not grid:
+        raise _Invalid("no .metadata and no mp_rank_*/model_optim_rng.pt")
+    dims = set(len(g) for g in grid)
+    axes = [sorted(set(g[i] for g in grid)) for i in range(max(dims))]
+    expected = 1
+    for axis in axes:
+        expected *= len(axis)
+        if axis != list(range(len(axis))):
+            raise _Invalid("mp_rank_* folders incomplete: ranks %s" % axis)
+    if len(dims) != 1 or len(set(grid)) != expected:
+        raise _Invalid("mp_rank_* folders incomplete: %d of %d tensor/pipeline ranks" % (len(set(grid)), expected))
+    _check_zip_members(files, level)
+
+
+def _check_single_file(ckpt, level, base_real):
+    # type: (Checkpoint, str, str) -> None
+    try:
+        st = os.stat(ckpt.path)
+    except OSError as exc:
+        raise _Invalid("cannot stat: %s" % exc)
+    if not stat.S_ISREG(st.st_mode):
+        raise _Invalid("not a regular file")
+    ckpt.files, ckpt.size = 1, st.st_size
+    if st.st_size == 0:
+        raise _Invalid("empty file")
+    if _level_at_least(level, SIZES):
+        problem = check_torch_zip(ckpt.path, read_all=_level_at_least(level, SHA256))
+        if problem:
+            raise _Invalid(problem)
+
+
+def _check_lightning(ckpt, level, base_real):
+    # type: (Checkpoint, str, str) -> None
+    if not ckpt.is_dir:
+        _check_single_file(ckpt, level, base_real)
+        return
+    # A sharded Lightning checkpoint: FSDP writes torch.distributed.checkpoint, DeepSpeed its own.
+    files = _walk_files(ckpt.path, base_real)
+    ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
+    _require_nonempty(files, "Lightning")
+    rels = set(rel for rel, _path, _size in files)
+    if ".metadata" in rels:
+        _check_dcp_files(ckpt, files, level)
+    elif any(rel.startswith("checkpoint/") for rel in rels):
+        _check_deepspeed_files(files, "Lightning DeepSpeed")
+        _check_zip_members(files, level)
+    else:
+        raise _Invalid("sharded .ckpt folder without .metadata or checkpoint/")
+
+
+_CHECKS = {
+    CONTRACT: _check_contract,
+    DCP: _check_dcp,
+    TORCH_FILE: _check_single_file,
+    HUGGINGFACE: _check_huggingface,
+    DEEPSPEED: _check_deepspeed,
+    MEGATRON: _check_megatron,
+    LIGHTNING: _check_lightning,
+}  # type: Dict[str, Callable[[Checkpoint, str, str], None]]
+
+
+def torch_load(path, map_location="cpu", safe_globals=LOAD_SAFE_GLOBALS, mmap=False):
+    # type: (str, Any, Sequence[Any], bool) -> Any
+    """``torch.load(path, weights_only=True)`` with ``safe_globals`` allowed: how the reference
+    trainer opens its files and what the ``load`` level tries (imports torch)."""
+    import torch  # pylint: disable=import-outside-toplevel
+    with torch.serialization.safe_globals(list(safe_globals)):
+        return torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
+
+
+def load_error(exc):
+    # type: (BaseException) -> str
+    """One line out of torch.load's error (weights_only errors are several paragraphs long)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    for line in lines:
+        if "WeightsUnpickler error" in line or "Unsupported global" in line:
+            text = line.split("WeightsUnpickler error:", 1)[-1].strip()
+            return "%s: %s" % (type(exc).__name__, text.split(". ", 1)[0].rstrip("."))
+    return "%s: %s" % (type(exc).__name__, lines[0] if lines else "")
+
+
+def _check_loadable(ckpt, base_real):
+    # type: (Checkpoint, str) -> None
+    """The ``load`` level: every torch.save file of the checkpoint opens with torch_load()."""
+    if ckpt.is_dir:
+        files = [(rel, path) for rel, path, size in _walk_files(ckpt.path, base_real)
+                 if rel.endswith(_TORCH_SUFFIXES) and size > 0]
+    else:
+        files = [(ckpt.name, ckpt.path)]
+    for rel, path in files:
+        try:
+            torch_load(path, mmap=True)
+        except Exception as exc:  # pylint: disable=broad-except  # any failure is the reason
+            raise _Invalid("%s: torch.load(weights_only=True) fails: %s" % (rel, load_error(exc)))
+
+
+def _check(ckpt, level, base_real):
+    # type: (Checkpoint, str, str) -> Checkpoint
+    ckpt.valid, ckpt.why_invalid = True, None
+    try:
+        if ckpt.is_dir != os.path.isdir(ckpt.path):
+            raise _Invalid("is a %s, the layout needs a %s" % (
+                "folder" if not ckpt.is_dir else "file", "file" if not ckpt.is_dir else "folder"))
+        _CHECKS[ckpt.layout](ckpt, level, base_real)
+        if level == LOAD:
+            _check_loadable(ckpt, base_real)
+    except _Invalid as exc:
+        ckpt.valid, ckpt.why_invalid = False, str(exc)
+    except OSError as exc:
+        ckpt.valid, ckpt.why_invalid = False, "cannot read: %s" % exc
+    ckpt.checked = level
+    return ckpt

@@ -1,0 +1,213 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note: this module is private to the clusterops.slurm collection. Its API may change
+# at any time without notice; do not use it from outside the collection.
+
+"""Checkpoint names: the layouts' entry names, Lightning file names and name templates, temporary entries."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import pickle
+import re
+import struct
+import zipfile
+
+try:
+    from typing import Any, Dict, Optional, Tuple  # noqa: F401
+except ImportError:  # pragma: no cover
+    pass
+
+from .common import (
+    CONTRACT,
+    DCP,
+    DEEPSPEED,
+    HUGGINGFACE,
+    _Invalid,
+    LIGHTNING,
+    MAX_PICKLE_BYTES,
+    MEGATRON,
+    TMP_PREFIX,
+    TMP_SUFFIX,
+    TORCH_FILE,
+)
+from .formats import check_torch_zip, _StubUnpickler
+
+
+_NUM = "([0-9]+)"
+# (regex, layout, entry kind, the name carries the epoch)
+_PATTERNS = (
+    (re.compile(r"^step_%s$" % _NUM), CONTRACT, "dir", False),
+    (re.compile(r"^step-%s$" % _NUM), DCP, "dir", False),
+    (re.compile(r"^checkpoint-%s$" % _NUM), HUGGINGFACE, "dir", False),
+    (re.compile(r"^global_step%s$" % _NUM), DEEPSPEED, "dir", False),
+    (re.compile(r"^iter_%s$" % _NUM), MEGATRON, "dir", False),
+    (re.compile(r"^checkpoint_epoch_%s_step_%s\.pth?$" % (_NUM, _NUM)), TORCH_FILE, "file", True),
+)  # type: Tuple[Tuple[Any, str, str, bool], ...]
+
+_DEEPSPEED_LATEST = "latest"
+_MEGATRON_TRACKER = "latest_checkpointed_iteration.txt"
+_LAST_CKPT = re.compile(r"^last(?:-v[0-9]+)?\.ckpt$")
+# Lightning ModelCheckpoint names (lightning/pytorch/callbacks/model_checkpoint.py): the filename
+# template's metrics joined by "-" (CHECKPOINT_JOIN_CHAR), "name=value" with auto_insert_metric_name,
+# "-v<N>" appended when the name exists already (STARTING_VERSION 1), ".ckpt" (FILE_EXTENSION).
+_CKPT_SUFFIX = ".ckpt"
+_CKPT_VERSION = re.compile(r"^(.+)-v([0-9]+)$")
+_CKPT_STEP = re.compile(r"(?:^|-)step=([0-9]+)(?=-|$)")
+_CKPT_EPOCH = re.compile(r"(?:^|-)epoch=([0-9]+)(?=-|$)")
+
+
+def checkpoint_name(step):
+    # type: (int) -> str
+    """The contract's folder name for a step: ``step_`` and the step zero-padded to 9 digits."""
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise ValueError("step must be a non-negative integer, not %r" % (step,))
+    return "step_%09d" % step
+
+
+def is_temporary(name):
+    # type: (str) -> bool
+    """True for names of entries still being written (``tmp-*``, ``*.tmp``): never candidates."""
+    return name.startswith(TMP_PREFIX) or name.endswith(TMP_SUFFIX)
+
+
+def compile_name_template(template):
+    # type: (str) -> Any
+    """A regex for the names a Lightning/NeMo ``ModelCheckpoint(filename=template)`` writes.
+
+    ``template`` is the ``filename`` argument (``{epoch}-{step}``, ``{step:06d}``,
+    ``run-{epoch:02d}-{val_loss:.2f}``, ``.ckpt`` optional): ``{step}`` and ``{epoch}`` capture
+    numbers, any other ``{metric}`` matches any value; each field may appear with or without its
+    ``name=`` prefix, so the same template fits ``auto_insert_metric_name`` true and false.
+
+    Raises:
+        ValueError: no ``{step}``, a field twice, an empty or unbalanced brace, a ``/``.
+    """
+    text = template[:-len(_CKPT_SUFFIX)] if template.endswith(_CKPT_SUFFIX) else template
+    if "/" in text or not text:
+        raise ValueError("name_template %r: a file name without /, such as {epoch}-{step}" % template)
+    out, seen = [], set()
+    for part in re.split(r"(\{[^{}]*\})", text):
+        if part.startswith("{") and part.endswith("}"):
+            field = part[1:-1].split(":", 1)[0].strip()
+            if not field or field in seen:
+                raise ValueError("name_template %r: empty or repeated field %r" % (template, part))
+            seen.add(field)
+            prefix = r"(?:%s=)?" % re.escape(field)
+            if field in ("step", "epoch"):
+                out.append(prefix + r"(?P<%s>[0-9]+)" % field)
+            else:
+                out.append(prefix + r"[^/]*?")
+        elif "{" in part or "}" in part:
+            raise ValueError("name_template %r: unbalanced brace" % template)
+        else:
+            out.append(re.escape(part))
+    if "step" not in seen:
+        raise ValueError("name_template %r has no {step}: the step could not be read from the names" % template)
+    return re.compile("^%s$" % "".join(out))
+
+
+def parse_lightning_name(name, template=None):
+    # type: (str, Any) -> Optional[Dict[str, Any]]
+    """What a Lightning/NeMo ``.ckpt`` name says: ``{"step", "epoch", "version", "last", "step_from"}``.
+
+    None when ``name`` does not end in ``.ckpt``. ``step`` and ``epoch`` are None when the name does
+    not say them: ``step=<S>`` / ``epoch=<E>`` anywhere in the name (auto_insert_metric_name), or
+    the ``{step}`` / ``{epoch}`` of ``template`` (:func:`compile_name_template`, a regex or a
+    string). ``version`` is the ``-v<N>`` suffix (0 without); ``last`` is true for ``last.ckpt``,
+    ``last-v<N>.ckpt`` and NeMo's ``...-last.ckpt``.
+    """
+    if not name.endswith(_CKPT_SUFFIX) or len(name) == len(_CKPT_SUFFIX):
+        return None
+    if isinstance(template, str):
+        template = compile_name_template(template)
+    stem = name[:-len(_CKPT_SUFFIX)]
+    found = dict(step=None, epoch=None, version=0, last=False, step_from=None)  # type: Dict[str, Any]
+    match = _CKPT_VERSION.match(stem)
+    bare = stem
+    if match:
+        bare, found["version"] = match.group(1), int(match.group(2))
+    if bare == "last" or bare.endswith("-last"):
+        found["last"] = True
+    if template is not None:
+        for text in (stem, bare):
+            match = template.match(text)
+            if match:
+                if text is stem:
+                    found["version"] = 0
+                found["step"] = int(match.group("step"))
+                epoch = match.groupdict().get("epoch")
+                found["epoch"] = int(epoch) if epoch is not None else None
+                found["step_from"] = "template"
+                return found
+    match = _CKPT_STEP.search(bare)
+    if match:
+        found["step"], found["step_from"] = int(match.group(1)), "name"
+    match = _CKPT_EPOCH.search(bare)
+    if match:
+        found["epoch"] = int(match.group(1))
+    return found
+
+
+def parse_name(name, template=None):
+    # type: (str, Any) -> Optional[Tuple[str, str, int, Optional[int]]]
+    """``(layout, kind, step, epoch)`` for a name that matches a layout and carries its step, else None.
+
+    ``kind`` is ``dir``, ``file`` or ``any``. The ``step_<S>`` layout is reported as ``clusterops``;
+    a folder holding a ``.metadata`` and no manifest is a torch.distributed.checkpoint instead.
+    A Lightning ``.ckpt`` name is read by :func:`parse_lightning_name` (``template``: its
+    ``name_template``); one whose name has no step (``last.ckpt``, ``epoch=3-val_loss=0.12.ckpt``)
+    gives None here: :func:`inspect` reads its step from the file.
+    """
+    for regex, layout, kind, has_epoch in _PATTERNS:
+        match = regex.match(name)
+        if match:
+            if has_epoch:
+                return layout, kind, int(match.group(2)), int(match.group(1))
+            return layout, kind, int(match.group(1)), None
+    lightning = parse_lightning_name(name, template)
+    if lightning is not None and lightning["step"] is not None and not lightning["last"]:
+        return LIGHTNING, "any", lightning["step"], lightning["epoch"]
+    return None
+
+
+def lightning_progress(path):
+    # type: (str) -> Tuple[int, Optional[int]]
+    """``(global_step, epoch)`` from a Lightning ``.ckpt`` file's own ``data.pkl``, without torch.
+
+    The pickle is read with the same unpickler as a DCP ``.metadata``: every class it names becomes
+    an inert stand-in and tensors are left out, so nothing is imported or run from the file.
+
+    Raises:
+        _Invalid: the file is not a whole torch.save zip (it is broken whatever its step).
+        ValueError: it is whole but does not say its step (not a Lightning checkpoint, a legacy
+            pickle-format file, a ``data.pkl`` over :data:`MAX_PICKLE_BYTES`).
+    """
+    problem = check_torch_zip(path)
+    if problem:
+        if problem.startswith("legacy"):
+            raise ValueError("a legacy torch.save file: its step cannot be read without torch")
+        raise _Invalid(problem)
+    with zipfile.ZipFile(path) as archive:
+        infos = [i for i in archive.infolist() if i.filename == "data.pkl" or i.filename.endswith("/data.pkl")]
+        if infos[0].file_size > MAX_PICKLE_BYTES:
+            raise ValueError("data.pkl is %d bytes, more than the %d read for a step" % (
+                infos[0].file_size, MAX_PICKLE_BYTES))
+        with archive.open(infos[0]) as handle:
+            try:
+                root = _StubUnpickler(handle).load()
+            except (EOFError, pickle.UnpicklingError, struct.error, UnicodeDecodeError) as exc:
+                raise _Invalid("data.pkl is cut short or corrupt: %s: %s" % (type(exc).__name__, exc))
+            except Exception as exc:  # pylint: disable=broad-except  # a shape the stand-ins cannot take
+                raise ValueError("data.pkl could not be read without torch: %s: %s" % (type(exc).__name__, exc))
+    step = root.get("global_step") if isinstance(root, dict) else None
+    epoch = root.get("epoch") if isinstance(root, dict) else None
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise ValueError("no global_step inside (not a Lightning checkpoint?)")
+    if not isinstance(epoch, int) or isinstance(epoch, bool):
+        epoch = None
+    return step, epoch

@@ -1,0 +1,504 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note: this module is private to the clusterops.slurm collection. Its API may change
+# at any time without notice; do not use it from outside the collection.
+
+"""Pruning by policy (one implementation for the checkpoint_prune module and the ``prune`` command)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import calendar
+import errno
+import fnmatch
+import os
+import re
+import shutil
+import stat
+import time
+
+try:
+    from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union  # noqa: F401
+except ImportError:  # pragma: no cover
+    pass
+
+from .common import Checkpoint, CheckpointError, CONTRACT, DELETING_PREFIX, PRUNE_LOCK, SIZES
+from .fsutil import _fsync_dir, _inside, open_lock_file, try_flock
+from .layouts import _check
+from .runs import _check_level, inspect
+
+
+#: Default grace period of temporary entries, in seconds: older ones are removed.
+TMP_GRACE = 86400
+#: Exit code of ``prune`` when another prune holds the folder's lock (nothing was done).
+EXIT_LOCKED = 4
+
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgtp]?)(?:i?b)?\s*$", re.IGNORECASE)
+_PERCENT = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*%\s*$")
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
+
+
+class PruneLocked(CheckpointError):
+    """Another prune holds the run folder's lock; nothing was done."""
+
+
+def parse_min_free(value):
+    # type: (Union[None, int, str]) -> Optional[Tuple[str, float]]
+    """``("bytes", n)`` or ``("percent", p)`` from ``500G``, ``1.5TiB``, ``10%``, ``1048576``; None for None/empty.
+
+    Units are binary (``1G`` is 1 GiB). Raises ValueError for anything else or a percent above 100.
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, bool):
+        raise ValueError("min_free must be a size or a percent, not %r" % (value,))
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError("min_free must not be negative")
+        return ("bytes", float(value))
+    match = _PERCENT.match(str(value))
+    if match:
+        percent = float(match.group(1))
+        if percent > 100:
+            raise ValueError("min_free %s is more than 100%%" % value)
+        return ("percent", percent)
+    match = _SIZE.match(str(value))
+    if not match:
+        raise ValueError("min_free must be a size (500G, 1.5TiB, 1048576) or a percent (10%%), not %r" % (value,))
+    return ("bytes", float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+def human_size(count):
+    # type: (Optional[float]) -> str
+    """``4.0 KiB``-style text for a byte count ("-" for None)."""
+    if count is None:
+        return "-"
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return ("%d %s" % (value, unit)) if unit == "B" else ("%.1f %s" % (value, unit))
+        value /= 1024
+    return "%.1f PiB" % value  # pragma: no cover
+
+
+def _free_space(path):
+    # type: (str) -> Tuple[int, int]
+    """``(available bytes for unprivileged users, total bytes)`` of the file system holding ``path``."""
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+
+
+def _newest_mtime(path):
+    # type: (str) -> float
+    """The newest mtime of an entry and of everything under it (lstat: symlinks are not followed)."""
+    st = os.lstat(path)
+    newest = st.st_mtime
+    if stat.S_ISDIR(st.st_mode):
+        for dirpath, dirnames, filenames in os.walk(path):
+            for name in dirnames + filenames:
+                try:
+                    newest = max(newest, os.lstat(os.path.join(dirpath, name)).st_mtime)
+                except OSError:
+                    pass
+    return newest
+
+
+def _written_at(ckpt):
+    # type: (Checkpoint) -> Optional[float]
+    """When a checkpoint was written: the manifest's ``time`` (contract), else the entry's mtime."""
+    if ckpt.time:
+        try:
+            return float(calendar.timegm(time.strptime(ckpt.time, "%Y-%m-%dT%H:%M:%SZ")))
+        except ValueError:
+            pass
+    try:
+        return os.lstat(ckpt.path).st_mtime
+    except OSError:
+        return None
+
+
+def _top_entry(path, root_real):
+    # type: (str, str) -> Optional[str]
+    """Name of the run-folder entry a symlink leads into, None when it leaves the folder or dangles."""
+    if not _inside(path, root_real) or not os.path.exists(path):
+        return None
+    rel = os.path.relpath(os.path.realpath(path), root_real)
+    return None if rel in (".", "") else rel.split(os.sep)[0]
+
+
+def _links_into_others(ckpt, root_real):
+    # type: (Checkpoint, str) -> List[str]
+    """Run-folder entries that symlinks inside a checkpoint folder lead into (other than itself)."""
+    found = []  # type: List[str]
+    for dirpath, dirnames, filenames in os.walk(ckpt.path):
+        for name in dirnames + filenames:
+            path = os.path.join(dirpath, name)
+            if os.path.islink(path):
+                top = _top_entry(path, root_real)
+                if top is not None and top != ckpt.name:
+                    found.append(top)
+    return found
+
+
+def _remove_tree(path):
+    # type: (str) -> None
+    """Delete a folder or file that is not a symlink; symlinks inside are removed, never followed."""
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        raise OSError(errno.ELOOP, "refusing to delete through a symlink", path)
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(path)  # raises on the first error; never follows a symlink inside
+    else:
+        os.unlink(path)
+
+
+class PruneResult(object):
+    """What :func:`prune` did, or would do with ``dry_run``.
+
+    Attributes:
+        path: the run folder (absolute).
+        dry_run: nothing was deleted; ``deleted`` lists what would go.
+        policy: the policy applied (``keep_last``, ``keep_every``, ``keep``, ``min_free``,
+            ``tmp_grace``, ``validate``).
+        latest_valid: name of the newest valid checkpoint (the resume point), or None.
+        before: names of the checkpoints and temporary entries found, checkpoints oldest first.
+        after: ``before`` less what was deleted.
+        deleted: ``{"name", "kind", "step", "size", "reason"}`` in the order of deletion; ``kind`` is
+            ``checkpoint`` or ``temporary``; ``size`` in bytes (files counted by the checks) or None.
+        kept: ``{"name", "kind", "step", "reason"}`` for every checkpoint and temporary entry kept.
+        warnings: the scan's warnings (see :class:`Report`) and the prune's own.
+        error: why the run stopped (nothing more was deleted after it), or None.
+        free_before, free_after: bytes available on the file system (None when not measured).
+        min_free_bytes: the ``min_free`` threshold in bytes, None without one.
+    """
+
+    def __init__(self, path, dry_run, policy):
+        # type: (str, bool, Dict[str, Any]) -> None
+        self.path = path
+        self.dry_run = dry_run
+        self.policy = policy
+        self.latest_valid = None  # type: Optional[str]
+        self.before = []  # type: List[str]
+        self.after = []  # type: List[str]
+        self.deleted = []  # type: List[Dict[str, Any]]
+        self.kept = []  # type: List[Dict[str, Any]]
+        self.warnings = []  # type: List[str]
+        self.error = None  # type: Optional[str]
+        self.free_before = None  # type: Optional[int]
+        self.free_after = None  # type: Optional[int]
+        self.min_free_bytes = None  # type: Optional[int]
+
+    @property
+    def changed(self):
+        # type: () -> bool
+        return bool(self.deleted)
+
+    def to_dict(self):
+        # type: () -> Dict[str, Any]
+        return dict(path=self.path, dry_run=self.dry_run, policy=dict(self.policy), latest_valid=self.latest_valid,
+                    before=list(self.before), after=list(self.after), deleted=list(self.deleted),
+                    kept=list(self.kept), warnings=list(self.warnings), error=self.error,
+                    free_before=self.free_before, free_after=self.free_after, min_free_bytes=self.min_free_bytes)
+
+
+def _lock(path):
+    # type: (str) -> int
+    """Open and flock ``path`` (created when missing, never through a symlink); the descriptor holds the lock."""
+    try:
+        fd = open_lock_file(path)
+    except OSError as exc:
+        raise CheckpointError("cannot open the lock file %s: %s" % (path, exc))
+    try:
+        held = try_flock(fd)
+    except OSError as exc:
+        os.close(fd)
+        raise CheckpointError("cannot lock %s: %s (on Lustre, mount with -o flock, or pass a lock file on a "
+                              "local file system)" % (path, exc))
+    if not held:
+        os.close(fd)
+        raise PruneLocked("another prune of %s is running (it holds %s); nothing done" % (
+            os.path.dirname(path) or ".", path))
+    return fd
+
+
+def _check_policy(keep_last, keep_every, keep, tmp_grace, validate):
+    # type: (Any, Any, Any, Any, str) -> None
+    for name, value in (("keep_last", keep_last), ("keep_every", keep_every)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError("%s must be an integer, not %r" % (name, value))
+    if keep_every < 0:
+        raise ValueError("keep_every must be 0 (off) or more, not %d" % keep_every)
+    if not all(isinstance(p, str) and p for p in keep):
+        raise ValueError("keep must be a list of names or patterns, not %r" % (keep,))
+    if tmp_grace is not None and (isinstance(tmp_grace, bool) or not isinstance(tmp_grace, (int, float))):
+        raise ValueError("tmp_grace must be a number of seconds, not %r" % (tmp_grace,))
+    _check_level(validate)
+
+
+def prune(path, keep_last, keep_every=0, keep=(), min_free=None, tmp_grace=TMP_GRACE, validate=SIZES,
+          dry_run=False, log=None, lock_file=None, now=None, fsync=True):
+    # type: (str, int, int, Sequence[str], Any, Optional[float], str, bool, Any, Optional[str], Optional[float], bool) -> PruneResult
+    """Delete old checkpoints of a run folder by policy; never one that a resume could need.
+
+    Kept whatever the policy:
+
+    * the newest valid checkpoint (checked at ``validate``) and every candidate newer than it
+      (it may be being written); with no valid checkpoint, no checkpoint is deleted;
+    * the ``keep_last`` newest valid checkpoints and everything between them;
+      ``keep_last`` <= 0 keeps every checkpoint;
+    * checkpoints whose step is a multiple of ``keep_every`` (> 0), whose name matches a ``keep``
+      pattern (fnmatch, case-sensitive), that a pointer (``latest``, the Megatron tracker,
+      ``last.ckpt``) or any symlink of the folder names, or that a kept checkpoint links into;
+    * checkpoints written after the newest valid one (manifest time, else mtime) although their
+      step is lower: another run writing into the same folder (a warning says so);
+    * everything that is not a candidate: symlinks (never followed, never deleted through),
+      names that match no layout, pointers, ``FINISHED``, the lock file;
+    * temporary entries (``tmp-*``, ``*.tmp``) changed less than ``tmp_grace`` seconds ago
+      (newest mtime of the entry and of anything under it); ``tmp_grace`` None or < 0 keeps them all.
+      ``tmp-deleting-*`` entries left by an interrupted prune are removed at once.
+
+    With ``min_free`` (``500G``, ``10%``), checkpoints are deleted only while the file system has
+    less space available than that, oldest first, and no more once it has.
+
+    A checkpoint is deleted by renaming it to ``tmp-deleting-<name>`` (from then on no reader chooses
+    it), then removing that. Each deletion is passed to ``log`` (one line: what and why). The folder's
+    lock file (``.prune.lock``, or ``lock_file``) is held with ``flock`` for the whole run; ``dry_run``
+    takes no lock and deletes nothing. An error stops the run: :attr:`PruneResult.error` says why and
+    nothing more is deleted.
+
+    Raises:
+        ValueError: a bad policy value.
+        CheckpointError: the folder is missing, not a folder, unreadable, or cannot be locked.
+        PruneLocked: another prune holds the lock.
+    """
+    if isinstance(keep, str):
+        raise ValueError("keep must be a list of names or patterns, not the string %r" % keep)
+    keep = list(keep or ())
+    _check_policy(keep_last, keep_every, keep, tmp_grace, validate)
+    threshold = parse_min_free(min_free)
+    root = os.path.abspath(path)
+    if not os.path.isdir(root):
+        raise CheckpointError("%s is not a folder" % root if os.path.exists(root) else "%s does not exist" % root)
+    policy = dict(keep_last=keep_last, keep_every=keep_every, keep=keep, min_free=min_free, tmp_grace=tmp_grace,
+                  validate=validate)
+    result = PruneResult(root, dry_run, policy)
+    lock_fd = None if dry_run else _lock(lock_file or os.path.join(root, PRUNE_LOCK))
+    try:
+        _prune_locked(root, result, keep_last, keep_every, keep, threshold, tmp_grace, validate, dry_run,
+                      log or (lambda line: None), time.time() if now is None else now, fsync)
+    finally:
+        if lock_fd is not None:
+            os.close(lock_fd)  # releases the flock; the file stays (removing it would race)
+    return result
+
+
+def _prune_locked(root, result, keep_last, keep_every, keep, threshold, tmp_grace, validate, dry_run, log, now,
+                  fsync):
+    # type: (str, PruneResult, int, int, List[str], Optional[Tuple[str, float]], Optional[float], str, bool, Callable[[str], None], float, bool) -> None
+    report = inspect(root, validate, list_all=True)
+    root_real = os.path.realpath(root)
+    result.warnings.extend(report.warnings)
+    candidates = report.checkpoints
+    best = report.latest_valid
+    result.latest_valid = best.name if best else None
+    result.before = [c.name for c in candidates] + [name for name, _path in report.temporary]
+    by_name = dict((c.name, c) for c in candidates)
+    reasons = {}  # type: Dict[str, str]
+
+    # Checkpoints: what must stay whatever the policy, then the policy.
+    linked = {}  # type: Dict[str, str]
+    for name, link in report.symlinks:
+        top = _top_entry(link, root_real)
+        if top in by_name and top not in linked:
+            linked[top] = "the symlink %s leads to it" % name
+    victims = []  # type: List[Checkpoint]
+    if keep_last <= 0:
+        for ckpt in candidates:
+            reasons[ckpt.name] = "keep_last %d: every checkpoint is kept" % keep_last
+    elif best is None:
+        for ckpt in candidates:
+            reasons[ckpt.name] = "no valid checkpoint in the folder: nothing is deleted"
+        if candidates:
+            result.warnings.append("no valid checkpoint in %s: no checkpoint deleted" % root)
+    else:
+        best_index = candidates.index(best)
+        for ckpt in candidates[best_index + 1:]:
+            reasons[ckpt.name] = "newer than the newest valid %s (may be being written)" % best.name
+        reasons[best.name] = "the newest valid checkpoint (the resume point)"
+        found = 1
+        older = list(reversed(candidates[:best_index]))
+        index = 0
+        while found < keep_last and index < len(older):
+            ckpt = older[index]
+            if ckpt.valid is not False and ckpt.checked != validate:
+                _check(ckpt, validate, root_real)
+            if ckpt.valid:
+                found += 1
+                reasons[ckpt.name] = "one of the %d newest valid checkpoints" % keep_last
+            else:
+                reasons[ckpt.name] = "newer than the oldest of the %d newest valid checkpoints (invalid: %s)" % (
+                    keep_last, ckpt.why_invalid)
+            index += 1
+        best_time = _written_at(best)
+        for ckpt in older[index:]:
+            pinned = [p for p in keep if fnmatch.fnmatchcase(ckpt.name, p)]
+            if pinned:
+                reasons[ckpt.name] = "matches the keep pattern %s" % pinned[0]
+            elif keep_every > 0 and ckpt.step % keep_every == 0:
+                reasons[ckpt.name] = "step %d is a multiple of keep_every %d" % (ckpt.step, keep_every)
+            elif ckpt.pointed_by:
+                reasons[ckpt.name] = "named by the pointer %s" % ", ".join(ckpt.pointed_by)
+            elif ckpt.last:
+                reasons[ckpt.name] = "Lightning's last checkpoint (save_last), which a resume with ckpt_path='last' opens"
+            elif ckpt.name in linked:
+                reasons[ckpt.name] = linked[ckpt.name]
+            else:
+                written = _written_at(ckpt)
+                if written is not None and best_time is not None and written > best_time:
+                    reasons[ckpt.name] = "written after the newest valid %s although its step is lower" % best.name
+                    result.warnings.append("%s was written after %s although its step is lower (another run in "
+                                           "the same folder?): kept" % (ckpt.name, best.name))
+                else:
+                    victims.append(ckpt)
+        # A checkpoint that a kept one links into stays too (and what that one links into).
+        kept_dirs = [c for c in candidates if c.is_dir and c.layout != CONTRACT and c not in victims]
+        while kept_dirs:
+            ckpt = kept_dirs.pop()
+            for top in _links_into_others(ckpt, root_real):
+                target = by_name.get(top)
+                if target is not None and target in victims:
+                    victims.remove(target)
+                    reasons[top] = "%s links into it" % ckpt.name
+                    if target.is_dir and target.layout != CONTRACT:
+                        kept_dirs.append(target)
+        victims.reverse()  # oldest first
+        for ckpt in victims:
+            why = "older than the %d newest valid checkpoints (newest valid: %s)" % (keep_last, best.name)
+            if ckpt.valid is False:
+                why += "; invalid: %s" % ckpt.why_invalid
+            reasons[ckpt.name] = why
+
+    # Temporary entries.
+    stale = []  # type: List[Tuple[str, str, str]]
+    for name, entry in report.temporary:
+        try:
+            is_link = os.path.islink(entry)
+            if is_link:
+                why = "a symlink: never deleted"
+            elif name.startswith(DELETING_PREFIX):
+                stale.append((name, entry, "left by an interrupted prune"))
+                continue
+            elif tmp_grace is None or tmp_grace < 0:
+                why = "temporary; tmp_grace %s: temporaries are kept" % tmp_grace
+            else:
+                age = now - _newest_mtime(entry)
+                if age >= tmp_grace:
+                    stale.append((name, entry, "temporary, unchanged for %d s (tmp_grace %d s)" % (age, tmp_grace)))
+                    continue
+                why = "temporary, changed %d s ago (tmp_grace %d s): may be being written" % (max(age, 0), tmp_grace)
+        except OSError as exc:
+            why = "temporary, cannot be read (%s): kept" % exc
+        result.kept.append(dict(name=name, kind="temporary", step=None, reason=why))
+
+    # Free space.
+    free = total = None  # type: Optional[int]
+    if threshold is not None or not dry_run:
+        try:
+            free, total = _free_space(root)
+        except OSError as exc:
+            if threshold is not None:
+                raise CheckpointError("cannot read the free space of %s: %s" % (root, exc))
+    result.free_before = free
+    if threshold is not None:
+        result.min_free_bytes = int(threshold[1] if threshold[0] == "bytes" else (total or 0) * threshold[1] / 100.0)
+
+    def enough(freed):
+        # type: (int) -> bool
+        if threshold is None:
+            return False
+        measured = free
+        if not dry_run:
+            try:
+                measured = _free_space(root)[0]
+            except OSError:
+                pass
+        return max(measured or 0, (free or 0) + freed) >= (result.min_free_bytes or 0)
+
+    # Delete: stale temporaries, then checkpoints oldest first.
+    gone = set()  # type: Set[str]
+    freed = 0
+    verb = "would delete" if dry_run else "deleted"
+    for name, entry, why in stale:
+        if result.error is None:
+            try:
+                if not dry_run:
+                    _remove_tree(entry)
+            except OSError as exc:
+                if exc.errno != errno.ENOENT:
+                    result.error = "cannot delete %s: %s" % (entry, exc)
+                    log("error: %s; stopped, nothing more deleted" % result.error)
+                    result.kept.append(dict(name=name, kind="temporary", step=None,
+                                            reason="deletion failed: %s" % exc))
+                    continue
+            gone.add(name)
+            result.deleted.append(dict(name=name, kind="temporary", step=None, size=None, reason=why))
+            log("%s %s: %s" % (verb, name, why))
+        else:
+            result.kept.append(dict(name=name, kind="temporary", step=None, reason="not reached: the run stopped"))
+    for ckpt in victims:
+        if result.error is not None:
+            reasons[ckpt.name] = "not reached: the run stopped (%s)" % result.error
+            continue
+        if enough(freed):
+            reasons[ckpt.name] = "min_free %s reached (%s available)" % (
+                result.policy["min_free"], human_size(max(free or 0, (free or 0) + freed)))
+            continue
+        if best is None or ckpt is best or not ckpt.sort_key() < best.sort_key():  # never: the plan excludes it
+            result.error = "internal error: refusing to delete %s (not older than the newest valid)" % ckpt.name
+            reasons[ckpt.name] = result.error
+            continue
+        try:
+            if not dry_run:
+                _delete_checkpoint(root, ckpt)
+        except OSError as exc:
+            result.error = "cannot delete %s: %s" % (ckpt.path, exc)
+            reasons[ckpt.name] = "deletion failed: %s" % exc
+            log("error: %s; stopped, nothing more deleted" % result.error)
+            continue
+        gone.add(ckpt.name)
+        freed += ckpt.size or 0
+        result.deleted.append(dict(name=ckpt.name, kind="checkpoint", step=ckpt.step, size=ckpt.size,
+                                   reason=reasons.pop(ckpt.name)))
+        log("%s %s (step %d, %s): %s" % (verb, ckpt.name, ckpt.step, human_size(ckpt.size),
+                                         result.deleted[-1]["reason"]))
+    if gone and fsync and not dry_run:
+        try:
+            _fsync_dir(root)
+        except OSError:  # pragma: no cover - the deletions are done; durability is best effort here
+            pass
+    for ckpt in candidates:
+        if ckpt.name not in gone:
+            result.kept.append(dict(name=ckpt.name, kind="checkpoint", step=ckpt.step, reason=reasons[ckpt.name]))
+    result.after = [name for name in result.before if name not in gone]
+    if not dry_run:
+        try:
+            result.free_after = _free_space(root)[0]
+        except OSError:  # pragma: no cover
+            pass
+
+
+def _delete_checkpoint(root, ckpt):
+    # type: (str, Checkpoint) -> None
+    """Rename ``ckpt`` to ``tmp-deleting-<name>`` (atomic: no reader chooses it any more), then remove it."""
+    st = os.lstat(ckpt.path)
+    if stat.S_ISLNK(st.st_mode):
+        raise OSError(errno.ELOOP, "became a symlink; not deleted", ckpt.path)
+    doomed = os.path.join(root, DELETING_PREFIX + ckpt.name)
+    if os.path.lexists(doomed):
+        _remove_tree(doomed)
+    os.rename(ckpt.path, doomed)
+    _remove_tree(doomed)

@@ -1,0 +1,361 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note: this module is private to the clusterops.slurm collection. Its API may change
+# at any time without notice; do not use it from outside the collection.
+
+"""Run folders: list the candidates, resolve pointers, choose the newest valid checkpoint, verify one."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import re
+
+try:
+    from typing import Any, Dict, List, Optional, Tuple, Union  # noqa: F401
+except ImportError:  # pragma: no cover
+    pass
+
+from .common import (
+    Checkpoint,
+    CheckpointError,
+    FINISHED,
+    _Invalid,
+    LEVELS,
+    LIGHTNING,
+    LOAD,
+    MEGATRON,
+    PRUNE_LOCK,
+    Report,
+    SHA256,
+    SIZES,
+    STRUCTURE,
+)
+from .names import (
+    _CKPT_SUFFIX,
+    compile_name_template,
+    _DEEPSPEED_LATEST,
+    is_temporary,
+    _LAST_CKPT,
+    lightning_progress,
+    _MEGATRON_TRACKER,
+    parse_lightning_name,
+    parse_name,
+)
+from .fsutil import _inside
+from .layouts import _check
+
+
+def _check_level(validate):
+    # type: (str) -> None
+    if validate not in LEVELS:
+        raise ValueError("validate must be one of %s, not %r" % (", ".join(LEVELS), validate))
+    if validate == LOAD:
+        try:
+            import torch  # noqa: F401  # pylint: disable=unused-import
+        except ImportError as exc:
+            raise CheckpointError("validation level %s needs torch, which this Python cannot import: %s"
+                                  % (LOAD, exc))
+
+
+def _read_text(path, limit=4096):
+    # type: (str, int) -> Optional[str]
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(limit).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+
+
+def _lightning_candidate(entry, is_dir, template, report):
+    # type: (Any, bool, Any, Report) -> Optional[Checkpoint]
+    """A ``.ckpt`` entry as a candidate ordered by its global step, or None (then it is in
+    ``report.unordered``): the step comes from the name (or ``template``), else from the file."""
+    found = parse_lightning_name(entry.name, template)
+    if found is None:
+        return None
+    step, epoch, step_from = found["step"], found["epoch"], found["step_from"]
+    if step is None:
+        if is_dir:
+            report.unordered.append(dict(name=entry.name, valid=None, reason=(
+                "a sharded .ckpt folder whose name has no step (name_template can say where it is)")))
+            return None
+        try:
+            step, meta_epoch = lightning_progress(entry.path)
+        except _Invalid as exc:
+            report.unordered.append(dict(name=entry.name, valid=False, reason="broken, its step unknown: %s" % exc))
+            return None
+        except (ValueError, OSError) as exc:
+            report.unordered.append(dict(name=entry.name, valid=None, reason=(
+                "its name has no step and the file does not say it: %s" % exc)))
+            return None
+        epoch, step_from = meta_epoch if meta_epoch is not None else epoch, "metadata"
+    # Lightning's step is the global step (it never restarts at an epoch): it alone orders them.
+    ckpt = Checkpoint(entry.name, entry.path, LIGHTNING, step, None, is_dir)
+    ckpt.epoch, ckpt.version, ckpt.last, ckpt.step_from = epoch, found["version"], found["last"], step_from
+    return ckpt
+
+
+def _list_run(root, root_real, report, template=None):
+    # type: (str, str, Report, Any) -> Tuple[List[Checkpoint], List[Dict[str, Any]]]
+    candidates = []  # type: List[Checkpoint]
+    pointers = []  # type: List[Dict[str, Any]]
+    try:
+        entries = sorted(os.scandir(root), key=lambda e: e.name)
+    except OSError as exc:
+        raise CheckpointError("cannot list %s: %s" % (root, exc))
+    for entry in entries:
+        name = entry.name
+        is_link = entry.is_symlink()
+        if name == FINISHED and entry.is_file(follow_symlinks=False):
+            report.finished = _read_finished(entry.path)
+            continue
+        if is_temporary(name):
+            report.ignored.append(dict(name=name, reason="temporary (still being written, or left by a crash)"))
+            report.temporary.append((name, entry.path))
+            continue
+        if name == PRUNE_LOCK:
+            report.ignored.append(dict(name=name, reason="lock file of checkpoint pruning"))
+            continue
+        if is_link:
+            report.symlinks.append((name, entry.path))
+        if name in (_DEEPSPEED_LATEST, _MEGATRON_TRACKER) or (_LAST_CKPT.match(name) and is_link):
+            # Regular files and symlinks only: opening a FIFO would block. A regular last.ckpt is a
+            # copy (save_last=True) and a candidate of its own, below.
+            if is_link or entry.is_file(follow_symlinks=False):
+                pointers.append(dict(name=name, is_link=is_link, path=entry.path))
+                continue
+        parsed = parse_name(name, template)
+        if is_link:
+            escapes = not _inside(entry.path, root_real)
+            reason = ("symlink out of the run folder (not followed)" if escapes
+                      else "symlink to %s (an alias, not a checkpoint of its own)" % os.readlink(entry.path))
+            report.ignored.append(dict(name=name, reason=reason))
+            continue
+        is_dir = entry.is_dir(follow_symlinks=False)
+        if parsed is None or parsed[0] == LIGHTNING:
+            if name.endswith(_CKPT_SUFFIX) and (is_dir or entry.is_file(follow_symlinks=False)):
+                ckpt = _lightning_candidate(entry, is_dir, template, report)
+                if ckpt is not None:
+                    candidates.append(ckpt)
+                continue
+            report.ignored.append(dict(name=name, reason="matches no checkpoint layout"))
+            continue
+        layout, kind, step, epoch = parsed
+        if (kind == "dir" and not is_dir) or (kind == "file" and is_dir):
+            report.ignored.append(dict(name=name, reason="a %s named like a %s checkpoint %s" % (
+                "folder" if is_dir else "file", layout, kind == "dir" and "folder" or "file")))
+            continue
+        candidates.append(Checkpoint(name, entry.path, layout, step, epoch, is_dir))
+    return candidates, pointers
+
+
+def _read_finished(path):
+    # type: (str) -> Dict[str, Any]
+    text = _read_text(path, 1 << 16)
+    try:
+        data = json.loads(text) if text else {}
+    except ValueError:
+        data = {}
+    return data if isinstance(data, dict) else {}
+
+
+def _resolve_pointers(raw_pointers, candidates, root, root_real, report):
+    # type: (List[Dict[str, Any]], List[Checkpoint], str, str, Report) -> None
+    by_name = dict((c.name, c) for c in candidates)
+    best = report.latest_valid
+    for raw in raw_pointers:
+        name, path = raw["name"], raw["path"]
+        pointer = dict(name=name, kind="", target=None, resolves_to=None, status="", message="")
+        target = None  # type: Optional[Checkpoint]
+        if raw["is_link"]:
+            pointer["kind"] = "symlink"
+            pointer["target"] = os.readlink(path)
+            if not _inside(path, root_real):
+                pointer.update(status="escapes", message="%s is a symlink out of the run folder; not followed" % name)
+            elif not os.path.exists(path):
+                pointer.update(status="missing", message="%s points to %s, which does not exist" % (name, pointer["target"]))
+            else:
+                real = os.path.realpath(path)
+                if os.path.dirname(real) == root_real and os.path.basename(real) in by_name:
+                    target = by_name[os.path.basename(real)]
+                else:
+                    pointer.update(status="unrecognised",
+                                   message="%s points to %s, which is not a checkpoint of this run folder" % (name, pointer["target"]))
+        elif name == _MEGATRON_TRACKER:
+            pointer["kind"] = "megatron_tracker"
+            text = _read_text(path)
+            pointer["target"] = text
+            if text is None or not (re.match(r"^[0-9]+$", text) or text == "release"):
+                pointer.update(status="unreadable", message="%s holds %r, not an iteration number" % (name, text))
+            elif text == "release":
+                pointer.update(status="release", message="%s says release: release checkpoints have no iteration to order by" % name)
+            else:
+                found = [c for c in candidates if c.layout == MEGATRON and c.step == int(text)]
+                if found:
+                    target = found[-1]
+                else:
+                    pointer.update(status="missing", message="%s says iteration %s, which is not on disk" % (name, text))
+        else:
+            pointer["kind"] = "deepspeed_latest"
+            text = _read_text(path)
+            pointer["target"] = text
+            if not text or "/" in text or text in (".", ".."):
+                pointer.update(status="unreadable", message="%s holds %r, not a checkpoint tag" % (name, text))
+            elif text in by_name:
+                target = by_name[text]
+            elif os.path.lexists(os.path.join(root, text)):
+                pointer.update(status="unrecognised", message="%s names %s, which matches no checkpoint layout" % (name, text))
+            else:
+                pointer.update(status="missing", message="%s names %s, which is not on disk" % (name, text))
+        if target is not None:
+            pointer["resolves_to"] = target.name
+            target.pointed_by.append(name)
+            if best is not None and target is best:
+                pointer.update(status="current", message="")
+            elif target.valid is False:
+                pointer.update(status="invalid", message="%s points to %s, which is invalid (%s)%s" % (
+                    name, target.name, target.why_invalid, best and "; using %s" % best.name or ""))
+            elif best is not None and target.sort_key() < best.sort_key():
+                pointer.update(status="older", message="%s points to %s, older than the newest valid %s" % (
+                    name, target.name, best.name))
+            else:
+                pointer.update(status="current", message="")
+        if pointer["message"]:
+            report.warnings.append(pointer["message"])
+        report.pointers.append(pointer)
+
+
+def inspect(path, validate=SIZES, validate_all=False, list_all=True, name_template=None):
+    # type: (str, str, bool, bool, Optional[str]) -> Report
+    """Everything about a run folder: candidates, the newest valid one, pointers, warnings.
+
+    Args:
+        path: the run folder.
+        validate: level (:data:`LEVELS`) a checkpoint must pass to be chosen.
+        validate_all: check every candidate at ``validate`` (a pruning job); else only the newest
+            ones, down to the first valid.
+        list_all: check every candidate at ``structure`` at least, so that each is listed with its
+            validity. False (what :func:`latest_valid` does) touches only what choosing needs: the
+            unchecked candidates are listed with ``valid`` None.
+        name_template: the Lightning/NeMo ``ModelCheckpoint`` ``filename`` of this run
+            (:func:`compile_name_template`), for names that carry the step without ``step=``.
+
+    Raises:
+        CheckpointError: the folder is missing, not a folder, or cannot be listed; the ``load``
+            level without torch.
+        ValueError: an unknown level or a bad ``name_template``.
+    """
+    _check_level(validate)
+    template = compile_name_template(name_template) if name_template else None
+    root = os.path.abspath(path)
+    if not os.path.isdir(root):
+        raise CheckpointError("%s is not a folder" % root if os.path.exists(root) else "%s does not exist" % root)
+    root_real = os.path.realpath(root)
+    report = Report(root, validate)
+    candidates, raw_pointers = _list_run(root, root_real, report, template)
+    candidates.sort(key=lambda c: c.sort_key())
+    report.checkpoints = candidates
+    report.had_candidates = bool(candidates) or bool(report.unordered)
+    for item in report.unordered:
+        report.warnings.append("%s cannot be ordered: %s" % (item["name"], item["reason"]))
+    # One whole checkpoint whose step is unknown might be the newest: choose none rather than guess.
+    blocking = [item["name"] for item in report.unordered if item["valid"] is not False]
+    if blocking:
+        report.warnings.append("refusing to choose a checkpoint: the order of %s is unknown (rename, move "
+                               "aside, or give the name template)" % ", ".join(blocking))
+    if validate_all:
+        for ckpt in candidates:
+            _check(ckpt, validate, root_real)
+    elif list_all:
+        for ckpt in candidates:
+            _check(ckpt, STRUCTURE, root_real)
+    for ckpt in reversed(candidates if not blocking else []):
+        if ckpt.valid is False:
+            continue
+        if ckpt.checked != validate:
+            _check(ckpt, validate, root_real)
+        if ckpt.valid:
+            report.latest_valid = ckpt
+            break
+    best = report.latest_valid
+    for ckpt in reversed(candidates):
+        if best is not None and ckpt is best:
+            break
+        if ckpt.valid is False and not blocking:
+            report.warnings.append("%s is invalid (%s); %s" % (
+                ckpt.name, ckpt.why_invalid, "using %s" % best.name if best else "no valid checkpoint"))
+    _resolve_pointers(raw_pointers, candidates, root, root_real, report)
+    _warn_ties_and_mixes(candidates, report)
+    if report.finished is not None and best is not None:
+        step = report.finished.get("step")
+        if isinstance(step, int) and step != best.step:
+            report.warnings.append("%s says step %d, the newest valid checkpoint is %s" % (FINISHED, step, best.name))
+    return report
+
+
+def _warn_ties_and_mixes(candidates, report):
+    # type: (List[Checkpoint], Report) -> None
+    by_key = {}  # type: Dict[Tuple[int, int, bool, int], List[str]]
+    for ckpt in candidates:
+        by_key.setdefault(ckpt.key + (ckpt.last, ckpt.version), []).append(ckpt.name)
+    for key, names in sorted(by_key.items()):
+        if len(names) > 1:
+            report.warnings.append("%s have the same (epoch, step) %s; ties are broken by layout, then name" % (
+                " and ".join(names), "(%s, %d)" % ("-" if key[0] < 0 else key[0], key[1])))
+    with_epoch = set(c.layout for c in candidates if c.name_epoch is not None)
+    without = set(c.layout for c in candidates if c.name_epoch is None)
+    if with_epoch and without:
+        report.warnings.append("layouts with and without an epoch in their names are mixed (%s): "
+                               "a missing epoch counts as -1" % ", ".join(sorted(with_epoch | without)))
+
+
+def scan(path, validate=STRUCTURE, name_template=None):
+    # type: (str, str, Optional[str]) -> List[Checkpoint]
+    """Every checkpoint candidate of a run folder, oldest first, each checked at ``validate``."""
+    return inspect(path, validate, validate_all=True, name_template=name_template).checkpoints
+
+
+def latest_valid(path, validate=SIZES, name_template=None):
+    # type: (str, str, Optional[str]) -> Optional[Checkpoint]
+    """The newest checkpoint that passes ``validate``, or None; checks only what choosing needs."""
+    return inspect(path, validate, list_all=False, name_template=name_template).latest_valid
+
+
+def verify(path, validate=SHA256):
+    # type: (Union[str, Checkpoint], str) -> Checkpoint
+    """Check one checkpoint (a folder or file named after a layout, or a :class:`Checkpoint`).
+
+    Raises:
+        CheckpointError: the path does not exist or its name matches no layout.
+    """
+    _check_level(validate)
+    if isinstance(path, Checkpoint):
+        ckpt = path
+    else:
+        full = os.path.abspath(path)
+        name = os.path.basename(full.rstrip(os.sep))
+        parsed = parse_name(name)
+        if not os.path.lexists(full):
+            raise CheckpointError("%s does not exist" % full)
+        if parsed is None and name.endswith(_CKPT_SUFFIX):
+            parsed = (LIGHTNING, "any", -1, None)  # last.ckpt, epoch=3-val_loss=0.12.ckpt: checked, not ordered
+        if parsed is None:
+            raise CheckpointError("%s matches no checkpoint layout" % name)
+        ckpt = Checkpoint(name, full, parsed[0], parsed[2], parsed[3], os.path.isdir(full))
+        if ckpt.step < 0 and not ckpt.is_dir:
+            try:
+                ckpt.step, ckpt.epoch = lightning_progress(full)
+                ckpt.step_from = "metadata"
+            except (_Invalid, ValueError, OSError):
+                pass  # the check below says why when it is broken
+    parent_real = os.path.realpath(os.path.dirname(ckpt.path))
+    if os.path.islink(ckpt.path) and not _inside(ckpt.path, parent_real):
+        ckpt.valid, ckpt.why_invalid, ckpt.checked = False, "a symlink out of its folder (not followed)", validate
+        return ckpt
+    return _check(ckpt, validate, parent_real)

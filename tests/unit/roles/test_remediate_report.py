@@ -1,0 +1,125 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The role remediate's election and report (roles/remediate/tasks/elect.yml, report.yml), run by
+ansible-playbook on this machine with the two part roles' summaries given as host variables: one
+host per cluster, no Slurm. training_restart's needs_human as items {run, why} and as run names
+with the report's "[needs a human]" lines give the same lines (suspect nodes included); the fleet's
+set_stats, the summary lines, the Prometheus textfile and the failure that names the cluster."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+
+WHY = "budget of 1 resubmission(s) used up"
+LINE = "run-a: %s [needs a human]" % WHY
+SUSPECT = "suspect node n4: run run-a failed on it (jobs 11,12) -> drained (was IDLE) [needs a human]"
+NODES = {"rebooted": ["n1"], "resumed": ["n2", "n3"], "skipped_count": 4, "overflow": [], "flapping": [],
+         "needs_human": [], "in_flight": ["n1"], "circuit": {"open": False}, "failed": {}, "errors": []}
+TRAINING = {"resubmitted": ["run-b"], "hung": [], "suspect_drained": ["n4"],
+            "suspects": [{"node": "n4", "runs": ["run-a"], "jobs": ["11", "12"], "action": "drain"}],
+            "report": ["run-b: ended, newest valid step 7 -> resubmit (job 12): job 11 ended NODE_FAIL"]}
+HOSTS = {
+    # training_restart before issue 14: names, and the report's lines that end in "[needs a human]"
+    "prose": {"remediate_training_summary": dict(TRAINING, needs_human=["run-a"],
+                                                 report=TRAINING["report"] + [LINE, SUSPECT])},
+    # items {run, why}; the report words run-a otherwise, so only the item can give LINE
+    "items": {"remediate_training_summary": dict(TRAINING, needs_human=[{"run": "run-a", "why": WHY}], report=(
+        TRAINING["report"] + ["run-a: ended, newest valid step 3 -> stop: %s [needs a human]" % WHY, SUSPECT]))},
+    # no run needs a human, a suspect node does (either form)
+    "suspect": {"remediate_training_summary": dict(TRAINING, needs_human=[], report=TRAINING["report"] + [SUSPECT])},
+    "green": {"remediate_training_summary": dict(TRAINING, needs_human=[], suspects=[], suspect_drained=[])},
+}
+
+
+def ansible_playbook(tmp_path):
+    link = tmp_path / "collections" / "ansible_collections" / "clusterops" / "slurm"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(REPO)
+    prom = tmp_path / "remediate-%s.prom"
+    inventory = {"all": {"children": {"slurm_controller": {"hosts": {
+        name: dict(hostvars, slurm_cluster=name, remediate_nodes_summary=NODES,
+                   remediate_prometheus_textfile=str(prom) % name)
+        for name, hostvars in HOSTS.items()}}},
+        "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
+    (tmp_path / "ansible.cfg").write_text("[defaults]\n")
+    (tmp_path / "play.yml").write_text(yaml.safe_dump([{
+        "name": "Elect and report", "hosts": "slurm_controller", "gather_facts": False, "tasks": [
+            {"name": "Start", "ansible.builtin.set_fact": {"remediate_started": "{{ now(utc=true).timestamp() }}"}},
+            {"name": "Elect", "ansible.builtin.include_role": {
+                "name": "clusterops.slurm.remediate", "tasks_from": "elect.yml"}},
+            {"name": "Report", "ansible.builtin.include_role": {
+                "name": "clusterops.slurm.remediate", "tasks_from": "report.yml"}}]}]))
+    env = dict((k, v) for k, v in os.environ.items() if not k.startswith("ANSIBLE_"))
+    env.update(ANSIBLE_CONFIG=str(tmp_path / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=str(tmp_path / "collections"),
+               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_SHOW_CUSTOM_STATS="1", ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run([PLAYBOOK, "-i", str(tmp_path / "inventory.yml"), str(tmp_path / "play.yml")],
+                          cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, timeout=300, check=False)
+    out = proc.stdout
+    return proc.returncode, json.loads(out[out.index("{"):]), prom
+
+
+@pytest.fixture(scope="module")
+def played(tmp_path_factory):
+    return ansible_playbook(tmp_path_factory.mktemp("remediate-report"))
+
+
+def task(result, name):
+    tasks = [t for t in result["plays"][0]["tasks"] if t["task"]["name"].split(" : ")[-1] == name]
+    assert len(tasks) == 1, name
+    return tasks[0]["hosts"]
+
+
+def test_training_needs_human_items_and_prose_give_the_same_lines(played):
+    rc, result, _prom = played
+    fleet = result["global_custom_stats"]["remediate"]
+    assert rc == 2
+    assert fleet["needs_human"] == ["cluster items: " + LINE, "cluster items: " + SUSPECT,
+                                    "cluster prose: " + LINE, "cluster prose: " + SUSPECT,
+                                    "cluster suspect: " + SUSPECT]
+    assert fleet["clusters_needing_human"] == ["items", "prose", "suspect"]
+    assert fleet["clusters"]["items"]["runs_needing_human"] == fleet["clusters"]["prose"]["runs_needing_human"] == 1
+    failed = task(result, "Fail when something needs a human")
+    assert failed["prose"]["msg"] == "Remediation needs a human: cluster prose: %s; cluster prose: %s" % (LINE, SUSPECT)
+    assert failed["items"]["msg"] == "Remediation needs a human: cluster items: %s; cluster items: %s" % (LINE, SUSPECT)
+    assert failed["suspect"]["msg"] == "Remediation needs a human: cluster suspect: " + SUSPECT
+    assert failed["green"].get("skipped")
+
+
+def test_fleet_totals_summary_lines_and_textfile(played):
+    _rc, result, prom = played
+    fleet = result["global_custom_stats"]["remediate"]
+    assert fleet["nodes_healed"] == 12 and fleet["nodes_skipped"] == 16 and fleet["nodes_in_flight"] == 4
+    assert fleet["runs_resubmitted"] == 4 and fleet["runs_needing_human"] == 2 and fleet["slurm_readable"]
+    assert fleet["nodes_suspect"] == 3 and fleet["nodes_suspect_drained"] == 3
+    assert sorted(fleet["clusters"]) == ["green", "items", "prose", "suspect"]
+    healed = "acted; nodes healed 3, skipped 4, overflow 0"
+    assert fleet["report"] == [
+        "cluster green: green %s; runs resubmitted 1" % healed,
+        "cluster items: items %s, suspect 1 (drained 1); runs resubmitted 1 - needs a human" % healed,
+        "cluster prose: prose %s, suspect 1 (drained 1); runs resubmitted 1 - needs a human" % healed,
+        "cluster suspect: suspect %s, suspect 1 (drained 1); runs resubmitted 1 - needs a human" % healed]
+    assert task(result, "Fleet summary, one line per cluster")["green"]["msg"] == fleet["report"]
+    lines = set(open(str(prom) % "green").read().splitlines())
+    assert {'clusterops_remediate_nodes_healed{cluster="green"} 3',
+            'clusterops_remediate_needs_human{cluster="items"} 1',
+            'clusterops_remediate_runs_needing_human{cluster="prose"} 1',
+            'clusterops_remediate_nodes_suspect{cluster="suspect"} 1',
+            'clusterops_remediate_slurm_readable{cluster="green"} 1',
+            "clusterops_remediate_fleet_clusters 4", "clusterops_remediate_fleet_clusters_needing_human 3",
+            "clusterops_remediate_fleet_nodes_healed 12", "clusterops_remediate_fleet_runs_resubmitted 4",
+            "clusterops_remediate_fleet_nodes_suspect 3"} <= lines
