@@ -41,15 +41,18 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import errno
-import fcntl
 import json
 import os
 import re
 import shutil
-import tempfile
 import time
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import LEVELS, compile_name_template
+from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.fsutil import (
+    atomic_write_json,
+    open_lock_file,
+    try_flock,
+)
 
 try:
     from typing import Any, Dict, List, Optional, Tuple  # noqa: F401 pylint: disable=unused-import
@@ -270,48 +273,20 @@ def read_state(run_folder):
     return state
 
 
-def write_json(folder, name, data):
-    # type: (str, str, Any) -> None
-    """Replace ``<folder>/<name>`` by ``data`` as JSON (sorted keys, mode 0644) atomically:
-    a temporary file in the same folder, fsync, rename, fsync of the folder. A reader sees the
-    old file or the new one, never a part; a crash leaves no temporary file behind the name.
-
-    Raises:
-        OSError: the folder is not writable (the temporary file is removed).
-    """
-    fd, tmp = tempfile.mkstemp(prefix=".%s." % name, suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(data, handle, indent=1, sort_keys=True)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        os.rename(tmp, os.path.join(folder, name))
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    dir_fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 def write_state(run_folder, state):
     # type: (str, Dict[str, Any]) -> None
-    """Replace the run's ``state.json`` atomically (:func:`write_json`)."""
-    write_json(run_folder, STATE_FILE, state)
+    """Replace the run's ``state.json`` atomically (``_checkpoint.fsutil.atomic_write_json``: a
+    temporary file in the folder, fsync, mode 0644, rename, fsync of the folder)."""
+    atomic_write_json(os.path.join(run_folder, STATE_FILE), state, indent=1, mode=0o644)
 
 
 def write_run(folder, run):
     # type: (str, Dict[str, Any]) -> None
     """Write the validated ``run`` as the folder's ``run.json`` atomically (:func:`run_document`,
-    :func:`write_json`), creating the folder (mode 0755) when missing."""
+    as :func:`write_state` writes), creating the folder (mode 0755) when missing."""
     if not os.path.isdir(folder):
         os.makedirs(folder, 0o755)
-    write_json(folder, RUN_FILE, run_document(run))
+    atomic_write_json(os.path.join(folder, RUN_FILE), run_document(run), indent=1, mode=0o644)
 
 
 def remove_run(folder):
@@ -340,23 +315,17 @@ class RegistryLock(object):
     def acquire(self):
         # type: () -> bool
         """True when the lock is held, False when another holder kept it past ``timeout``."""
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd = open_lock_file(self.path)
         deadline = self._clock() + max(0.0, self.timeout)
-        while True:
-            try:
-                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except (OSError, IOError) as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-                if self._clock() >= deadline:
-                    os.close(self._fd)
-                    self._fd = None
-                    return False
-                self._sleep(0.5)
-                continue
-            os.ftruncate(self._fd, 0)
-            os.write(self._fd, ("%d\n" % os.getpid()).encode("ascii"))
-            return True
+        while not try_flock(self._fd):
+            if self._clock() >= deadline:
+                os.close(self._fd)
+                self._fd = None
+                return False
+            self._sleep(0.5)
+        os.ftruncate(self._fd, 0)
+        os.write(self._fd, ("%d\n" % os.getpid()).encode("ascii"))
+        return True
 
     def release(self):
         # type: () -> None
