@@ -360,9 +360,9 @@ commands:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import slurm_argument_spec
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import run_module, slurm_argument_spec
 from ansible_collections.clusterops.slurm.plugins.module_utils._training.policy import SUSPECT_AFTER
-from ansible_collections.clusterops.slurm.plugins.module_utils._training.registry import DEFAULT_REGISTRY
+from ansible_collections.clusterops.slurm.plugins.module_utils._training.registry import DEFAULT_REGISTRY, RegistryError
 from ansible_collections.clusterops.slurm.plugins.module_utils._training.runner import restart
 
 
@@ -382,7 +382,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    restart(module)
+    run_module(module, restart, errors=(RegistryError,))
 
 
 if __name__ == "__main__":

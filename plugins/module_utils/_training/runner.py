@@ -9,7 +9,7 @@ each run's state (:mod:`.registry`).
 Private to the collection (the leading underscore of the package): no API promise outside it.
 
 :func:`checkpoint_status` and :func:`read_progress` read a run's folders; :func:`restart` is
-the whole task and ends it (``exit_json``/``fail_json``).
+the whole task, run by ``_slurm_cli.run_module`` (one failure path with every module).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -23,11 +23,12 @@ import time
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import CheckpointError, inspect
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._job_actions import SubmitError, submit
-from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import JobParseError, parse_time_option, read_jobs
-from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import NodeParseError, read_nodes
+from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import parse_time_option, read_jobs
+from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import read_nodes
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
-    SlurmCLI,
+    SlurmAnswerError,
     SlurmCommandError,
+    TaskFailure,
     effective_user,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._training.evidence import (
@@ -349,10 +350,16 @@ def _act(module, cli, me, run, decision, state, jobs, start):
     return after if after != "none" else brief(decision)
 
 
-def restart(module):
-    """The task of ``training_restart``: ``module`` holds its parameters (see its DOCUMENTATION);
-    ends with ``module.exit_json`` (the result keys of its RETURN) or ``module.fail_json`` (a
-    bad option, an unreadable registry, a Slurm read that is not a complete answer)."""
+def restart(module, cli):
+    """The task of ``training_restart``, for ``_slurm_cli.run_module``: ``module`` holds its
+    parameters (see its DOCUMENTATION), ``cli`` runs the Slurm commands. Returns the result keys of
+    its RETURN but ``commands``.
+
+    Raises:
+        TaskFailure: a bad option, or a Slurm read that is not a complete answer (with the
+            ``runs`` decided so far).
+        RegistryError: the registry folder cannot be listed.
+    """
     params = module.params
     registry = params["registry"]
     result = dict(changed=False, runs=[], resubmitted=[], hung=[], needs_human=[], errors=[], locked=False,
@@ -360,29 +367,25 @@ def restart(module):
     try:
         start = parse_time_option(params["history"])
     except ValueError as exc:
-        module.fail_json(msg="history: %s" % exc)
+        raise TaskFailure("history: %s" % exc)
     if params["suspect_after"] < 1 or params["suspect_drain_limit"] < 0:
-        module.fail_json(msg="suspect_after must be 1 or more and suspect_drain_limit 0 or more "
-                             "(suspect_nodes: false turns suspect nodes off)")
-    try:
-        runs, errors = read_registry(registry, params["runs"] or None)
-    except RegistryError as exc:
-        module.fail_json(msg=str(exc))
+        raise TaskFailure("suspect_after must be 1 or more and suspect_drain_limit 0 or more "
+                          "(suspect_nodes: false turns suspect nodes off)")
+    runs, errors = read_registry(registry, params["runs"] or None)
     result["errors"] = errors
     result["needs_human"] = needs_human([], errors)
     if not runs:
-        module.exit_json(commands=[], **result)
+        return result
     for run in runs:
         run["folder"] = os.path.join(registry, run["name"])
 
-    cli = SlurmCLI(module)
     lock = None
     if not module.check_mode:
         lock = RegistryLock(registry, timeout=max(params["lock_timeout"], 0))
         if not lock.acquire():
             result["locked"] = True
             module.warn("another remediation holds %s: training runs were left alone this time" % lock.path)
-            module.exit_json(commands=cli.calls, **result)
+            return result
     diff = {"before": {}, "after": {}}
     try:
         planned, jobs, diff["before"] = _decide_all(cli, runs, start)
@@ -391,12 +394,10 @@ def restart(module):
         for run, decision, state in planned:
             diff["after"][run["name"]] = _act(module, cli, me, run, decision, state, jobs, start)
             result["runs"].append(decision)
-    except (SlurmCommandError, JobParseError, NodeParseError) as exc:
-        if isinstance(exc, SlurmCommandError):
-            cli.fail(exc, runs=result["runs"])
-        module.fail_json(msg=str(exc), commands=cli.calls, runs=result["runs"])
-    except RegistryError as exc:
-        module.fail_json(msg=str(exc), commands=cli.calls, runs=result["runs"])
+    except SlurmCommandError as exc:
+        raise TaskFailure(exc.msg, runs=result["runs"], **exc.result())
+    except (SlurmAnswerError, RegistryError) as exc:
+        raise TaskFailure(str(exc), runs=result["runs"])
     finally:
         if lock is not None:
             lock.release()
@@ -420,4 +421,4 @@ def restart(module):
         module.check_mode and any(d["action"] in (RESUBMIT, STOP, CANCEL_HUNG) for d in result["runs"]))
     if module._diff:
         result["diff"] = diff
-    module.exit_json(commands=cli.calls, **result)
+    return result

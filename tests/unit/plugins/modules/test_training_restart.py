@@ -145,6 +145,7 @@ def _failed(run_module, reg, calls, expect):
     result = run_module(training_restart, args(reg), calls)
     assert result["failed"] is True and expect in result["msg"]
     assert not [c for c in result["commands"] if c[0].endswith("sbatch")]
+    assert result["runs"] == [], "a failure reports the runs decided so far (none: the read failed)"
     return result
 
 
