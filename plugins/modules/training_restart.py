@@ -13,8 +13,8 @@ module: training_restart
 short_description: Resubmit failed training runs of the run registry once each, from their newest valid checkpoint
 version_added: 0.2.0
 description:
-  - Reads the run registry (one folder per run, written by the role
-    C(clusterops.slurm.torchrun_launcher)), the jobs of every registered run with one C(sacct)
+  - Reads the run registry (one folder per run, its C(run.json) written by M(clusterops.slurm.training_run),
+    which the role C(clusterops.slurm.torchrun_launcher) uses), the jobs of every registered run with one C(sacct)
     and one C(squeue) call, and each run's checkpoint folder, then decides for each run.
   - A run whose C(FINISHED) marker exists, or that has a job queued, running or being requeued
     (C(PENDING) after Slurm requeued it by itself included, and C(EXPEDITING) of Slurm 25.11+),
@@ -163,6 +163,7 @@ notes:
   - The launcher is submitted as it is (C(sbatch <launcher>)); every option is in its
     C(#SBATCH) lines and it starts with a clean environment (C(--export=NONE)).
 seealso:
+  - module: clusterops.slurm.training_run
   - module: clusterops.slurm.slurm_job
   - module: clusterops.slurm.checkpoint_info
   - name: Training recovery
@@ -315,10 +316,24 @@ hung:
   type: list
   elements: str
 needs_human:
-  description: Names of the runs that need a human, registry errors included.
+  description:
+    - What a person has to look at, one item per run - unusable registry entries first, then the
+      runs whose RV(runs[].needs_human) is true. Suspect nodes are not in it - see RV(suspects), each
+      of which needs a human.
   returned: success
   type: list
-  elements: str
+  elements: dict
+  contains:
+    run:
+      description: The run's name (its registry folder's name).
+      type: str
+    why:
+      description:
+        - Its RV(runs[].reason) (for a registry entry, C(registry entry unusable) and the error),
+          then the decision after a cancelled hung job when that one needs a human, then a failed
+          action's error.
+      type: str
+  sample: [{"run": "llama-8b", "why": "job 41 ended OUT_OF_MEMORY: ran out of memory; the same job would fail again"}]
 errors:
   description: Registry entries that could not be read, C({name, error}).
   returned: success
@@ -343,312 +358,18 @@ commands:
   elements: list
 '''
 
-import glob
-import os
-import re
-import time
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterops.slurm.plugins.module_utils._job_actions import (
-    SubmitError,
-    submit,
-)
-from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import (
-    JobParseError,
-    parse_time_option,
-    read_jobs,
-)
-from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
-    SlurmCLI,
-    SlurmCommandError,
-    effective_user,
-    slurm_argument_spec,
-)
-from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist, expand_hostlist
-from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import NodeParseError, read_nodes
-from ansible_collections.clusterops.slurm.plugins.module_utils._training import (
-    CANCEL_HUNG,
-    RESUBMIT,
-    STOP,
-    SUSPECT_AFTER,
-    SUSPECT_REASON_PREFIX,
-    RegistryError,
-    RegistryLock,
-    checkpoint_status,
-    decide,
-    exclude_option,
-    plan_suspects,
-    read_progress,
-    read_registry,
-    read_state,
-    record_hang_cancel,
-    record_resubmission,
-    record_stop,
-    run_jobs,
-    run_suspects,
-    write_state,
-)
-
-
-def _brief(decision):
-    last = decision["last_job"]
-    return "%s%s" % (decision["status"], " (job %s %s)" % (last["job_id"], last["state"]) if last else "")
-
-
-def resubmit(module, cli, me, run, decision, jobs, state):
-    """Submit ``run``'s launcher as its owner; update ``decision`` and the run's state file."""
-    params = module.params
-    owner = run["owner"]
-    runner = cli if owner == me else cli.as_user(owner)
-    sbatch_args = exclude_option(decision.get("suspects") if decision.get("exclude") else []) + [run["launcher"]]
-    decision["command"] = runner.prefix + cli.command("sbatch", sbatch_args)
-    if module.check_mode:
-        return
-    if owner != me and os.geteuid() != 0:
-        decision.update(needs_human=True, error="cannot submit as %s: this task runs as %s; run it as root "
-                        "(become: true)" % (owner, me))
-        return
-    identity = {"name": run["name"], "user": owner, "key": run["name"]}
-    known = [j["job_id_raw"] for j in run_jobs(run, jobs)]
-    try:
-        done = submit(runner, sbatch_args, identity, known,
-                      retries=max(params["submit_retries"], 0), delay=max(params["retry_delay"], 0))
-    except SubmitError as exc:
-        decision.update(needs_human=True, error=exc.msg + (
-            " (the job may have been submitted: check squeue before submitting it by hand)"
-            if exc.maybe_accepted else ""))
-        return
-    decision["job_id"] = done["job_id"]
-    decision["changed"] = True
-    write_state(run["folder"],
-                record_resubmission(state, decision, done["job_id"], time.time()))
-
-
-#: Run on each node of a hung job (one task per node, as the run's owner): every process of the
-#: job on this node with torchrun's RANK in its environment (a training rank), its Python stacks
-#: with py-spy; when py-spy fails, SIGUSR2 (the reference trainer's faulthandler dump goes to the
-#: job's log). $1 job id, $2 py-spy command.
-EVIDENCE_SCRIPT = r"""job=$1 pyspy=$2 node=${SLURMD_NODENAME:-$(hostname)} found=0
-for dir in /proc/[0-9]*; do
-  env=$( { tr '\0' '\n' < "$dir/environ"; } 2>/dev/null) || continue
-  grep -qx "SLURM_JOB_ID=$job" <<<"$env" || continue
-  rank=$(sed -n 's/^RANK=//p' <<<"$env")
-  [ -n "$rank" ] || continue
-  wnode=$(sed -n 's/^SLURMD_NODENAME=//p' <<<"$env")
-  [ -z "$wnode" ] || [ "$wnode" = "$node" ] || continue
-  pid=${dir#/proc/} found=$((found + 1))
-  echo "=== node $node rank $rank pid $pid: py-spy dump"
-  if ! timeout 30 "$pyspy" dump --pid "$pid" 2>&1; then
-    echo "=== node $node rank $rank pid $pid: py-spy failed; SIGUSR2 (faulthandler stacks in the job's log)"
-    kill -USR2 "$pid" 2>&1
-  fi
-done
-echo "=== node $node: $found rank(s)"
-"""
-
-
-def evidence_commands(cli, run, decision):
-    """The srun command (as the run's owner) that collects the ranks' stacks of the hung job."""
-    last = decision["last_job"]
-    nodes = len(expand_hostlist(last["node_list"])) if last.get("node_list") else 1
-    return cli.command("srun", ["--overlap", "--jobid=%s" % last["job_id_raw"], "--nodes=%d" % nodes,
-                                "--ntasks=%d" % nodes, "--ntasks-per-node=1", "--immediate=30",
-                                "--quiet", "--label",
-                                "bash", "-c", EVIDENCE_SCRIPT, "clusterops-evidence",
-                                str(last["job_id_raw"]), run["py_spy"]])
-
-
-#: A line of ``srun --label`` output: the task number (padded with blanks to the widest), ": ", the line.
-_TASK_LINE = re.compile(r"^ *(\d+): ?(.*)$")
-
-
-def group_by_task(text):
-    """``srun --label`` output (the tasks' lines interleave as they arrive) regrouped: every line
-    of task 0, then of task 1 ..., each task's lines in their order, labels removed; lines without
-    a label (srun's own) first. One task per node here, so one block per node."""
-    tasks, other = {}, []
-    for line in text.splitlines():
-        match = _TASK_LINE.match(line)
-        if match:
-            tasks.setdefault(int(match.group(1)), []).append(match.group(2))
-        else:
-            other.append(line)
-    return "\n".join(other + [line for task in sorted(tasks) for line in tasks[task]])
-
-
-def collect_evidence(module, cli, me, run, decision, now):
-    """Save the hung job's stacks next to the run's logs; the file's path (never raises for a
-    failed collection: the evidence file then says why)."""
-    last = decision["last_job"]
-    folder = run.get("log_dir") or run.get("workdir") or run["checkpoint_dir"]
-    path = os.path.join(folder, "hang-%s-%s.txt" % (last["job_id_raw"], time.strftime(
-        "%Y%m%dT%H%M%SZ", time.gmtime(now))))
-    owner = run["owner"]
-    runner = cli if owner == me else cli.as_user(owner)
-    args = decision["evidence_command"][1:]
-    lines = ["# clusterops.slurm training_restart: run %s, job %s hung: %s" % (
-        run["name"], last["job_id"], decision["reason"]),
-        "# command: %s" % " ".join(runner.prefix + decision["evidence_command"])]
-    try:
-        rc, out, err = runner.run("srun", args, check=False, what="collect the hung job's stacks")
-        lines += ["# rc %s" % rc, group_by_task(out), group_by_task(err)]
-    except SlurmCommandError as exc:
-        rc = None
-        lines += ["# %s" % exc, group_by_task(exc.stdout or ""), group_by_task(exc.stderr or "")]
-    text = "\n".join(lines)
-    if "py-spy failed" in text or rc != 0:
-        # The faulthandler dumps land in the job's logs: wait for them, then copy their tails.
-        time.sleep(3)
-        for log in sorted(glob.glob(os.path.join(run.get("log_dir") or folder, "%s-%s*" % (
-                run["name"], last["job_id_raw"])))):
-            try:
-                with open(log, "rb") as handle:
-                    handle.seek(max(0, os.path.getsize(log) - 64 * 1024))
-                    tail = handle.read().decode("utf-8", "replace")
-            except (OSError, IOError):
-                continue
-            text += "\n=== tail of %s\n%s" % (log, tail)
-    try:
-        with open(path, "w") as handle:
-            handle.write(text + "\n")
-        os.chmod(path, 0o644)
-    except (OSError, IOError) as exc:
-        module.warn("cannot write the hang evidence %s: %s" % (path, exc))
-        return None
-    return path
-
-
-def cancel_hung(module, cli, me, run, decision, state, start):
-    """Evidence, record, scancel, wait for the end, then decide again (and resubmit)."""
-    last = decision["last_job"]
-    decision["command"] = cli.command("scancel", [str(last["job_id_raw"])])
-    if module.check_mode:
-        return
-    now = time.time()
-    decision["evidence"] = collect_evidence(module, cli, me, run, decision, now)
-    state = record_hang_cancel(state, decision, now, decision["evidence"])
-    write_state(run["folder"], state)
-    decision["changed"] = True
-    try:
-        cli.run("scancel", [str(last["job_id_raw"])], what="cancel the hung job %s" % last["job_id"])
-    except SlurmCommandError as exc:
-        decision.update(needs_human=True, error=str(exc))
-        return
-    deadline = time.time() + max(module.params["hang_cancel_wait"], 0)
-    while True:
-        rc, out, dummy = cli.run("squeue", ["-h", "-j", str(last["job_id_raw"]), "-o", "%T"], check=False,
-                                 what="see whether the cancelled job ended")
-        if rc == 0 and not out.strip():
-            break
-        if time.time() >= deadline:
-            return
-        time.sleep(2)
-    jobs, dummy = read_jobs(cli, names=[run["name"]], users=[run["owner"]], start=start)
-    ckpt = checkpoint_status(run["checkpoint_dir"], run["checkpoint_validate"],
-                             run.get("checkpoint_name_template"))
-    then = decide(run, jobs, ckpt, state)
-    then.update(job_id=None, command=None, error=None, warnings=ckpt["warnings"], changed=False)
-    if then["action"] == RESUBMIT:
-        resubmit(module, cli, me, run, then, jobs, state)
-    elif then["action"] == STOP:
-        write_state(run["folder"], record_stop(state, then, time.time()))
-    then.pop("changed", None)
-    decision["then"] = then
-    decision["step"] = then["step"]
-    if then["needs_human"]:
-        decision["needs_human"] = True
-
-
-def suspect_nodes(module, cli, planned, jobs):
-    """Suspect nodes of the runs failing now (action resubmit or stop): read the nodes once,
-    drain the new ones within the blast radius (one scontrol call per reason; none in check
-    mode) and set each run's ``suspects``/``exclude``. The result keys ``suspects``,
-    ``suspect_commands`` and ``suspect_report``."""
-    params = module.params
-    out = {"suspects": [], "suspect_commands": [], "suspect_report": []}
-    if not params["suspect_nodes"]:
-        return out
-    by_run = {}
-    for run, decision, state in planned:
-        if state is None or decision["action"] not in (RESUBMIT, STOP):
-            continue
-        found = run_suspects(run, jobs, params["suspect_after"])
-        if found:
-            by_run[run["name"]] = found
-    if not by_run:
-        return out
-    nodes, dummy = read_nodes(cli)
-    plan = plan_suspects(by_run, nodes, params["suspect_drain_limit"])
-    for run, decision, state in planned:
-        names = plan["exclude"].get(run["name"])
-        if names:
-            decision["suspects"] = names
-            decision["exclude"] = compress_hostlist(names)
-    failed = {}
-    for change in plan["changes"]:
-        argv = cli.command("scontrol", change.scontrol_args())
-        out["suspect_commands"].append(argv)
-        if module.check_mode:
-            continue
-        try:
-            cli.run("scontrol", change.scontrol_args(), what="drain suspect nodes %s" % change.hostlist)
-        except SlurmCommandError as exc:
-            for name in change.nodes:
-                failed[name] = str(exc)
-    words = {"drain": "would drain it" if module.check_mode else "drained",
-             "already": "already out of service, left as it is",
-             "overflow": "over the blast radius of %d node(s) drained now, not drained" % plan["limit"],
-             "unknown": "not a node of this cluster, neither drained nor excluded"}
-    for item in plan["suspects"]:
-        if item["node"] in failed:
-            item.update(action="drain_failed", error=failed[item["node"]])
-        what = words.get(item["action"]) or "drain FAILED: %s" % item.get("error")
-        if item["action"] != "unknown":
-            what += " (was %s%s)%s" % (item["state"], ", reason %r" % item["current_reason"] if item["current_reason"]
-                                       else "", ", excluded" if item["action"] != "drain" else "")
-        out["suspect_report"].append("suspect node %s: %s -> %s [needs a human]" % (
-            item["node"], item["reason"][len(SUSPECT_REASON_PREFIX):], what))
-    out["suspects"] = plan["suspects"]
-    if any(i["action"] == "drain" for i in plan["suspects"]) and not module.check_mode:
-        out["changed_nodes"] = True
-    return out
-
-
-def report_line(decision):
-    """One line for the summary: name, status, newest valid step, action and why."""
-    action = decision["action"]
-    if action == RESUBMIT:
-        action = "resubmit (job %s)" % decision["job_id"] if decision["job_id"] else (
-            "resubmit (check mode)" if decision["error"] is None else "resubmit FAILED")
-        if decision.get("exclude"):
-            action += " excluding %s" % decision["exclude"]
-    then = decision.get("then")
-    if action == CANCEL_HUNG:
-        action = "cancel_hung (evidence %s)" % decision.get("evidence") if decision.get("evidence") else (
-            "cancel_hung (check mode)" if decision["error"] is None else "cancel_hung FAILED")
-        if then and then["action"] == RESUBMIT:
-            action += ", resubmit (job %s)" % then["job_id"] if then["job_id"] else ", resubmit FAILED"
-        elif then:
-            action += ", %s" % then["action"]
-    line = "%s: %s, newest valid step %s -> %s: %s" % (
-        decision["name"], decision["status"],
-        decision["step"] if decision["step"] is not None else "none", action, decision["reason"])
-    if then:
-        line += "; then: %s" % then["reason"]
-        if then.get("error"):
-            line += " [error: %s]" % then["error"]
-    if decision["error"]:
-        line += " [error: %s]" % decision["error"]
-    if decision["needs_human"]:
-        line += " [needs a human]"
-    return line
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import run_module, slurm_argument_spec
+from ansible_collections.clusterops.slurm.plugins.module_utils._training.policy import SUSPECT_AFTER
+from ansible_collections.clusterops.slurm.plugins.module_utils._training.registry import DEFAULT_REGISTRY, RegistryError
+from ansible_collections.clusterops.slurm.plugins.module_utils._training.runner import restart
 
 
 def main():
     module = AnsibleModule(
         argument_spec=slurm_argument_spec(
-            registry=dict(type="path", default="/var/lib/clusterops/runs"),
+            registry=dict(type="path", default=DEFAULT_REGISTRY),
             runs=dict(type="list", elements="str", default=[]),
             history=dict(type="str", default="now-30days"),
             lock_timeout=dict(type="int", default=60),
@@ -661,112 +382,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    params = module.params
-    registry = params["registry"]
-    result = dict(changed=False, runs=[], resubmitted=[], hung=[], needs_human=[], errors=[], locked=False,
-                  report=[], suspects=[], suspect_commands=[], suspect_report=[])
-    try:
-        start = parse_time_option(params["history"])
-    except ValueError as exc:
-        module.fail_json(msg="history: %s" % exc)
-    if params["suspect_after"] < 1 or params["suspect_drain_limit"] < 0:
-        module.fail_json(msg="suspect_after must be 1 or more and suspect_drain_limit 0 or more "
-                             "(suspect_nodes: false turns suspect nodes off)")
-    try:
-        runs, errors = read_registry(registry, params["runs"] or None)
-    except RegistryError as exc:
-        module.fail_json(msg=str(exc))
-    result["errors"] = errors
-    result["needs_human"] = [e["name"] for e in errors]
-    if not runs:
-        module.exit_json(commands=[], **result)
-    for run in runs:
-        run["folder"] = os.path.join(registry, run["name"])
-
-    cli = SlurmCLI(module)
-    lock = None
-    if not module.check_mode:
-        lock = RegistryLock(registry, timeout=max(params["lock_timeout"], 0))
-        if not lock.acquire():
-            result["locked"] = True
-            module.warn("another remediation holds %s: training runs were left alone this time" % lock.path)
-            module.exit_json(commands=cli.calls, **result)
-    try:
-        names = sorted(set(r["name"] for r in runs))
-        users = sorted(set(r["owner"] for r in runs))
-        jobs, _accounting = read_jobs(cli, names=names, users=users, start=start)
-        diff = {"before": {}, "after": {}}
-        me = effective_user()
-        planned = []
-        for run in runs:
-            ckpt = checkpoint_status(run["checkpoint_dir"], run["checkpoint_validate"],
-                                     run.get("checkpoint_name_template"))
-            mine = run_jobs(run, jobs)
-            progress = read_progress(run, mine[-1]["job_id_raw"] if mine else None)
-            try:
-                state = read_state(run["folder"])
-            except RegistryError as exc:
-                decision = decide(run, jobs, ckpt, {"resubmissions": []})
-                decision.update(action="none", needs_human=True, status="ended", reason=str(exc))
-                state = None
-            else:
-                decision = decide(run, jobs, ckpt, state, progress, time.time())
-            decision.update(job_id=None, command=None, error=None, warnings=ckpt["warnings"], changed=False,
-                            suspects=[], exclude=None)
-            diff["before"][run["name"]] = _brief(decision)
-            planned.append((run, decision, state))
-        result.update(suspect_nodes(module, cli, planned, jobs))
-        for run, decision, state in planned:
-            if state is not None and decision["action"] == CANCEL_HUNG:
-                decision["evidence_command"] = evidence_commands(cli, run, decision)
-                cancel_hung(module, cli, me, run, decision, state, start)
-            elif state is not None and decision["action"] == RESUBMIT:
-                resubmit(module, cli, me, run, decision, jobs, state)
-            elif state is not None and decision["action"] == STOP and not module.check_mode:
-                write_state(run["folder"], record_stop(state, decision, time.time()))
-                decision["changed"] = True
-            after = decision["action"]
-            if decision["action"] == RESUBMIT:
-                after = "resubmitted as job %s" % decision["job_id"] if decision["job_id"] else (
-                    "would resubmit" if module.check_mode else "resubmission failed")
-            elif decision["action"] == CANCEL_HUNG:
-                after = "would collect stacks and cancel the hung job" if module.check_mode else (
-                    "cancelled the hung job; %s" % ((decision.get("then") or {}).get("action") or "not ended yet"))
-            if decision["exclude"] and decision["action"] == RESUBMIT:
-                after += " excluding %s" % decision["exclude"]
-            diff["after"][run["name"]] = after if after != "none" else _brief(decision)
-            result["runs"].append(decision)
-    except (SlurmCommandError, JobParseError, NodeParseError) as exc:
-        if isinstance(exc, SlurmCommandError):
-            cli.fail(exc, runs=result["runs"])
-        module.fail_json(msg=str(exc), commands=cli.calls, runs=result["runs"])
-    except RegistryError as exc:
-        module.fail_json(msg=str(exc), commands=cli.calls, runs=result["runs"])
-    finally:
-        if lock is not None:
-            lock.release()
-
-    for decision in result["runs"]:
-        if decision["action"] == RESUBMIT and (decision["job_id"] or module.check_mode):
-            result["resubmitted"].append(decision["name"])
-        if (decision.get("then") or {}).get("job_id"):
-            result["resubmitted"].append(decision["name"])
-        if decision["action"] == CANCEL_HUNG and (module.check_mode or not decision["error"]):
-            result["hung"].append(decision["name"])
-        if decision["needs_human"]:
-            result["needs_human"].append(decision["name"])
-    result["report"] = [report_line(d) for d in result["runs"]] + [
-        "%s: registry entry unusable -> none: %s [needs a human]" % (e["name"], e["error"])
-        for e in result["errors"]] + result["suspect_report"]
-    changed_nodes = result.pop("changed_nodes", False) or (
-        module.check_mode and bool(result["suspect_commands"]))
-    # A list, not a generator: every run's "changed" is popped, none is left to any()'s short circuit.
-    runs_changed = [d.pop("changed") for d in result["runs"]]
-    result["changed"] = any(runs_changed) or changed_nodes or (
-        module.check_mode and any(d["action"] in (RESUBMIT, STOP, CANCEL_HUNG) for d in result["runs"]))
-    if module._diff:
-        result["diff"] = diff
-    module.exit_json(commands=cli.calls, **result)
+    run_module(module, restart, errors=(RegistryError,))
 
 
 if __name__ == "__main__":

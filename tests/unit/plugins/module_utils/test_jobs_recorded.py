@@ -17,7 +17,6 @@ import re
 
 import pytest
 
-from ansible_collections.clusterops.slurm.plugins.module_utils import _training as tr
 from ansible_collections.clusterops.slurm.plugins.module_utils._job_actions import (
     has_key,
     parse_sbatch_output,
@@ -44,6 +43,8 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import
     SlurmCommandError,
     stderr_errors,
 )
+from ansible_collections.clusterops.slurm.plugins.module_utils._training import policy
+from ansible_collections.clusterops.slurm.plugins.module_utils._training import registry as training_registry
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "devcluster")
 
@@ -665,10 +666,11 @@ def test_recorded_held_jobs_on_every_release(release):
     assert plan["targets"] == [str(slurm_held["job_id_raw"])] and not plan["refused"]
     assert plan_action([slurm_held], "held")["targets"] == []
     # training remediation: needs a human, neither waits forever nor resubmits
-    run = tr._validate_run({"format": tr.RUN_FORMAT, "format_version": 1, "name": "held-by-slurm",
-                            "owner": "root", "launcher": "/reg/l.sbatch", "checkpoint_dir": "/ckpt"},
-                           "/reg/held-by-slurm")
-    decision = tr.decide(run, list(jobs.values()), {"step": 40, "status": "valid"}, {"resubmissions": []})
+    run = training_registry.validate_run(
+        {"format": training_registry.RUN_FORMAT, "format_version": 1, "name": "held-by-slurm",
+         "owner": "root", "launcher": "/reg/l.sbatch", "checkpoint_dir": "/ckpt"},
+        "/reg/held-by-slurm")
+    decision = policy.decide(run, list(jobs.values()), {"step": 40, "status": "valid"}, {"resubmissions": []})
     assert (decision["action"], decision["status"], decision["needs_human"]) == ("none", "held", True)
     assert "held by Slurm itself (launch failed requeued held)" in decision["reason"]
 
@@ -718,10 +720,11 @@ def test_recorded_job_requeued_by_slurm_after_its_node_died_on_every_release(rel
     job = jobs["node-fail"]
     assert (job["state"], job["active"], job["held"], job["requeued"], job["restart_count"]) == (
         "PENDING", True, False, True, 1)
-    run = tr._validate_run({"format": tr.RUN_FORMAT, "format_version": 1, "name": "node-fail",
-                            "owner": "root", "launcher": "/reg/l.sbatch", "checkpoint_dir": "/ckpt"},
-                           "/reg/node-fail")
-    decision = tr.decide(run, list(jobs.values()), {"step": 40, "status": "valid"}, {"resubmissions": []})
+    run = training_registry.validate_run(
+        {"format": training_registry.RUN_FORMAT, "format_version": 1, "name": "node-fail",
+         "owner": "root", "launcher": "/reg/l.sbatch", "checkpoint_dir": "/ckpt"},
+        "/reg/node-fail")
+    decision = policy.decide(run, list(jobs.values()), {"step": 40, "status": "valid"}, {"resubmissions": []})
     assert (decision["action"], decision["status"], decision["needs_human"]) == ("none", "active", False)
 
 

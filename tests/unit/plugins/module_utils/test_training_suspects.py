@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from ansible_collections.clusterops.slurm.plugins.module_utils import _jobs
-from ansible_collections.clusterops.slurm.plugins.module_utils import _training as tr
+from ansible_collections.clusterops.slurm.plugins.module_utils._training import policy
+from ansible_collections.clusterops.slurm.plugins.module_utils._training import registry as training_registry
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import parse_nodes_json
 from ansible_collections.clusterops.slurm.plugins.module_utils._remediation import (
     DEFAULT_REASON_CLASSES, classify, compile_classes)
@@ -91,7 +92,7 @@ SUSPECT_CASES = [
 @pytest.mark.parametrize("case", SUSPECT_CASES, ids=[c["id"] for c in SUSPECT_CASES])
 def test_run_suspects(case):
     run = dict(RUN, **case.get("run", {}))
-    found = tr.run_suspects(run, jobs(*case["rows"]), case.get("k", tr.SUSPECT_AFTER))
+    found = policy.run_suspects(run, jobs(*case["rows"]), case.get("k", policy.SUSPECT_AFTER))
     assert dict((s["node"], s["jobs"]) for s in found) == case["want"]
 
 
@@ -104,14 +105,14 @@ def test_a_job_slurm_requeued_counts_once_per_run_of_it():
                               "1796040030", "1796040031", "1796040060", "llama"]) + "\n")
     merged = _jobs.merge_jobs([], _jobs.parse_sacct(text))
     assert len(merged) == 1 and merged[0]["history"]
-    assert [a["state"] for a in tr.failed_attempts(RUN, merged)] == ["NODE_FAIL", "FAILED"]
-    assert tr.run_suspects(RUN, merged) == [{"node": "n1", "jobs": ["11"]}]
+    assert [a["state"] for a in policy.failed_attempts(RUN, merged)] == ["NODE_FAIL", "FAILED"]
+    assert policy.run_suspects(RUN, merged) == [{"node": "n1", "jobs": ["11"]}]
 
 
 def test_the_reason_is_held_for_a_human_by_the_default_classes():
-    reason = tr.suspect_reason(["a", "b"], ["12", "15"])
+    reason = policy.suspect_reason(["a", "b"], ["12", "15"])
     assert reason == "clusterops: suspect: runs a,b failed on it (jobs 12,15)"
-    assert tr.suspect_reason(["a"], ["12"]) == "clusterops: suspect: run a failed on it (job 12)"
+    assert policy.suspect_reason(["a"], ["12"]) == "clusterops: suspect: run a failed on it (job 12)"
     entry = classify(reason, compile_classes(DEFAULT_REASON_CLASSES))
     assert (entry["name"], entry["action"]) == ("clusterops_hold", "human")
 
@@ -158,7 +159,7 @@ PLAN_CASES = [
 
 @pytest.mark.parametrize("case", PLAN_CASES, ids=[c["id"] for c in PLAN_CASES])
 def test_plan_suspects(case):
-    plan = tr.plan_suspects(case["by_run"], recorded_nodes(case["nodes"]), case["limit"])
+    plan = policy.plan_suspects(case["by_run"], recorded_nodes(case["nodes"]), case["limit"])
     assert dict((s["node"], s["action"]) for s in plan["suspects"]) == case["actions"]
     assert [c.scontrol_args() for c in plan["changes"]] == case["calls"]
     want_exclude = case.get("exclude")
@@ -170,14 +171,14 @@ def test_plan_suspects(case):
 
 def test_an_already_drained_node_keeps_its_reason():
     nodes = recorded_nodes(DRAINED_N3)
-    (item,) = tr.plan_suspects({"a": [{"node": "n3", "jobs": ["1", "2"]}]}, nodes, 5)["suspects"]
+    (item,) = policy.plan_suspects({"a": [{"node": "n3", "jobs": ["1", "2"]}]}, nodes, 5)["suspects"]
     n3 = [n for n in nodes if n["name"] == "n3"][0]
     assert item["action"] == "already" and item["current_reason"] == n3["reason"] and n3["reason"]
 
 
 def test_exclude_option_is_one_compressed_hostlist():
-    assert tr.exclude_option(["n3", "n1", "n2"]) == ["--exclude=n[1-3]"]
-    assert tr.exclude_option([]) == []
+    assert policy.exclude_option(["n3", "n1", "n2"]) == ["--exclude=n[1-3]"]
+    assert policy.exclude_option([]) == []
 
 
 def test_suspect_defaults_have_one_home():
@@ -186,8 +187,8 @@ def test_suspect_defaults_have_one_home():
     with open(os.path.join(ROLES, "remediate_training", "meta", "argument_specs.yml")) as handle:
         spec = yaml.safe_load(handle)["argument_specs"]["main"]["options"]
     doc = yaml.safe_load(training_restart.DOCUMENTATION)["options"]
-    assert defaults["remediate_training_suspect_after"] == tr.SUSPECT_AFTER
-    assert spec["remediate_training_suspect_after"]["default"] == tr.SUSPECT_AFTER
-    assert doc["suspect_after"]["default"] == tr.SUSPECT_AFTER
+    assert defaults["remediate_training_suspect_after"] == policy.SUSPECT_AFTER
+    assert spec["remediate_training_suspect_after"]["default"] == policy.SUSPECT_AFTER
+    assert doc["suspect_after"]["default"] == policy.SUSPECT_AFTER
     assert defaults["remediate_training_suspect_nodes"] is True and doc["suspect_nodes"]["default"] is True
-    assert tr._RUN_DEFAULTS["suspect_nodes"] is True and tr._RUN_DEFAULTS["suspect_after"] == 0
+    assert training_registry.RUN_DEFAULTS["suspect_nodes"] is True and training_registry.RUN_DEFAULTS["suspect_after"] == 0

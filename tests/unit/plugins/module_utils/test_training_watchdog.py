@@ -14,7 +14,9 @@ import os
 
 import pytest
 
-from ansible_collections.clusterops.slurm.plugins.module_utils import _training as tr
+from ansible_collections.clusterops.slurm.plugins.module_utils._training import policy
+from ansible_collections.clusterops.slurm.plugins.module_utils._training import registry as training_registry
+from ansible_collections.clusterops.slurm.plugins.module_utils._training import runner
 
 OWNER = "alice"
 NOW = 10000.0
@@ -22,12 +24,12 @@ START = 9000.0
 
 
 def run(**kw):
-    spec = {"format": tr.RUN_FORMAT, "format_version": 1, "name": "llm", "owner": OWNER,
+    spec = {"format": training_registry.RUN_FORMAT, "format_version": 1, "name": "llm", "owner": OWNER,
             "launcher": "/reg/llm/launcher.sbatch", "checkpoint_dir": "/ckpt/llm", "log_dir": "/logs",
             "max_resubmissions": 3, "no_progress_limit": 2, "enabled": True, "hang_timeout": 600,
             "progress": "heartbeat", "heartbeat_file": "/ckpt/llm/heartbeat.json"}
     spec.update(kw)
-    return tr._validate_run(spec, "/reg/llm")
+    return training_registry.validate_run(spec, "/reg/llm")
 
 
 def job(job_id, state, active=False, **kw):
@@ -76,13 +78,13 @@ def test_hang_check(what, run_kw, job_kw, prog, expected):
     r = run(**run_kw)
     job_kw = dict(job_kw)
     state = job_kw.pop("state", "RUNNING")
-    assert tr.hang_check(r, job(7, state, active=True, **job_kw), prog, NOW) == expected
+    assert policy.hang_check(r, job(7, state, active=True, **job_kw), prog, NOW) == expected
 
 
 # ---- decide: the hang paths ----------------------------------------------------------------------
 
 def hang_state(*cancels, **kw):
-    st = tr.empty_state()
+    st = training_registry.empty_state()
     st["hang_cancels"] = [{"time": 9500, "job_id": j, "step": s, "idle": 700, "evidence": "/logs/e"}
                           for j, s in cancels]
     st.update(kw)
@@ -129,27 +131,27 @@ DECIDE_CASES = [
 
 @pytest.mark.parametrize("what,jobs,st,prog,expected", DECIDE_CASES, ids=[c[0] for c in DECIDE_CASES])
 def test_decide_hang(what, jobs, st, prog, expected):
-    d = tr.decide(run(), jobs, ckpt(20), st, prog, NOW)
+    d = policy.decide(run(), jobs, ckpt(20), st, prog, NOW)
     status, action, human, words = expected
     assert (d["status"], d["action"], d["needs_human"]) == (status, action, human), d["reason"]
     assert words in d["reason"], d["reason"]
 
 
 def test_decide_without_watchdog_never_hangs_and_without_progress_counts_from_the_start():
-    d = tr.decide(run(hang_timeout=0), [job(7, "RUNNING", True)], ckpt(20), hang_state(), progress(10 ** 6), NOW)
+    d = policy.decide(run(hang_timeout=0), [job(7, "RUNNING", True)], ckpt(20), hang_state(), progress(10 ** 6), NOW)
     assert d["action"] == "none" and d["status"] == "active"
-    d = tr.decide(run(), [job(7, "RUNNING", True)], ckpt(20), tr.empty_state(), None, NOW)
+    d = policy.decide(run(), [job(7, "RUNNING", True)], ckpt(20), training_registry.empty_state(), None, NOW)
     assert d["action"] == "cancel_hung" and "for 1000 s" in d["reason"] and "last step" not in d["reason"]
 
 
 def test_record_hang_cancel_then_resubmission_carries_the_hang_step():
-    d = tr.decide(run(), [job(7, "RUNNING", True)], ckpt(20), hang_state(), progress(700), NOW)
-    st = tr.record_hang_cancel(hang_state(), d, NOW, "/logs/hang-7.txt")
+    d = policy.decide(run(), [job(7, "RUNNING", True)], ckpt(20), hang_state(), progress(700), NOW)
+    st = policy.record_hang_cancel(hang_state(), d, NOW, "/logs/hang-7.txt")
     assert st["hang_cancels"] == [{"time": int(NOW), "job_id": 7, "step": 25, "idle": 700,
                                    "evidence": "/logs/hang-7.txt"}]
-    then = tr.decide(run(), [job(7, "CANCELLED")], ckpt(20), st)
+    then = policy.decide(run(), [job(7, "CANCELLED")], ckpt(20), st)
     assert then["action"] == "resubmit"
-    st2 = tr.record_resubmission(st, then, 8, NOW)
+    st2 = policy.record_resubmission(st, then, 8, NOW)
     assert st2["resubmissions"][-1] == {"time": int(NOW), "job_id": 8, "after_job": 7, "after_state": "HUNG",
                                         "step": 20, "hang_step": 25}
 
@@ -166,14 +168,14 @@ def test_record_hang_cancel_then_resubmission_carries_the_hang_step():
     ({"py_spy": ""}, "py_spy must be"),
 ])
 def test_registry_rejects_bad_watchdog_fields(kw, error):
-    with pytest.raises(tr.RegistryError, match=error):
+    with pytest.raises(training_registry.RegistryError, match=error):
         run(**kw)
 
 
 def test_registry_defaults_leave_the_watchdog_off():
-    spec = {"format": tr.RUN_FORMAT, "format_version": 1, "name": "llm", "owner": OWNER,
+    spec = {"format": training_registry.RUN_FORMAT, "format_version": 1, "name": "llm", "owner": OWNER,
             "launcher": "/reg/llm/launcher.sbatch", "checkpoint_dir": "/ckpt/llm"}
-    r = tr._validate_run(spec, "/reg/llm")
+    r = training_registry.validate_run(spec, "/reg/llm")
     assert (r["hang_timeout"], r["progress"], r["heartbeat_file"], r["py_spy"]) == (0, "log", None, "py-spy")
 
 
@@ -184,17 +186,17 @@ def test_read_progress_heartbeat_checkpoint_and_log(tmp_path):
     hb.write_text(json.dumps({"step": 12, "time": 1.0}))
     os.utime(str(hb), (5000, 5000))
     r = run(heartbeat_file=str(hb), checkpoint_dir=str(tmp_path / "ckpt"), log_dir=str(tmp_path / "logs"))
-    assert tr.read_progress(r) == {"source": "heartbeat", "path": str(hb), "time": 5000, "step": 12}
+    assert runner.read_progress(r) == {"source": "heartbeat", "path": str(hb), "time": 5000, "step": 12}
     hb.write_text("{half")
     os.utime(str(hb), (5001, 5001))
-    assert tr.read_progress(r)["step"] is None and tr.read_progress(r)["time"] == 5001
+    assert runner.read_progress(r)["step"] is None and runner.read_progress(r)["time"] == 5001
 
     (tmp_path / "ckpt").mkdir()
     (tmp_path / "ckpt" / "step_000000010").mkdir()
     os.utime(str(tmp_path / "ckpt"), (100, 100))
     os.utime(str(tmp_path / "ckpt" / "step_000000010"), (200, 200))
     r["progress"] = "checkpoint"
-    assert tr.read_progress(r)["time"] == 200
+    assert runner.read_progress(r)["time"] == 200
 
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -202,5 +204,5 @@ def test_read_progress_heartbeat_checkpoint_and_log(tmp_path):
         (logs / name).write_text("x")
         os.utime(str(logs / name), (t, t))
     r["progress"] = "log"
-    assert tr.read_progress(r, 7)["time"] == 400
-    assert tr.read_progress(r, 8)["time"] is None
+    assert runner.read_progress(r, 7)["time"] == 400
+    assert runner.read_progress(r, 8)["time"] is None

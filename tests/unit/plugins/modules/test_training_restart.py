@@ -14,7 +14,8 @@ import json
 import os
 
 from ansible_collections.clusterops.slurm.plugins.module_utils import _jobs
-from ansible_collections.clusterops.slurm.plugins.module_utils import _training as tr
+from ansible_collections.clusterops.slurm.plugins.module_utils._training import registry as training_registry
+from ansible_collections.clusterops.slurm.plugins.module_utils._training import runner
 from ansible_collections.clusterops.slurm.plugins.modules import training_restart
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "devcluster")
@@ -41,8 +42,8 @@ def registry(tmp_path, owner="root"):
     folder = tmp_path / "runs" / RUN
     folder.mkdir(parents=True)
     (folder / "launcher.sbatch").write_text("#!/bin/bash\n")
-    (folder / tr.RUN_FILE).write_text(json.dumps({
-        "format": tr.RUN_FORMAT, "format_version": 1, "name": RUN, "owner": owner,
+    (folder / training_registry.RUN_FILE).write_text(json.dumps({
+        "format": training_registry.RUN_FORMAT, "format_version": 1, "name": RUN, "owner": owner,
         "launcher": str(folder / "launcher.sbatch"), "checkpoint_dir": str(tmp_path / "ckpt"),
         "max_resubmissions": 2, "no_progress_limit": 2}))
     return str(tmp_path / "runs"), folder
@@ -78,20 +79,21 @@ def test_resubmits_once_then_never_again_after_the_same_job(run_module, tmp_path
         sacct_call("root", SACCT), squeue_call("root"),
         (["/usr/bin/sbatch", launcher], 0, "Submitted batch job 99\n", "")])
     assert result["changed"] is True and result["runs"][0]["job_id"] == 99
-    state = tr.read_state(str(folder))
+    state = training_registry.read_state(str(folder))
     assert [(r["job_id"], r["after_job"], r["after_state"], r["step"]) for r in state["resubmissions"]] == [
         (99, 58, "NODE_FAIL", None)]
     # The next run still sees job 58 last (99 not visible yet): it must not submit again.
     again = run_module(training_restart, args(reg), [sacct_call("root", SACCT), squeue_call("root")])
     (run,) = again["runs"]
     assert again["changed"] is False and (run["action"], run["status"]) == ("none", "lost")
-    assert run["needs_human"] and again["needs_human"] == [RUN]
+    assert run["needs_human"] and again["needs_human"] == [{"run": RUN, "why": run["reason"]}]
+    assert "was already resubmitted (as job 99)" in run["reason"]
 
 
 def test_submits_as_the_runs_owner(run_module, tmp_path, monkeypatch):
     reg, folder = registry(tmp_path, owner="alice")
-    monkeypatch.setattr(training_restart, "effective_user", lambda: "root")
-    monkeypatch.setattr(training_restart.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(runner, "effective_user", lambda: "root")
+    monkeypatch.setattr(runner.os, "geteuid", lambda: 0)
     alices = SACCT.replace(_jobs.SEP + "root" + _jobs.SEP, _jobs.SEP + "alice" + _jobs.SEP)
     result = run_module(training_restart, args(reg), [
         sacct_call("alice", alices), squeue_call("alice"),
@@ -102,7 +104,7 @@ def test_submits_as_the_runs_owner(run_module, tmp_path, monkeypatch):
 
 def test_a_held_lock_leaves_the_runs_alone(run_module, tmp_path):
     reg, dummy = registry(tmp_path)
-    lock = tr.RegistryLock(reg)
+    lock = training_registry.RegistryLock(reg)
     assert lock.acquire()
     try:
         result = run_module(training_restart, args(reg, lock_timeout=0), [])
@@ -115,10 +117,12 @@ def test_a_broken_registry_entry_is_reported_not_fatal(run_module, tmp_path):
     reg, dummy = registry(tmp_path)
     bad = tmp_path / "runs" / "broken"
     bad.mkdir()
-    (bad / tr.RUN_FILE).write_text("{")
+    (bad / training_registry.RUN_FILE).write_text("{")
     result = run_module(training_restart, dict(args(reg), _ansible_check_mode=True),
                         [sacct_call("root", SACCT), squeue_call("root")])
-    assert result["needs_human"] == ["broken"] and result["resubmitted"] == [RUN]
+    assert [i["run"] for i in result["needs_human"]] == ["broken"] and result["resubmitted"] == [RUN]
+    assert result["needs_human"][0]["why"].startswith("registry entry unusable: ")
+    assert "run.json is not valid JSON" in result["needs_human"][0]["why"]
     assert result["report"][-1].startswith("broken: registry entry unusable")
 
 
@@ -141,6 +145,7 @@ def _failed(run_module, reg, calls, expect):
     result = run_module(training_restart, args(reg), calls)
     assert result["failed"] is True and expect in result["msg"]
     assert not [c for c in result["commands"] if c[0].endswith("sbatch")]
+    assert result["runs"] == [], "a failure reports the runs decided so far (none: the read failed)"
     return result
 
 
@@ -149,7 +154,7 @@ def test_slurmdbd_down_fails_and_resubmits_nothing(run_module, tmp_path):
     sacct = sacct_call("root", "")
     for rc in (1, 0):   # whatever sacct's exit status, an error on stderr is not "no jobs"
         _failed(run_module, reg, [(sacct[0], rc, "", SLURMDBD_DOWN)], "Connection refused")
-    assert not os.path.exists(str(folder / tr.STATE_FILE))
+    assert not os.path.exists(str(folder / training_registry.STATE_FILE))
 
 
 def test_controller_unreachable_fails_and_resubmits_nothing(run_module, tmp_path):
@@ -161,10 +166,10 @@ def test_controller_unreachable_fails_and_resubmits_nothing(run_module, tmp_path
     # the same words with rc 0
     _failed(run_module, reg, [sacct_call("root", SACCT), (squeue[0], 0, "", err)],
             "Unable to contact slurm controller")
-    assert not os.path.exists(str(folder / tr.STATE_FILE))
+    assert not os.path.exists(str(folder / training_registry.STATE_FILE))
 
 
 def test_accounting_cut_short_fails_and_resubmits_nothing(run_module, tmp_path):
     reg, folder = registry(tmp_path)
     _failed(run_module, reg, [sacct_call("root", SACCT[:-7])], "cut short")
-    assert not os.path.exists(str(folder / tr.STATE_FILE))
+    assert not os.path.exists(str(folder / training_registry.STATE_FILE))

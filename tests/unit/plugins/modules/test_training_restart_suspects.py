@@ -13,7 +13,7 @@ import json
 import os
 
 from ansible_collections.clusterops.slurm.plugins.module_utils import _jobs
-from ansible_collections.clusterops.slurm.plugins.module_utils import _training as tr
+from ansible_collections.clusterops.slurm.plugins.module_utils._training import registry as training_registry
 from ansible_collections.clusterops.slurm.plugins.modules import training_restart
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "devcluster")
@@ -50,8 +50,8 @@ def registry(tmp_path, **spec):
     folder = tmp_path / "runs" / RUN
     folder.mkdir(parents=True)
     (folder / "launcher.sbatch").write_text("#!/bin/bash\n")
-    (folder / tr.RUN_FILE).write_text(json.dumps(dict({
-        "format": tr.RUN_FORMAT, "format_version": 1, "name": RUN, "owner": "root",
+    (folder / training_registry.RUN_FILE).write_text(json.dumps(dict({
+        "format": training_registry.RUN_FORMAT, "format_version": 1, "name": RUN, "owner": "root",
         "launcher": str(folder / "launcher.sbatch"), "checkpoint_dir": str(tmp_path / "ckpt")}, **spec)))
     return str(tmp_path / "runs"), str(folder / "launcher.sbatch")
 

@@ -2,7 +2,7 @@
 # Copyright (c) clusterops.slurm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The hang watchdog's evidence script (training_restart.EVIDENCE_SCRIPT) on this machine, against
+"""The hang watchdog's evidence script (training_evidence.EVIDENCE_SCRIPT) on this machine, against
 real processes: which processes it picks (the job's ranks on this node) and how it chooses between
 py-spy and the SIGUSR2 fallback. No Slurm: the script is what ``srun --overlap`` runs on each node,
 given a job id and the py-spy command; here it runs under bash directly, with "ranks" that are
@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from ansible_collections.clusterops.slurm.plugins.modules import training_restart
+from ansible_collections.clusterops.slurm.plugins.module_utils._training import evidence as training_evidence
 
 #: A rank: faulthandler on SIGUSR2 (as the reference trainer), then blocked in stuck_here().
 RANK_PROGRAM = r"""
@@ -65,7 +65,7 @@ def ranks(tmp_path):
 def evidence(job, py_spy, node="n1"):
     """Run the script as srun would on node ``node``; (rc, stdout + stderr)."""
     env = dict(os.environ, SLURMD_NODENAME=node)
-    proc = subprocess.run(["bash", "-c", training_restart.EVIDENCE_SCRIPT, "clusterops-evidence", job, py_spy],
+    proc = subprocess.run(["bash", "-c", training_evidence.EVIDENCE_SCRIPT, "clusterops-evidence", job, py_spy],
                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
                           timeout=90, check=False)
     return proc.returncode, proc.stdout
@@ -149,4 +149,4 @@ def test_only_the_jobs_ranks_on_this_node_are_touched(ranks, tmp_path):
     ("nothing", "", ""),
 ])
 def test_group_by_task(what, text, expected):
-    assert training_restart.group_by_task(text) == expected, what
+    assert training_evidence.group_by_task(text) == expected, what

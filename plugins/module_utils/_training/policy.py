@@ -2,75 +2,32 @@
 # Copyright (c) clusterops.slurm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Training-run remediation: the run registry, its bookkeeping and the decision for each run.
+"""Training-run policy, pure: what to do with each run given its jobs, checkpoint, budgets, hangs
+and suspect nodes; the bookkeeping after an action; the report.
 
-Private to the collection (the leading underscore): no API promise outside it.
+Private to the collection (the leading underscore of the package): no API promise outside it.
 
-The run registry is a folder with one sub-folder per training run, written by the role
-``clusterops.slurm.torchrun_launcher``::
-
-    <registry>/<run>/run.json        the run spec (below), written by the role
-    <registry>/<run>/launcher.sbatch the sbatch launcher, written by the role
-    <registry>/<run>/state.json      remediation's bookkeeping, written by remediation only
-    <registry>/.remediate.lock       held (flock) while a remediation reads and submits
-
-``run.json``: ``{"format": "clusterops.training_run", "format_version": 1, "name", "owner",
-"launcher", "checkpoint_dir", "workdir", "nodes", "requeue", "checkpoint_validate", "checkpoint_name_template",
-"max_resubmissions", "no_progress_limit", "enabled", "log_dir", "hang_timeout", "progress", "heartbeat_file",
-"py_spy", "suspect_nodes", "suspect_after"}``. The hang watchdog's fields: ``hang_timeout`` seconds without progress after which a
-RUNNING job is hung (0: no watchdog); ``progress`` what progress is: ``heartbeat`` (the mtime of
-``heartbeat_file``, which the trainer replaces every step, JSON ``{"step", "time"}``),
-``checkpoint`` (the newest mtime in ``checkpoint_dir``, for a trainer that writes no heartbeat)
-or ``log`` (the newest mtime of the job's log files ``<log_dir>/<name>-<job id>*``); ``py_spy``
-the py-spy command on the nodes, for the hung ranks' stacks. Suspect nodes (:func:`run_suspects`):
-``suspect_nodes`` false opts the run out; ``suspect_after`` the run's ``k`` (0: the remediation's,
-:data:`SUSPECT_AFTER` unless the task says otherwise).
-
-``state.json``: ``{"format": "clusterops.training_state", "format_version": 1,
-"resubmissions": [{"time", "job_id", "after_job", "after_state", "step"}, ...],
-"stopped": null | {"time", "after_job", "reason"},
-"hang_cancels": [{"time", "job_id", "step", "idle", "evidence"}, ...]}``; ``time`` in Unix seconds, ``step`` the
-newest valid checkpoint step at the resubmission (None: none, the run started from scratch);
-a resubmission after a hang also has ``hang_step``. ``hang_cancels`` lists the jobs remediation
-cancelled because they hung (written *before* ``scancel``): such a job's CANCELLED is
-remediation's, not a user's, and it is resubmitted; a job in this list is never cancelled again.
-
-Everything here but :func:`read_registry`, :func:`read_state`, :func:`write_state`,
-:func:`checkpoint_status` and :class:`RegistryLock` is pure: jobs, checkpoint status and state
-in, a decision out.
+Nothing here reads or writes a file or runs a command: jobs (``_jobs.read_jobs``), the checkpoint
+status and progress (``runner.checkpoint_status``, ``runner.read_progress``), the run spec and its
+state (:mod:`.registry`) in, a decision out.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import errno
-import fcntl
-import json
-import os
 import re
-import tempfile
 import time
 
-from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import (
-    LEVELS, CheckpointError, compile_name_template, inspect)
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_actions import plan_node_changes
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import node_state
+from ansible_collections.clusterops.slurm.plugins.module_utils._training.registry import STATE_FILE
 
 try:
     from typing import Any, Dict, List, Optional, Tuple  # noqa: F401 pylint: disable=unused-import
 except ImportError:  # pragma: no cover
     pass
-
-RUN_FILE = "run.json"
-STATE_FILE = "state.json"
-LOCK_FILE = ".remediate.lock"
-RUN_FORMAT = "clusterops.training_run"
-STATE_FORMAT = "clusterops.training_state"
-FORMAT_VERSION = 1
-
-RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 #: Last-job states after which the run is resubmitted (within its budget).
 RESUBMIT_STATES = ("NODE_FAIL", "FAILED", "TIMEOUT", "PREEMPTED", "BOOT_FAIL")
@@ -99,325 +56,6 @@ SUSPECT_AFTER = 2
 #: The drain reason of a suspect node; the reason class ``clusterops_hold`` of the node healing
 #: (``_remediation.DEFAULT_REASON_CLASSES``) maps it to ``human``: no healing rule resumes it.
 SUSPECT_REASON_PREFIX = "clusterops: suspect: "
-
-#: What a run's progress is, for the hang watchdog (``run.json`` ``progress``).
-PROGRESS_SOURCES = ("heartbeat", "checkpoint", "log")
-
-_RUN_FIELDS = {
-    "name": str, "owner": str, "launcher": str, "checkpoint_dir": str,
-}
-_RUN_DEFAULTS = {
-    "workdir": None, "nodes": None, "requeue": False, "checkpoint_validate": "sizes", "checkpoint_name_template": None,
-    "max_resubmissions": 5, "no_progress_limit": 2, "enabled": True,
-    "log_dir": None, "hang_timeout": 0, "progress": "log", "heartbeat_file": None, "py_spy": "py-spy",
-    "suspect_nodes": True, "suspect_after": 0,
-}
-
-
-class RegistryError(Exception):
-    """A registry entry or state file that cannot be used."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Registry and bookkeeping (file system)
-# ---------------------------------------------------------------------------------------------
-
-def _validate_run(spec, folder):
-    # type: (Any, str) -> Dict[str, Any]
-    if not isinstance(spec, dict):
-        raise RegistryError("%s: not a JSON object" % folder)
-    if spec.get("format") != RUN_FORMAT:
-        raise RegistryError("%s: format is %r, expected %r" % (folder, spec.get("format"), RUN_FORMAT))
-    if not isinstance(spec.get("format_version"), int) or spec["format_version"] > FORMAT_VERSION:
-        raise RegistryError("%s: format_version %r is not supported (this reader knows %d)"
-                            % (folder, spec.get("format_version"), FORMAT_VERSION))
-    run = dict(_RUN_DEFAULTS)
-    run.update(spec)
-    for field, kind in _RUN_FIELDS.items():
-        if not isinstance(run.get(field), kind) or not run[field]:
-            raise RegistryError("%s: %s is missing or not a %s" % (folder, field, kind.__name__))
-    if not RUN_NAME.match(run["name"]):
-        raise RegistryError("%s: run name %r has characters other than letters, digits, . _ -"
-                            % (folder, run["name"]))
-    if run["name"] != os.path.basename(folder):
-        raise RegistryError("%s: run name %r differs from its folder's name" % (folder, run["name"]))
-    for field in ("launcher", "checkpoint_dir"):
-        if not os.path.isabs(run[field]):
-            raise RegistryError("%s: %s %r is not an absolute path" % (folder, field, run[field]))
-    for field in ("max_resubmissions", "no_progress_limit", "hang_timeout", "suspect_after"):
-        if not isinstance(run[field], int) or isinstance(run[field], bool) or run[field] < 0:
-            raise RegistryError("%s: %s must be an integer, 0 or more" % (folder, field))
-    for field in ("enabled", "suspect_nodes"):
-        if not isinstance(run[field], bool):
-            raise RegistryError("%s: %s must be true or false" % (folder, field))
-    if run["progress"] not in PROGRESS_SOURCES:
-        raise RegistryError("%s: progress %r is not one of %s" % (folder, run["progress"], ", ".join(PROGRESS_SOURCES)))
-    for field in ("log_dir", "heartbeat_file"):
-        if run[field] == "":
-            run[field] = None  # the role writes "" for none
-        if run[field] is not None and (not isinstance(run[field], str) or not os.path.isabs(run[field])):
-            raise RegistryError("%s: %s %r is not an absolute path" % (folder, field, run[field]))
-    if run["progress"] == "heartbeat" and not run["heartbeat_file"]:
-        raise RegistryError("%s: progress is heartbeat but heartbeat_file is not set" % folder)
-    if run["progress"] == "log" and run["hang_timeout"] and not run["log_dir"]:
-        raise RegistryError("%s: progress is log but log_dir is not set" % folder)
-    if not isinstance(run["py_spy"], str) or not run["py_spy"]:
-        raise RegistryError("%s: py_spy must be a command name or path" % folder)
-    if run["checkpoint_validate"] not in LEVELS:
-        raise RegistryError("%s: checkpoint_validate %r is not a validation level (%s)"
-                            % (folder, run["checkpoint_validate"], ", ".join(LEVELS)))
-    template = run["checkpoint_name_template"]
-    if template == "":
-        run["checkpoint_name_template"] = template = None  # the role writes "" for none
-    if template is not None:
-        try:
-            if not isinstance(template, str):
-                raise ValueError("not a string")
-            compile_name_template(template)
-        except ValueError as exc:
-            raise RegistryError("%s: checkpoint_name_template: %s" % (folder, exc))
-    return run
-
-
-def read_registry(path, names=None):
-    # type: (str, Optional[List[str]]) -> Tuple[List[Dict[str, Any]], List[Dict[str, str]]]
-    """Every run of the registry folder ``path``: ``(runs, errors)``, runs sorted by name.
-
-    A run whose ``run.json`` is unreadable or wrong is not returned; it is an error entry
-    ``{"name", "error"}`` so that one bad entry never hides the other runs. ``names`` keeps only
-    these runs (a name not in the registry is an error entry). A missing registry folder is no
-    run at all (nothing registered yet).
-
-    Raises:
-        RegistryError: ``path`` exists but is not a readable folder.
-    """
-    runs = []  # type: List[Dict[str, Any]]
-    errors = []  # type: List[Dict[str, str]]
-    if not os.path.exists(path):
-        entries = []  # type: List[str]
-    else:
-        try:
-            entries = sorted(os.listdir(path))
-        except OSError as exc:
-            raise RegistryError("cannot list the run registry %s: %s" % (path, exc.strerror))
-    wanted = set(names) if names else None
-    for entry in entries:
-        folder = os.path.join(path, entry)
-        if entry.startswith(".") or not os.path.isdir(folder) or os.path.islink(folder):
-            continue
-        if wanted is not None and entry not in wanted:
-            continue
-        spec_path = os.path.join(folder, RUN_FILE)
-        try:
-            with open(spec_path, "rb") as handle:
-                spec = json.loads(handle.read(1 << 20).decode("utf-8"))
-            runs.append(_validate_run(spec, folder))
-        except (OSError, IOError) as exc:
-            errors.append({"name": entry, "error": "%s: %s" % (spec_path, exc.strerror or exc)})
-        except ValueError as exc:
-            errors.append({"name": entry, "error": "%s is not valid JSON: %s" % (spec_path, exc)})
-        except RegistryError as exc:
-            errors.append({"name": entry, "error": str(exc)})
-    if wanted is not None:
-        found = set(r["name"] for r in runs) | set(e["name"] for e in errors)
-        for name in sorted(wanted - found):
-            errors.append({"name": name, "error": "no run %s in the registry %s" % (name, path)})
-    return runs, errors
-
-
-def empty_state():
-    # type: () -> Dict[str, Any]
-    return {"format": STATE_FORMAT, "format_version": FORMAT_VERSION, "resubmissions": [], "stopped": None,
-            "hang_cancels": []}
-
-
-def read_state(run_folder):
-    # type: (str) -> Dict[str, Any]
-    """Remediation's bookkeeping of one run (an empty one when there is no ``state.json``).
-
-    Raises:
-        RegistryError: the file exists but cannot be read or is not ours. Never guessed: a lost
-        count would let a run be resubmitted past its budget.
-    """
-    path = os.path.join(run_folder, STATE_FILE)
-    try:
-        with open(path, "rb") as handle:
-            data = json.loads(handle.read(16 << 20).decode("utf-8"))
-    except (OSError, IOError) as exc:
-        if getattr(exc, "errno", None) == errno.ENOENT:
-            return empty_state()
-        raise RegistryError("cannot read %s: %s" % (path, exc.strerror or exc))
-    except ValueError as exc:
-        raise RegistryError("%s is not valid JSON (%s); fix or remove it to reset the run's budget"
-                            % (path, exc))
-    if not isinstance(data, dict) or data.get("format") != STATE_FORMAT \
-            or not isinstance(data.get("resubmissions"), list):
-        raise RegistryError("%s is not a clusterops.training_state file" % path)
-    state = empty_state()
-    state.update(data)
-    return state
-
-
-def write_state(run_folder, state):
-    # type: (str, Dict[str, Any]) -> None
-    """Replace ``state.json`` atomically (temporary file, fsync, rename, fsync of the folder)."""
-    fd, tmp = tempfile.mkstemp(prefix=".state.", suffix=".tmp", dir=run_folder)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(state, handle, indent=1, sort_keys=True)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        os.rename(tmp, os.path.join(run_folder, STATE_FILE))
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    dir_fd = os.open(run_folder, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-class RegistryLock(object):
-    """An exclusive ``flock`` on ``<registry>/.remediate.lock``.
-
-    The kernel drops it when the holder dies, so a killed remediation never leaves a stale lock.
-
-    Args:
-        registry: the registry folder (must exist).
-        timeout: seconds to wait for another holder (0: try once).
-    """
-
-    def __init__(self, registry, timeout=0.0, sleep=time.sleep, clock=time.time):
-        self.path = os.path.join(registry, LOCK_FILE)
-        self.timeout = timeout
-        self._fd = None  # type: Optional[int]
-        self._sleep = sleep
-        self._clock = clock
-
-    def acquire(self):
-        # type: () -> bool
-        """True when the lock is held, False when another holder kept it past ``timeout``."""
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        deadline = self._clock() + max(0.0, self.timeout)
-        while True:
-            try:
-                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except (OSError, IOError) as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-                if self._clock() >= deadline:
-                    os.close(self._fd)
-                    self._fd = None
-                    return False
-                self._sleep(0.5)
-                continue
-            os.ftruncate(self._fd, 0)
-            os.write(self._fd, ("%d\n" % os.getpid()).encode("ascii"))
-            return True
-
-    def release(self):
-        # type: () -> None
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-
-def checkpoint_status(checkpoint_dir, validate, name_template=None):
-    # type: (str, str, Optional[str]) -> Dict[str, Any]
-    """What the run folder says (the checkpoint library's ``inspect``): finished, and the newest
-    valid checkpoint at level ``validate`` (``name_template``: the run's Lightning filename template).
-
-    Returns:
-        ``{"finished": bool, "status": "valid"|"none"|"invalid"|"missing"|"error", "step": int|None,
-        "checkpoint": str|None, "detail": str, "warnings": [str]}``: ``valid`` a checkpoint to
-        resume from; ``none`` no checkpoint at all (start from scratch); ``invalid`` checkpoints
-        exist but none is valid, or one cannot be ordered (a human decides); ``missing`` the folder does not exist yet; ``error`` it cannot
-        be read.
-    """
-    result = {"finished": False, "status": "none", "step": None, "checkpoint": None,
-              "detail": "", "warnings": []}  # type: Dict[str, Any]
-    if not os.path.exists(checkpoint_dir):
-        result.update(status="missing", detail="%s does not exist yet" % checkpoint_dir)
-        return result
-    try:
-        report = inspect(checkpoint_dir, validate, list_all=False, name_template=name_template)
-    except (CheckpointError, ValueError) as exc:
-        result.update(status="error", detail=str(exc))
-        return result
-    result["warnings"] = list(report.warnings)
-    result["finished"] = report.finished is not None
-    best = report.latest_valid
-    if best is not None:
-        result.update(status="valid", step=best.step, checkpoint=best.path,
-                      detail="newest valid checkpoint %s (step %d)" % (best.name, best.step))
-    elif [u for u in report.unordered if u["valid"] is not False]:
-        result.update(status="invalid", detail="checkpoints exist in %s but they cannot be ordered (%s): "
-                      "none is chosen" % (checkpoint_dir, "; ".join(
-                          "%s: %s" % (u["name"], u["reason"]) for u in report.unordered if u["valid"] is not False)))
-    elif report.had_candidates:
-        result.update(status="invalid", detail="checkpoints exist in %s but none is valid at level %s"
-                      % (checkpoint_dir, validate))
-    else:
-        result["detail"] = "no checkpoint in %s" % checkpoint_dir
-    return result
-
-
-def _mtime(path):
-    # type: (str) -> Optional[float]
-    try:
-        return os.stat(path).st_mtime
-    except OSError:
-        return None
-
-
-def read_progress(run, job_id_raw=None):
-    # type: (Dict[str, Any], Optional[Any]) -> Dict[str, Any]
-    """The run's last sign of progress, by its ``progress`` source (file system only).
-
-    Returns:
-        ``{"source", "path", "time": float|None (Unix seconds; None: nothing yet), "step":
-        int|None}``. ``heartbeat``: the mtime of ``heartbeat_file`` and the ``step`` it holds;
-        ``checkpoint``: the newest mtime of ``checkpoint_dir`` and its entries (a staging
-        folder being written counts); ``log``: the newest mtime of ``<log_dir>/<name>-<job
-        id>*`` (the launcher's batch log and its per-node logs).
-    """
-    source = run.get("progress") or "log"
-    out = {"source": source, "path": None, "time": None, "step": None}  # type: Dict[str, Any]
-    if source == "heartbeat":
-        path = run.get("heartbeat_file")
-        out["path"] = path
-        if path:
-            out["time"] = _mtime(path)
-            try:
-                with open(path, "rb") as handle:
-                    step = json.loads(handle.read(4096).decode("utf-8")).get("step")
-                if isinstance(step, int) and not isinstance(step, bool):
-                    out["step"] = step
-            except (OSError, IOError, ValueError, AttributeError):
-                pass
-        return out
-    if source == "checkpoint":
-        folder = run["checkpoint_dir"]
-        paths = [folder]
-    else:
-        folder = run.get("log_dir")
-        paths = []
-        prefix = "%s-%s" % (run["name"], job_id_raw)
-    out["path"] = folder
-    try:
-        names = os.listdir(folder) if folder else []
-    except OSError:
-        names = []
-    for name in names:
-        if source == "checkpoint" or name == prefix + ".out" or name.startswith(prefix + "-"):
-            paths.append(os.path.join(folder, name))
-    times = [t for t in (_mtime(p) for p in paths) if t is not None]
-    out["time"] = max(times) if times else None
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -797,3 +435,70 @@ def record_stop(state, decision, now):
     last = decision["last_job"] or {}
     new["stopped"] = {"time": int(now), "after_job": last.get("job_id_raw"), "reason": decision["reason"]}
     return new
+
+
+# ---------------------------------------------------------------------------------------------
+# The report (pure)
+# ---------------------------------------------------------------------------------------------
+
+def brief(decision):
+    # type: (Dict[str, Any]) -> str
+    """The run's status and last job in a few words (the diff's ``before``): ``failed (job 41 NODE_FAIL)``."""
+    last = decision["last_job"]
+    return "%s%s" % (decision["status"], " (job %s %s)" % (last["job_id"], last["state"]) if last else "")
+
+
+def report_line(decision):
+    # type: (Dict[str, Any]) -> str
+    """One line for the summary: name, status, newest valid step, action and why."""
+    action = decision["action"]
+    if action == RESUBMIT:
+        action = "resubmit (job %s)" % decision["job_id"] if decision["job_id"] else (
+            "resubmit (check mode)" if decision["error"] is None else "resubmit FAILED")
+        if decision.get("exclude"):
+            action += " excluding %s" % decision["exclude"]
+    then = decision.get("then")
+    if action == CANCEL_HUNG:
+        action = "cancel_hung (evidence %s)" % decision.get("evidence") if decision.get("evidence") else (
+            "cancel_hung (check mode)" if decision["error"] is None else "cancel_hung FAILED")
+        if then and then["action"] == RESUBMIT:
+            action += ", resubmit (job %s)" % then["job_id"] if then["job_id"] else ", resubmit FAILED"
+        elif then:
+            action += ", %s" % then["action"]
+    line = "%s: %s, newest valid step %s -> %s: %s" % (
+        decision["name"], decision["status"],
+        decision["step"] if decision["step"] is not None else "none", action, decision["reason"])
+    if then:
+        line += "; then: %s" % then["reason"]
+        if then.get("error"):
+            line += " [error: %s]" % then["error"]
+    if decision["error"]:
+        line += " [error: %s]" % decision["error"]
+    if decision["needs_human"]:
+        line += " [needs a human]"
+    return line
+
+
+def needs_human(decisions, errors):
+    # type: (List[Dict[str, Any]], List[Dict[str, str]]) -> List[Dict[str, str]]
+    """What a person has to look at, one item per run: ``[{"run": name, "why": str}]``.
+
+    ``errors`` (unusable registry entries, ``{"name", "error"}``) first, then every decision
+    whose ``needs_human`` is set, in their order. ``why`` is the decision's ``reason``, then the
+    decision after a cancelled hung job (``then``) when that one needs a human, then a failed
+    action's ``error``. Suspect nodes are not runs: they are the result's ``suspects``.
+    """
+    items = [{"run": e["name"], "why": "registry entry unusable: %s" % e["error"]} for e in errors]
+    for decision in decisions:
+        if not decision["needs_human"]:
+            continue
+        why = decision["reason"]
+        then = decision.get("then")
+        if then and then.get("needs_human"):
+            why += "; then: %s" % then["reason"]
+            if then.get("error"):
+                why += " (error: %s)" % then["error"]
+        if decision.get("error"):
+            why += " (error: %s)" % decision["error"]
+        items.append({"run": decision["name"], "why": why})
+    return items

@@ -1,0 +1,335 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The run registry: ``run.json`` and ``state.json``, their one schema, validation, atomic writes and the lock.
+
+Private to the collection (the leading underscore of the package): no API promise outside it.
+
+The run registry is a folder with one sub-folder per training run::
+
+    <registry>/<run>/run.json        the run spec (below), written by the module training_run
+    <registry>/<run>/launcher.sbatch the sbatch launcher, written by the role torchrun_launcher
+    <registry>/<run>/state.json      remediation's bookkeeping, written by training_restart only
+    <registry>/.remediate.lock       held (flock) while a remediation reads and submits
+
+``run.json``: ``{"format": "clusterops.training_run", "format_version": 1, "name", "owner",
+"launcher", "checkpoint_dir"}`` (required) and the fields of :data:`RUN_DEFAULTS` (optional; this
+is the one home of their defaults: the reader fills them in, the module ``training_run`` takes
+them as its option defaults). The hang watchdog's fields: ``hang_timeout`` seconds without
+progress after which a RUNNING job is hung (0: no watchdog); ``progress`` what progress is:
+``heartbeat`` (the mtime of ``heartbeat_file``, which the trainer replaces every step, JSON
+``{"step", "time"}``), ``checkpoint`` (the newest mtime in ``checkpoint_dir``, for a trainer that
+writes no heartbeat) or ``log`` (the newest mtime of the job's log files ``<log_dir>/<name>-<job
+id>*``); ``py_spy`` the py-spy command on the nodes, for the hung ranks' stacks. Suspect nodes:
+``suspect_nodes`` false opts the run out; ``suspect_after`` the run's ``k`` (0: the
+remediation's).
+
+``state.json``: ``{"format": "clusterops.training_state", "format_version": 1,
+"resubmissions": [{"time", "job_id", "after_job", "after_state", "step"}, ...],
+"stopped": null | {"time", "after_job", "reason"},
+"hang_cancels": [{"time", "job_id", "step", "idle", "evidence"}, ...]}``; ``time`` in Unix seconds, ``step`` the
+newest valid checkpoint step at the resubmission (None: none, the run started from scratch);
+a resubmission after a hang also has ``hang_step``. ``hang_cancels`` lists the jobs remediation
+cancelled because they hung (written *before* ``scancel``): such a job's CANCELLED is
+remediation's, not a user's, and it is resubmitted; a job in this list is never cancelled again.
+The entries are made by ``policy.record_*``.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import errno
+import json
+import os
+import re
+import shutil
+import time
+
+from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import LEVELS, compile_name_template
+from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.fsutil import (
+    atomic_write_json,
+    open_lock_file,
+    try_flock,
+)
+
+try:
+    from typing import Any, Dict, List, Optional, Tuple  # noqa: F401 pylint: disable=unused-import
+except ImportError:  # pragma: no cover
+    pass
+
+#: Where the registry is unless a task says otherwise (training_restart's and training_run's
+#: ``registry``, the roles' ``*_registry``/``*_registry_dir``).
+DEFAULT_REGISTRY = "/var/lib/clusterops/runs"
+RUN_FILE = "run.json"
+STATE_FILE = "state.json"
+LAUNCHER_FILE = "launcher.sbatch"
+LOCK_FILE = ".remediate.lock"
+RUN_FORMAT = "clusterops.training_run"
+STATE_FORMAT = "clusterops.training_state"
+FORMAT_VERSION = 1
+
+RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+#: What a run's progress is, for the hang watchdog (``run.json`` ``progress``).
+PROGRESS_SOURCES = ("heartbeat", "checkpoint", "log")
+
+#: The required fields of ``run.json`` and their type.
+RUN_REQUIRED = {
+    "name": str, "owner": str, "launcher": str, "checkpoint_dir": str,
+}
+#: The optional fields of ``run.json`` and their defaults: the one home of these defaults.
+RUN_DEFAULTS = {
+    "workdir": None, "nodes": None, "requeue": False, "checkpoint_validate": "sizes", "checkpoint_name_template": None,
+    "max_resubmissions": 5, "no_progress_limit": 2, "enabled": True,
+    "log_dir": None, "hang_timeout": 0, "progress": "log", "heartbeat_file": None, "py_spy": "py-spy",
+    "suspect_nodes": True, "suspect_after": 0,
+}  # type: Dict[str, Any]
+
+
+class RegistryError(Exception):
+    """A registry entry or state file that cannot be used, or a run spec that is not valid."""
+
+
+def _is_int(value):
+    # type: (Any) -> bool
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def validate_run(spec, folder):
+    # type: (Any, str) -> Dict[str, Any]
+    """``spec`` (a parsed ``run.json``) checked and completed with :data:`RUN_DEFAULTS`: a new dict.
+
+    ``folder`` is the run's registry folder (its base name must be the run's name); it starts
+    every error message. ``""`` for ``log_dir``, ``heartbeat_file`` and
+    ``checkpoint_name_template`` means none (what older launcher roles wrote).
+
+    Raises:
+        RegistryError: a wrong format or version, a missing required field, a field of another
+        type, a value outside its choices (an unknown ``checkpoint_validate`` level or
+        ``progress`` source) or contradicting fields. Nothing is replaced. Fields this version
+        does not know are kept, not refused (a later writer of the same ``format_version``).
+    """
+    if not isinstance(spec, dict):
+        raise RegistryError("%s: not a JSON object" % folder)
+    if spec.get("format") != RUN_FORMAT:
+        raise RegistryError("%s: format is %r, expected %r" % (folder, spec.get("format"), RUN_FORMAT))
+    if not _is_int(spec.get("format_version")) or spec["format_version"] > FORMAT_VERSION:
+        raise RegistryError("%s: format_version %r is not supported (this reader knows %d)"
+                            % (folder, spec.get("format_version"), FORMAT_VERSION))
+    run = dict(RUN_DEFAULTS)
+    run.update(spec)
+    for field, kind in RUN_REQUIRED.items():
+        if not isinstance(run.get(field), kind) or not run[field]:
+            raise RegistryError("%s: %s is missing or not a %s" % (folder, field, kind.__name__))
+    if not RUN_NAME.match(run["name"]):
+        raise RegistryError("%s: run name %r has characters other than letters, digits, . _ -"
+                            % (folder, run["name"]))
+    if run["name"] != os.path.basename(folder):
+        raise RegistryError("%s: run name %r differs from its folder's name" % (folder, run["name"]))
+    for field in ("launcher", "checkpoint_dir"):
+        if not os.path.isabs(run[field]):
+            raise RegistryError("%s: %s %r is not an absolute path" % (folder, field, run[field]))
+    for field in ("max_resubmissions", "no_progress_limit", "hang_timeout", "suspect_after"):
+        if not _is_int(run[field]) or run[field] < 0:
+            raise RegistryError("%s: %s must be an integer, 0 or more" % (folder, field))
+    if run["nodes"] is not None and (not _is_int(run["nodes"]) or run["nodes"] < 1):
+        raise RegistryError("%s: nodes must be an integer, 1 or more" % folder)
+    for field in ("enabled", "suspect_nodes", "requeue"):
+        if not isinstance(run[field], bool):
+            raise RegistryError("%s: %s must be true or false" % (folder, field))
+    if run["progress"] not in PROGRESS_SOURCES:
+        raise RegistryError("%s: progress %r is not one of %s" % (folder, run["progress"], ", ".join(PROGRESS_SOURCES)))
+    for field in ("log_dir", "heartbeat_file", "workdir"):
+        if run[field] == "":
+            run[field] = None
+        if run[field] is not None and (not isinstance(run[field], str) or not os.path.isabs(run[field])):
+            raise RegistryError("%s: %s %r is not an absolute path" % (folder, field, run[field]))
+    if run["progress"] == "heartbeat" and not run["heartbeat_file"]:
+        raise RegistryError("%s: progress is heartbeat but heartbeat_file is not set" % folder)
+    if run["progress"] == "log" and run["hang_timeout"] and not run["log_dir"]:
+        raise RegistryError("%s: progress is log but log_dir is not set" % folder)
+    if not isinstance(run["py_spy"], str) or not run["py_spy"]:
+        raise RegistryError("%s: py_spy must be a command name or path" % folder)
+    if run["checkpoint_validate"] not in LEVELS:
+        raise RegistryError("%s: checkpoint_validate %r is not a validation level (%s)"
+                            % (folder, run["checkpoint_validate"], ", ".join(LEVELS)))
+    template = run["checkpoint_name_template"]
+    if template == "":
+        run["checkpoint_name_template"] = template = None
+    if template is not None:
+        try:
+            if not isinstance(template, str):
+                raise ValueError("not a string")
+            compile_name_template(template)
+        except ValueError as exc:
+            raise RegistryError("%s: checkpoint_name_template: %s" % (folder, exc))
+    return run
+
+
+def run_document(run):
+    # type: (Dict[str, Any]) -> Dict[str, Any]
+    """What ``run.json`` holds for the validated ``run`` (:func:`validate_run`): format, version,
+    the required fields and every optional one, defaults written out."""
+    doc = {"format": RUN_FORMAT, "format_version": FORMAT_VERSION}
+    for field in sorted(set(RUN_REQUIRED) | set(RUN_DEFAULTS)):
+        doc[field] = run[field]
+    return doc
+
+
+def _read_json(path, limit):
+    # type: (str, int) -> Any
+    with open(path, "rb") as handle:
+        return json.loads(handle.read(limit).decode("utf-8"))
+
+
+def read_run(folder):
+    # type: (str) -> Dict[str, Any]
+    """The validated run of one registry folder (:func:`validate_run`).
+
+    Raises:
+        RegistryError: ``run.json`` is missing, unreadable, not JSON or not valid.
+    """
+    spec_path = os.path.join(folder, RUN_FILE)
+    try:
+        spec = _read_json(spec_path, 1 << 20)
+    except (OSError, IOError) as exc:
+        raise RegistryError("%s: %s" % (spec_path, exc.strerror or exc))
+    except ValueError as exc:
+        raise RegistryError("%s is not valid JSON: %s" % (spec_path, exc))
+    return validate_run(spec, folder)
+
+
+def read_registry(path, names=None):
+    # type: (str, Optional[List[str]]) -> Tuple[List[Dict[str, Any]], List[Dict[str, str]]]
+    """Every run of the registry folder ``path``: ``(runs, errors)``, runs sorted by name.
+
+    A run whose ``run.json`` is unreadable or wrong is not returned; it is an error entry
+    ``{"name", "error"}`` so that one bad entry never hides the other runs. ``names`` keeps only
+    these runs (a name not in the registry is an error entry). A missing registry folder is no
+    run at all (nothing registered yet).
+
+    Raises:
+        RegistryError: ``path`` exists but is not a readable folder.
+    """
+    runs = []  # type: List[Dict[str, Any]]
+    errors = []  # type: List[Dict[str, str]]
+    if not os.path.exists(path):
+        entries = []  # type: List[str]
+    else:
+        try:
+            entries = sorted(os.listdir(path))
+        except OSError as exc:
+            raise RegistryError("cannot list the run registry %s: %s" % (path, exc.strerror))
+    wanted = set(names) if names else None
+    for entry in entries:
+        folder = os.path.join(path, entry)
+        if entry.startswith(".") or not os.path.isdir(folder) or os.path.islink(folder):
+            continue
+        if wanted is not None and entry not in wanted:
+            continue
+        try:
+            runs.append(read_run(folder))
+        except RegistryError as exc:
+            errors.append({"name": entry, "error": str(exc)})
+    if wanted is not None:
+        found = set(r["name"] for r in runs) | set(e["name"] for e in errors)
+        for name in sorted(wanted - found):
+            errors.append({"name": name, "error": "no run %s in the registry %s" % (name, path)})
+    return runs, errors
+
+
+def empty_state():
+    # type: () -> Dict[str, Any]
+    """The bookkeeping of a run remediation has not touched yet."""
+    return {"format": STATE_FORMAT, "format_version": FORMAT_VERSION, "resubmissions": [], "stopped": None,
+            "hang_cancels": []}
+
+
+def read_state(run_folder):
+    # type: (str) -> Dict[str, Any]
+    """Remediation's bookkeeping of one run (an empty one when there is no ``state.json``).
+
+    Raises:
+        RegistryError: the file exists but cannot be read or is not ours. Never guessed: a lost
+        count would let a run be resubmitted past its budget.
+    """
+    path = os.path.join(run_folder, STATE_FILE)
+    try:
+        data = _read_json(path, 16 << 20)
+    except (OSError, IOError) as exc:
+        if getattr(exc, "errno", None) == errno.ENOENT:
+            return empty_state()
+        raise RegistryError("cannot read %s: %s" % (path, exc.strerror or exc))
+    except ValueError as exc:
+        raise RegistryError("%s is not valid JSON (%s); fix or remove it to reset the run's budget"
+                            % (path, exc))
+    if not isinstance(data, dict) or data.get("format") != STATE_FORMAT \
+            or not isinstance(data.get("resubmissions"), list):
+        raise RegistryError("%s is not a clusterops.training_state file" % path)
+    state = empty_state()
+    state.update(data)
+    return state
+
+
+def write_state(run_folder, state):
+    # type: (str, Dict[str, Any]) -> None
+    """Replace the run's ``state.json`` atomically (``_checkpoint.fsutil.atomic_write_json``: a
+    temporary file in the folder, fsync, mode 0644, rename, fsync of the folder)."""
+    atomic_write_json(os.path.join(run_folder, STATE_FILE), state, indent=1, mode=0o644)
+
+
+def write_run(folder, run):
+    # type: (str, Dict[str, Any]) -> None
+    """Write the validated ``run`` as the folder's ``run.json`` atomically (:func:`run_document`,
+    as :func:`write_state` writes), creating the folder (mode 0755) when missing."""
+    if not os.path.isdir(folder):
+        os.makedirs(folder, 0o755)
+    atomic_write_json(os.path.join(folder, RUN_FILE), run_document(run), indent=1, mode=0o644)
+
+
+def remove_run(folder):
+    # type: (str) -> None
+    """Remove a run's registry folder: ``run.json``, its ``state.json`` and whatever else it holds."""
+    shutil.rmtree(folder)
+
+
+class RegistryLock(object):
+    """An exclusive ``flock`` on ``<registry>/.remediate.lock``.
+
+    The kernel drops it when the holder dies, so a killed remediation never leaves a stale lock.
+
+    Args:
+        registry: the registry folder (must exist).
+        timeout: seconds to wait for another holder (0: try once).
+    """
+
+    def __init__(self, registry, timeout=0.0, sleep=time.sleep, clock=time.time):
+        self.path = os.path.join(registry, LOCK_FILE)
+        self.timeout = timeout
+        self._fd = None  # type: Optional[int]
+        self._sleep = sleep
+        self._clock = clock
+
+    def acquire(self):
+        # type: () -> bool
+        """True when the lock is held, False when another holder kept it past ``timeout``."""
+        self._fd = open_lock_file(self.path)
+        deadline = self._clock() + max(0.0, self.timeout)
+        while not try_flock(self._fd):
+            if self._clock() >= deadline:
+                os.close(self._fd)
+                self._fd = None
+                return False
+            self._sleep(0.5)
+        os.ftruncate(self._fd, 0)
+        os.write(self._fd, ("%d\n" % os.getpid()).encode("ascii"))
+        return True
+
+    def release(self):
+        # type: () -> None
+        """Drop the lock (nothing when not held)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

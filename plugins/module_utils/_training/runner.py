@@ -1,0 +1,424 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The training-run remediation loop (the module ``training_restart``): lock the registry, read
+it, ask Slurm, decide (:mod:`.policy`), act (sbatch, scancel, scontrol drain, evidence) and write
+each run's state (:mod:`.registry`).
+
+Private to the collection (the leading underscore of the package): no API promise outside it.
+
+:func:`checkpoint_status` and :func:`read_progress` read a run's folders; :func:`restart` is
+the whole task, run by ``_slurm_cli.run_module`` (one failure path with every module).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import time
+
+from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import CheckpointError, inspect
+from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist
+from ansible_collections.clusterops.slurm.plugins.module_utils._job_actions import SubmitError, submit
+from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import parse_time_option, read_jobs
+from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import read_nodes
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
+    SlurmAnswerError,
+    SlurmCommandError,
+    TaskFailure,
+    effective_user,
+)
+from ansible_collections.clusterops.slurm.plugins.module_utils._training.evidence import (
+    collect_evidence,
+    evidence_commands,
+)
+from ansible_collections.clusterops.slurm.plugins.module_utils._training.policy import (
+    CANCEL_HUNG,
+    RESUBMIT,
+    STOP,
+    SUSPECT_REASON_PREFIX,
+    brief,
+    decide,
+    exclude_option,
+    needs_human,
+    plan_suspects,
+    record_hang_cancel,
+    record_resubmission,
+    record_stop,
+    report_line,
+    run_jobs,
+    run_suspects,
+)
+from ansible_collections.clusterops.slurm.plugins.module_utils._training.registry import (
+    RegistryError,
+    RegistryLock,
+    read_registry,
+    read_state,
+    write_state,
+)
+
+try:
+    from typing import Any, Dict, List, Optional  # noqa: F401 pylint: disable=unused-import
+except ImportError:  # pragma: no cover
+    pass
+
+
+# ---------------------------------------------------------------------------------------------
+# What a run's folders say (file system)
+# ---------------------------------------------------------------------------------------------
+
+def checkpoint_status(checkpoint_dir, validate, name_template=None):
+    # type: (str, str, Optional[str]) -> Dict[str, Any]
+    """What the run folder says (the checkpoint library's ``inspect``): finished, and the newest
+    valid checkpoint at level ``validate`` (``name_template``: the run's Lightning filename template).
+
+    Returns:
+        ``{"finished": bool, "status": "valid"|"none"|"invalid"|"missing"|"error", "step": int|None,
+        "checkpoint": str|None, "detail": str, "warnings": [str]}``: ``valid`` a checkpoint to
+        resume from; ``none`` no checkpoint at all (start from scratch); ``invalid`` checkpoints
+        exist but none is valid, or one cannot be ordered (a human decides); ``missing`` the folder does not exist yet; ``error`` it cannot
+        be read.
+    """
+    result = {"finished": False, "status": "none", "step": None, "checkpoint": None,
+              "detail": "", "warnings": []}  # type: Dict[str, Any]
+    if not os.path.exists(checkpoint_dir):
+        result.update(status="missing", detail="%s does not exist yet" % checkpoint_dir)
+        return result
+    try:
+        report = inspect(checkpoint_dir, validate, list_all=False, name_template=name_template)
+    except (CheckpointError, ValueError) as exc:
+        result.update(status="error", detail=str(exc))
+        return result
+    result["warnings"] = list(report.warnings)
+    result["finished"] = report.finished is not None
+    best = report.latest_valid
+    if best is not None:
+        result.update(status="valid", step=best.step, checkpoint=best.path,
+                      detail="newest valid checkpoint %s (step %d)" % (best.name, best.step))
+    elif [u for u in report.unordered if u["valid"] is not False]:
+        result.update(status="invalid", detail="checkpoints exist in %s but they cannot be ordered (%s): "
+                      "none is chosen" % (checkpoint_dir, "; ".join(
+                          "%s: %s" % (u["name"], u["reason"]) for u in report.unordered if u["valid"] is not False)))
+    elif report.had_candidates:
+        result.update(status="invalid", detail="checkpoints exist in %s but none is valid at level %s"
+                      % (checkpoint_dir, validate))
+    else:
+        result["detail"] = "no checkpoint in %s" % checkpoint_dir
+    return result
+
+
+def _mtime(path):
+    # type: (str) -> Optional[float]
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None
+
+
+def read_progress(run, job_id_raw=None):
+    # type: (Dict[str, Any], Optional[Any]) -> Dict[str, Any]
+    """The run's last sign of progress, by its ``progress`` source (file system only).
+
+    Returns:
+        ``{"source", "path", "time": float|None (Unix seconds; None: nothing yet), "step":
+        int|None}``. ``heartbeat``: the mtime of ``heartbeat_file`` and the ``step`` it holds;
+        ``checkpoint``: the newest mtime of ``checkpoint_dir`` and its entries (a staging
+        folder being written counts); ``log``: the newest mtime of ``<log_dir>/<name>-<job
+        id>*`` (the launcher's batch log and its per-node logs).
+    """
+    source = run.get("progress") or "log"
+    out = {"source": source, "path": None, "time": None, "step": None}  # type: Dict[str, Any]
+    if source == "heartbeat":
+        path = run.get("heartbeat_file")
+        out["path"] = path
+        if path:
+            out["time"] = _mtime(path)
+            try:
+                with open(path, "rb") as handle:
+                    step = json.loads(handle.read(4096).decode("utf-8")).get("step")
+                if isinstance(step, int) and not isinstance(step, bool):
+                    out["step"] = step
+            except (OSError, IOError, ValueError, AttributeError):
+                pass
+        return out
+    if source == "checkpoint":
+        folder = run["checkpoint_dir"]
+        paths = [folder]
+    else:
+        folder = run.get("log_dir")
+        paths = []
+        prefix = "%s-%s" % (run["name"], job_id_raw)
+    out["path"] = folder
+    try:
+        names = os.listdir(folder) if folder else []
+    except OSError:
+        names = []
+    for name in names:
+        if source == "checkpoint" or name == prefix + ".out" or name.startswith(prefix + "-"):
+            paths.append(os.path.join(folder, name))
+    times = [t for t in (_mtime(p) for p in paths) if t is not None]
+    out["time"] = max(times) if times else None
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Acting on a decision
+# ---------------------------------------------------------------------------------------------
+
+def resubmit(module, cli, me, run, decision, jobs, state):
+    """Submit ``run``'s launcher as its owner; update ``decision`` and the run's state file."""
+    params = module.params
+    owner = run["owner"]
+    runner = cli if owner == me else cli.as_user(owner)
+    sbatch_args = exclude_option(decision.get("suspects") if decision.get("exclude") else []) + [run["launcher"]]
+    decision["command"] = runner.prefix + cli.command("sbatch", sbatch_args)
+    if module.check_mode:
+        return
+    if owner != me and os.geteuid() != 0:
+        decision.update(needs_human=True, error="cannot submit as %s: this task runs as %s; run it as root "
+                        "(become: true)" % (owner, me))
+        return
+    identity = {"name": run["name"], "user": owner, "key": run["name"]}
+    known = [j["job_id_raw"] for j in run_jobs(run, jobs)]
+    try:
+        done = submit(runner, sbatch_args, identity, known,
+                      retries=max(params["submit_retries"], 0), delay=max(params["retry_delay"], 0))
+    except SubmitError as exc:
+        decision.update(needs_human=True, error=exc.msg + (
+            " (the job may have been submitted: check squeue before submitting it by hand)"
+            if exc.maybe_accepted else ""))
+        return
+    decision["job_id"] = done["job_id"]
+    decision["changed"] = True
+    write_state(run["folder"],
+                record_resubmission(state, decision, done["job_id"], time.time()))
+
+
+def cancel_hung(module, cli, me, run, decision, state, start):
+    """Evidence, record, scancel, wait for the end, then decide again (and resubmit)."""
+    last = decision["last_job"]
+    decision["command"] = cli.command("scancel", [str(last["job_id_raw"])])
+    if module.check_mode:
+        return
+    now = time.time()
+    decision["evidence"] = collect_evidence(module, cli, me, run, decision, now)
+    state = record_hang_cancel(state, decision, now, decision["evidence"])
+    write_state(run["folder"], state)
+    decision["changed"] = True
+    try:
+        cli.run("scancel", [str(last["job_id_raw"])], what="cancel the hung job %s" % last["job_id"])
+    except SlurmCommandError as exc:
+        decision.update(needs_human=True, error=str(exc))
+        return
+    deadline = time.time() + max(module.params["hang_cancel_wait"], 0)
+    while True:
+        rc, out, dummy = cli.run("squeue", ["-h", "-j", str(last["job_id_raw"]), "-o", "%T"], check=False,
+                                 what="see whether the cancelled job ended")
+        if rc == 0 and not out.strip():
+            break
+        if time.time() >= deadline:
+            return
+        time.sleep(2)
+    jobs, dummy = read_jobs(cli, names=[run["name"]], users=[run["owner"]], start=start)
+    ckpt = checkpoint_status(run["checkpoint_dir"], run["checkpoint_validate"],
+                             run.get("checkpoint_name_template"))
+    then = decide(run, jobs, ckpt, state)
+    then.update(job_id=None, command=None, error=None, warnings=ckpt["warnings"], changed=False)
+    if then["action"] == RESUBMIT:
+        resubmit(module, cli, me, run, then, jobs, state)
+    elif then["action"] == STOP:
+        write_state(run["folder"], record_stop(state, then, time.time()))
+    then.pop("changed", None)
+    decision["then"] = then
+    decision["step"] = then["step"]
+    if then["needs_human"]:
+        decision["needs_human"] = True
+
+
+def suspect_nodes(module, cli, planned, jobs):
+    """Suspect nodes of the runs failing now (action resubmit or stop): read the nodes once,
+    drain the new ones within the blast radius (one scontrol call per reason; none in check
+    mode) and set each run's ``suspects``/``exclude``. The result keys ``suspects``,
+    ``suspect_commands`` and ``suspect_report``."""
+    params = module.params
+    out = {"suspects": [], "suspect_commands": [], "suspect_report": []}
+    if not params["suspect_nodes"]:
+        return out
+    by_run = {}
+    for run, decision, state in planned:
+        if state is None or decision["action"] not in (RESUBMIT, STOP):
+            continue
+        found = run_suspects(run, jobs, params["suspect_after"])
+        if found:
+            by_run[run["name"]] = found
+    if not by_run:
+        return out
+    nodes, dummy = read_nodes(cli)
+    plan = plan_suspects(by_run, nodes, params["suspect_drain_limit"])
+    for run, decision, state in planned:
+        names = plan["exclude"].get(run["name"])
+        if names:
+            decision["suspects"] = names
+            decision["exclude"] = compress_hostlist(names)
+    failed = {}
+    for change in plan["changes"]:
+        argv = cli.command("scontrol", change.scontrol_args())
+        out["suspect_commands"].append(argv)
+        if module.check_mode:
+            continue
+        try:
+            cli.run("scontrol", change.scontrol_args(), what="drain suspect nodes %s" % change.hostlist)
+        except SlurmCommandError as exc:
+            for name in change.nodes:
+                failed[name] = str(exc)
+    words = {"drain": "would drain it" if module.check_mode else "drained",
+             "already": "already out of service, left as it is",
+             "overflow": "over the blast radius of %d node(s) drained now, not drained" % plan["limit"],
+             "unknown": "not a node of this cluster, neither drained nor excluded"}
+    for item in plan["suspects"]:
+        if item["node"] in failed:
+            item.update(action="drain_failed", error=failed[item["node"]])
+        what = words.get(item["action"]) or "drain FAILED: %s" % item.get("error")
+        if item["action"] != "unknown":
+            what += " (was %s%s)%s" % (item["state"], ", reason %r" % item["current_reason"] if item["current_reason"]
+                                       else "", ", excluded" if item["action"] != "drain" else "")
+        out["suspect_report"].append("suspect node %s: %s -> %s [needs a human]" % (
+            item["node"], item["reason"][len(SUSPECT_REASON_PREFIX):], what))
+    out["suspects"] = plan["suspects"]
+    if any(i["action"] == "drain" for i in plan["suspects"]) and not module.check_mode:
+        out["changed_nodes"] = True
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The loop
+# ---------------------------------------------------------------------------------------------
+
+def _decide_all(cli, runs, start):
+    """Read the runs' jobs once, then each run's checkpoint, progress and state, and decide.
+
+    Returns ``(planned, jobs, before)``: ``planned`` ``[(run, decision, state)]`` (``state`` None
+    when its ``state.json`` is unusable: that run is reported, never acted on), ``before`` the
+    diff's ``{name: brief}``."""
+    names = sorted(set(r["name"] for r in runs))
+    users = sorted(set(r["owner"] for r in runs))
+    jobs, _accounting = read_jobs(cli, names=names, users=users, start=start)
+    planned = []
+    before = {}
+    for run in runs:
+        ckpt = checkpoint_status(run["checkpoint_dir"], run["checkpoint_validate"],
+                                 run.get("checkpoint_name_template"))
+        mine = run_jobs(run, jobs)
+        progress = read_progress(run, mine[-1]["job_id_raw"] if mine else None)
+        try:
+            state = read_state(run["folder"])
+        except RegistryError as exc:
+            decision = decide(run, jobs, ckpt, {"resubmissions": []})
+            decision.update(action="none", needs_human=True, status="ended", reason=str(exc))
+            state = None
+        else:
+            decision = decide(run, jobs, ckpt, state, progress, time.time())
+        decision.update(job_id=None, command=None, error=None, warnings=ckpt["warnings"], changed=False,
+                        suspects=[], exclude=None)
+        before[run["name"]] = brief(decision)
+        planned.append((run, decision, state))
+    return planned, jobs, before
+
+
+def _act(module, cli, me, run, decision, state, jobs, start):
+    """Carry out one decision (nothing in check mode but the commands); the diff's ``after``."""
+    if state is not None and decision["action"] == CANCEL_HUNG:
+        decision["evidence_command"] = evidence_commands(cli, run, decision)
+        cancel_hung(module, cli, me, run, decision, state, start)
+    elif state is not None and decision["action"] == RESUBMIT:
+        resubmit(module, cli, me, run, decision, jobs, state)
+    elif state is not None and decision["action"] == STOP and not module.check_mode:
+        write_state(run["folder"], record_stop(state, decision, time.time()))
+        decision["changed"] = True
+    after = decision["action"]
+    if decision["action"] == RESUBMIT:
+        after = "resubmitted as job %s" % decision["job_id"] if decision["job_id"] else (
+            "would resubmit" if module.check_mode else "resubmission failed")
+    elif decision["action"] == CANCEL_HUNG:
+        after = "would collect stacks and cancel the hung job" if module.check_mode else (
+            "cancelled the hung job; %s" % ((decision.get("then") or {}).get("action") or "not ended yet"))
+    if decision["exclude"] and decision["action"] == RESUBMIT:
+        after += " excluding %s" % decision["exclude"]
+    return after if after != "none" else brief(decision)
+
+
+def restart(module, cli):
+    """The task of ``training_restart``, for ``_slurm_cli.run_module``: ``module`` holds its
+    parameters (see its DOCUMENTATION), ``cli`` runs the Slurm commands. Returns the result keys of
+    its RETURN but ``commands``.
+
+    Raises:
+        TaskFailure: a bad option, or a Slurm read that is not a complete answer (with the
+            ``runs`` decided so far).
+        RegistryError: the registry folder cannot be listed.
+    """
+    params = module.params
+    registry = params["registry"]
+    result = dict(changed=False, runs=[], resubmitted=[], hung=[], needs_human=[], errors=[], locked=False,
+                  report=[], suspects=[], suspect_commands=[], suspect_report=[])
+    try:
+        start = parse_time_option(params["history"])
+    except ValueError as exc:
+        raise TaskFailure("history: %s" % exc)
+    if params["suspect_after"] < 1 or params["suspect_drain_limit"] < 0:
+        raise TaskFailure("suspect_after must be 1 or more and suspect_drain_limit 0 or more "
+                          "(suspect_nodes: false turns suspect nodes off)")
+    runs, errors = read_registry(registry, params["runs"] or None)
+    result["errors"] = errors
+    result["needs_human"] = needs_human([], errors)
+    if not runs:
+        return result
+    for run in runs:
+        run["folder"] = os.path.join(registry, run["name"])
+
+    lock = None
+    if not module.check_mode:
+        lock = RegistryLock(registry, timeout=max(params["lock_timeout"], 0))
+        if not lock.acquire():
+            result["locked"] = True
+            module.warn("another remediation holds %s: training runs were left alone this time" % lock.path)
+            return result
+    diff = {"before": {}, "after": {}}
+    try:
+        planned, jobs, diff["before"] = _decide_all(cli, runs, start)
+        result.update(suspect_nodes(module, cli, planned, jobs))
+        me = effective_user()
+        for run, decision, state in planned:
+            diff["after"][run["name"]] = _act(module, cli, me, run, decision, state, jobs, start)
+            result["runs"].append(decision)
+    except SlurmCommandError as exc:
+        raise TaskFailure(exc.msg, runs=result["runs"], **exc.result())
+    except (SlurmAnswerError, RegistryError) as exc:
+        raise TaskFailure(str(exc), runs=result["runs"])
+    finally:
+        if lock is not None:
+            lock.release()
+
+    for decision in result["runs"]:
+        if decision["action"] == RESUBMIT and (decision["job_id"] or module.check_mode):
+            result["resubmitted"].append(decision["name"])
+        if (decision.get("then") or {}).get("job_id"):
+            result["resubmitted"].append(decision["name"])
+        if decision["action"] == CANCEL_HUNG and (module.check_mode or not decision["error"]):
+            result["hung"].append(decision["name"])
+    result["needs_human"] = needs_human(result["runs"], result["errors"])
+    result["report"] = [report_line(d) for d in result["runs"]] + [
+        "%s: registry entry unusable -> none: %s [needs a human]" % (e["name"], e["error"])
+        for e in result["errors"]] + result["suspect_report"]
+    changed_nodes = result.pop("changed_nodes", False) or (
+        module.check_mode and bool(result["suspect_commands"]))
+    # A list, not a generator: every run's "changed" is popped, none is left to any()'s short circuit.
+    runs_changed = [d.pop("changed") for d in result["runs"]]
+    result["changed"] = any(runs_changed) or changed_nodes or (
+        module.check_mode and any(d["action"] in (RESUBMIT, STOP, CANCEL_HUNG) for d in result["runs"]))
+    if module._diff:
+        result["diff"] = diff
+    return result
