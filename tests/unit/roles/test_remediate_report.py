@@ -4,8 +4,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The role remediate's election and report (roles/remediate/tasks/elect.yml, report.yml), run by
 ansible-playbook on this machine with the two part roles' summaries given as host variables: one
-host per cluster, no Slurm. training_restart's needs_human as items {run, why} and as run names
-with the report's "[needs a human]" lines give the same lines (suspect nodes included); the fleet's
+host per cluster, no Slurm. What needs a human comes from training_restart's needs_human items {run,
+why} and its suspect_report, never from the report's words; the fleet's
 set_stats, the summary lines, the Prometheus textfile and the failure that names the cluster."""
 
 from __future__ import absolute_import, division, print_function
@@ -30,17 +30,19 @@ NODES = {"rebooted": ["n1"], "resumed": ["n2", "n3"], "skipped_count": 4, "overf
          "needs_human": [], "in_flight": ["n1"], "circuit": {"open": False}, "failed": {}, "errors": []}
 TRAINING = {"resubmitted": ["run-b"], "hung": [], "suspect_drained": ["n4"],
             "suspects": [{"node": "n4", "runs": ["run-a"], "jobs": ["11", "12"], "action": "drain"}],
+            "suspect_report": [SUSPECT],
             "report": ["run-b: ended, newest valid step 7 -> resubmit (job 12): job 11 ended NODE_FAIL"]}
 HOSTS = {
-    # training_restart before issue 14: names, and the report's lines that end in "[needs a human]"
-    "prose": {"remediate_training_summary": dict(TRAINING, needs_human=["run-a"],
-                                                 report=TRAINING["report"] + [LINE, SUSPECT])},
+    # report lines that end in "[needs a human]" but no item and no suspect: nothing needs a human
+    "report": {"remediate_training_summary": dict(TRAINING, needs_human=[], suspects=[], suspect_drained=[],
+                                                  suspect_report=[], report=TRAINING["report"] + [LINE, SUSPECT])},
     # items {run, why}; the report words run-a otherwise, so only the item can give LINE
     "items": {"remediate_training_summary": dict(TRAINING, needs_human=[{"run": "run-a", "why": WHY}], report=(
         TRAINING["report"] + ["run-a: ended, newest valid step 3 -> stop: %s [needs a human]" % WHY, SUSPECT]))},
     # no run needs a human, a suspect node does (either form)
     "suspect": {"remediate_training_summary": dict(TRAINING, needs_human=[], report=TRAINING["report"] + [SUSPECT])},
-    "green": {"remediate_training_summary": dict(TRAINING, needs_human=[], suspects=[], suspect_drained=[])},
+    "green": {"remediate_training_summary": dict(TRAINING, needs_human=[], suspects=[], suspect_drained=[],
+                                                 suspect_report=[])},
 }
 
 
@@ -84,17 +86,17 @@ def task(result, name):
     return tasks[0]["hosts"]
 
 
-def test_training_needs_human_items_and_prose_give_the_same_lines(played):
+def test_training_needs_human_from_items_and_suspect_report_not_from_report_words(played):
     rc, result, _prom = played
     fleet = result["global_custom_stats"]["remediate"]
     assert rc == 2
     assert fleet["needs_human"] == ["cluster items: " + LINE, "cluster items: " + SUSPECT,
-                                    "cluster prose: " + LINE, "cluster prose: " + SUSPECT,
                                     "cluster suspect: " + SUSPECT]
-    assert fleet["clusters_needing_human"] == ["items", "prose", "suspect"]
-    assert fleet["clusters"]["items"]["runs_needing_human"] == fleet["clusters"]["prose"]["runs_needing_human"] == 1
+    assert fleet["clusters_needing_human"] == ["items", "suspect"]
+    assert fleet["clusters"]["items"]["runs_needing_human"] == 1
+    assert fleet["clusters"]["report"]["runs_needing_human"] == 0
     failed = task(result, "Fail when something needs a human")
-    assert failed["prose"]["msg"] == "Remediation needs a human: cluster prose: %s; cluster prose: %s" % (LINE, SUSPECT)
+    assert failed["report"].get("skipped")
     assert failed["items"]["msg"] == "Remediation needs a human: cluster items: %s; cluster items: %s" % (LINE, SUSPECT)
     assert failed["suspect"]["msg"] == "Remediation needs a human: cluster suspect: " + SUSPECT
     assert failed["green"].get("skipped")
@@ -104,22 +106,22 @@ def test_fleet_totals_summary_lines_and_textfile(played):
     _rc, result, prom = played
     fleet = result["global_custom_stats"]["remediate"]
     assert fleet["nodes_healed"] == 12 and fleet["nodes_skipped"] == 16 and fleet["nodes_in_flight"] == 4
-    assert fleet["runs_resubmitted"] == 4 and fleet["runs_needing_human"] == 2 and fleet["slurm_readable"]
-    assert fleet["nodes_suspect"] == 3 and fleet["nodes_suspect_drained"] == 3
-    assert sorted(fleet["clusters"]) == ["green", "items", "prose", "suspect"]
+    assert fleet["runs_resubmitted"] == 4 and fleet["runs_needing_human"] == 1 and fleet["slurm_readable"]
+    assert fleet["nodes_suspect"] == 2 and fleet["nodes_suspect_drained"] == 2
+    assert sorted(fleet["clusters"]) == ["green", "items", "report", "suspect"]
     healed = "acted; nodes healed 3, skipped 4, overflow 0"
     assert fleet["report"] == [
         "cluster green: green %s; runs resubmitted 1" % healed,
         "cluster items: items %s, suspect 1 (drained 1); runs resubmitted 1 - needs a human" % healed,
-        "cluster prose: prose %s, suspect 1 (drained 1); runs resubmitted 1 - needs a human" % healed,
+        "cluster report: report %s; runs resubmitted 1" % healed,
         "cluster suspect: suspect %s, suspect 1 (drained 1); runs resubmitted 1 - needs a human" % healed]
     assert task(result, "Fleet summary, one line per cluster")["green"]["msg"] == fleet["report"]
     lines = set(open(str(prom) % "green").read().splitlines())
     assert {'clusterops_remediate_nodes_healed{cluster="green"} 3',
             'clusterops_remediate_needs_human{cluster="items"} 1',
-            'clusterops_remediate_runs_needing_human{cluster="prose"} 1',
+            'clusterops_remediate_runs_needing_human{cluster="report"} 0',
             'clusterops_remediate_nodes_suspect{cluster="suspect"} 1',
             'clusterops_remediate_slurm_readable{cluster="green"} 1',
-            "clusterops_remediate_fleet_clusters 4", "clusterops_remediate_fleet_clusters_needing_human 3",
+            "clusterops_remediate_fleet_clusters 4", "clusterops_remediate_fleet_clusters_needing_human 2",
             "clusterops_remediate_fleet_nodes_healed 12", "clusterops_remediate_fleet_runs_resubmitted 4",
-            "clusterops_remediate_fleet_nodes_suspect 3"} <= lines
+            "clusterops_remediate_fleet_nodes_suspect 2"} <= lines
