@@ -199,6 +199,11 @@ run:
 import json
 import os
 
+try:
+    from typing import Any, Dict  # noqa: F401 pylint: disable=unused-import
+except ImportError:  # pragma: no cover
+    pass
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._training.registry import (
@@ -228,7 +233,7 @@ FIELD_TYPES = {
 
 def argument_spec():
     """The options: the run's fields with RUN_DEFAULTS as their defaults, and the task's own."""
-    spec = dict(
+    spec = dict(  # type: Dict[str, Dict[str, Any]]
         name=dict(type="str", required=True),
         state=dict(type="str", choices=["present", "absent"], default="present"),
         registry=dict(type="path", default=DEFAULT_REGISTRY),
@@ -275,7 +280,7 @@ def main():
     path = os.path.join(folder, RUN_FILE)
     before = _current(path)
     # Not "path": AnsibleModule would add that file's owner, mode and state to the result.
-    result = dict(changed=False, run_file=path, run=None)
+    result = dict(changed=False, run_file=path, run=None)  # type: Dict[str, Any]
 
     if params["state"] == "absent":
         result["changed"] = os.path.lexists(folder)

@@ -23,6 +23,11 @@ import time
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import expand_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import SlurmCommandError
 
+try:
+    from typing import Dict, List  # noqa: F401 pylint: disable=unused-import
+except ImportError:  # pragma: no cover
+    pass
+
 #: Run on each node of a hung job (one task per node, as the run's owner): every process of the
 #: job on this node with torchrun's RANK in its environment (a training rank), its Python stacks
 #: with py-spy; when py-spy fails, SIGUSR2 (the reference trainer's faulthandler dump goes to the
@@ -65,7 +70,7 @@ def group_by_task(text):
     """``srun --label`` output (the tasks' lines interleave as they arrive) regrouped: every line
     of task 0, then of task 1 ..., each task's lines in their order, labels removed; lines without
     a label (srun's own) first. One task per node here, so one block per node."""
-    tasks, other = {}, []
+    tasks, other = {}, []  # type: Dict[int, List[str]], List[str]
     for line in text.splitlines():
         match = _TASK_LINE.match(line)
         if match:

@@ -230,9 +230,9 @@ def decide(run, jobs, ckpt, state, progress=None, now=None):
         ended = "job %s hung%s and remediation cancelled it" % (
             last["job_id"], " at step %d" % hang["step"] if hang.get("step") is not None else "")
     elif state_name == "CANCELLED":
-        who = last.get("cancelled_by")
+        uid = last.get("cancelled_by")
         return result("cancelled", "%s%s: a cancelled run is never resubmitted" % (
-            ended, " by uid %s" % who if who is not None else ""))
+            ended, " by uid %s" % uid if uid is not None else ""))
     if state_name in HUMAN_STATES:
         return result("ended", "%s: %s" % (ended, HUMAN_STATES[state_name]), human=True)
     if state_name not in RESUBMIT_STATES and not hang:

@@ -244,7 +244,7 @@ def suspect_nodes(module, cli, planned, jobs):
     mode) and set each run's ``suspects``/``exclude``. The result keys ``suspects``,
     ``suspect_commands`` and ``suspect_report``."""
     params = module.params
-    out = {"suspects": [], "suspect_commands": [], "suspect_report": []}
+    out = {"suspects": [], "suspect_commands": [], "suspect_report": []}  # type: Dict[str, Any]
     if not params["suspect_nodes"]:
         return out
     by_run = {}
@@ -313,13 +313,13 @@ def _decide_all(cli, runs, start):
                                  run.get("checkpoint_name_template"))
         mine = run_jobs(run, jobs)
         progress = read_progress(run, mine[-1]["job_id_raw"] if mine else None)
+        state = None  # type: Optional[Dict[str, Any]]
         try:
             state = read_state(run["folder"])
         except RegistryError as exc:
             decision = decide(run, jobs, ckpt, {"resubmissions": []})
             decision.update(action="none", needs_human=True, status="ended", reason=str(exc))
-            state = None
-        else:
+        if state is not None:
             decision = decide(run, jobs, ckpt, state, progress, time.time())
         decision.update(job_id=None, command=None, error=None, warnings=ckpt["warnings"], changed=False,
                         suspects=[], exclude=None)
@@ -363,7 +363,7 @@ def restart(module, cli):
     params = module.params
     registry = params["registry"]
     result = dict(changed=False, runs=[], resubmitted=[], hung=[], needs_human=[], errors=[], locked=False,
-                  report=[], suspects=[], suspect_commands=[], suspect_report=[])
+                  report=[], suspects=[], suspect_commands=[], suspect_report=[])  # type: Dict[str, Any]
     try:
         start = parse_time_option(params["history"])
     except ValueError as exc:
@@ -386,7 +386,7 @@ def restart(module, cli):
             result["locked"] = True
             module.warn("another remediation holds %s: training runs were left alone this time" % lock.path)
             return result
-    diff = {"before": {}, "after": {}}
+    diff = {"before": {}, "after": {}}  # type: Dict[str, Dict[str, Any]]
     try:
         planned, jobs, diff["before"] = _decide_all(cli, runs, start)
         result.update(suspect_nodes(module, cli, planned, jobs))
