@@ -14,6 +14,7 @@ __metaclass__ = type
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -125,3 +126,29 @@ def test_fleet_totals_summary_lines_and_textfile(played):
             "clusterops_remediate_fleet_clusters 4", "clusterops_remediate_fleet_clusters_needing_human 2",
             "clusterops_remediate_fleet_nodes_healed 12", "clusterops_remediate_fleet_runs_resubmitted 4",
             "clusterops_remediate_fleet_nodes_suspect 2"} <= lines
+
+
+def published_keys(role, fact):
+    """The keys of the summary fact a part role sets (its "Collect the outcome" set_fact)."""
+    with open(os.path.join(REPO, "roles", role, "tasks", "main.yml")) as stream:
+        tasks = yaml.safe_load(stream)
+    facts = [t["ansible.builtin.set_fact"][fact] for t in tasks if fact in t.get("ansible.builtin.set_fact", {})]
+    assert len(facts) == 1, (role, fact)
+    return set(facts[0])
+
+
+@pytest.mark.parametrize("prefix, role, fact", [
+    ("nodes_summary", "remediate_nodes", "remediate_nodes_summary"),
+    ("training_summary", "remediate_training", "remediate_training_summary"),
+])
+def test_report_reads_only_what_the_part_roles_publish(prefix, role, fact):
+    """The report's tests above give the summaries by hand; this ties them to the roles that make them
+    (a key the report reads but the role never sets reads as empty: e.g. no suspect node needing a human)."""
+    used = set()
+    folder = os.path.join(REPO, "roles", "remediate")
+    for sub in ("tasks", "templates"):
+        for name in os.listdir(os.path.join(folder, sub)):
+            with open(os.path.join(folder, sub, name)) as stream:
+                used.update(re.findall(r"\b%s\.(\w+)" % prefix, stream.read()))
+    assert used, prefix
+    assert used <= published_keys(role, fact), sorted(used - published_keys(role, fact))
