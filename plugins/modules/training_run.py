@@ -233,7 +233,7 @@ FIELD_TYPES = {
 
 def argument_spec():
     """The options: the run's fields with RUN_DEFAULTS as their defaults, and the task's own."""
-    spec = dict(  # type: Dict[str, Dict[str, Any]]
+    spec = dict(
         name=dict(type="str", required=True),
         state=dict(type="str", choices=["present", "absent"], default="present"),
         registry=dict(type="path", default=DEFAULT_REGISTRY),
@@ -243,9 +243,10 @@ def argument_spec():
         checkpoint_dir=dict(type="path"),
     )
     for field, kind in FIELD_TYPES.items():
-        spec[field] = dict(type=kind)
+        option = {"type": kind}  # type: Dict[str, Any]
         if RUN_DEFAULTS[field] is not None:
-            spec[field]["default"] = RUN_DEFAULTS[field]
+            option["default"] = RUN_DEFAULTS[field]
+        spec[field] = option
     return spec
 
 
