@@ -121,12 +121,12 @@ test: setup ## Everything: unit, typecheck, integration on the dev cluster, pack
 	$(MAKE) lint
 	$(MAKE) molecule
 
-benchmark: setup ## remediate.yml at 8/512/4,096 nodes; checkpoint scan and prune of 10,000; training recovery
+benchmark: setup ## remediate.yml at 8/512/4,096 nodes; checkpoint scan and prune of 10,000; training remediation
 	$(VENV_PY) benchmarks/remediate_scaling.py
 	$(VENV_PY) benchmarks/checkpoint_scan.py
 	$(VENV_PY) benchmarks/checkpoint_prune.py
 	$(MAKE) cluster-up
-	$(VENV_PY) benchmarks/training_recovery.py
+	$(VENV_PY) benchmarks/training_remediation.py
 
 clean: ## Stop the dev cluster and remove build output
 	-$(MAKE) cluster-down

@@ -105,7 +105,7 @@ def unit(session: nox.Session, line: str) -> None:
 
 
 #: Sanity tests a line cannot pass and no ignore file may name: 2.17's empty-init wants every module_utils
-#: __init__.py empty, while _checkpoint/ and _training/ re-export their package's names (2.18 and later
+#: __init__.py empty, while _checkpoint/ and _training_remediation/ re-export their package's names (2.18 and later
 #: allow it, and AnsiballZ ships the file on 2.17 too); ansible-lint refuses empty-init in ignore files.
 SKIPPED_SANITY_TESTS = {"2.17": ["empty-init"]}
 

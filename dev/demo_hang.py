@@ -13,7 +13,7 @@ injection ``--hang-at-step 50``: after step 50 rank 1 blocks before the next col
 waits in all_reduce; the job stays RUNNING and writes nothing. Once its heartbeat is older than
 hang_timeout, one remediate.yml run decides it is hung, saves every rank's stacks (py-spy through
 ``srun --overlap``), records the cancel, cancels and resubmits it. The deploy-hang-remediate steps
-are the hang benchmark's (benchmarks/hang_recovery.py), so the demo and the benchmark cannot
+are the hang benchmark's (benchmarks/training_hang.py), so the demo and the benchmark cannot
 drift apart. The run's folder stays in place afterwards (its path is printed) for a look.
 """
 
@@ -28,8 +28,8 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "benchmarks"))
-from training_recovery import SLURM, STATE, USER, attempts, cluster_info, heal_since, sh, until  # noqa: E402
-from hang_recovery import EVERY, HANG_AT, STEPS, hang_and_remediate  # noqa: E402
+from training_remediation import SLURM, STATE, USER, attempts, cluster_info, heal_since, sh, until  # noqa: E402
+from training_hang import EVERY, HANG_AT, STEPS, hang_and_remediate  # noqa: E402
 
 HANG_TIMEOUT = 20
 

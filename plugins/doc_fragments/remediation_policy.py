@@ -10,7 +10,7 @@ __metaclass__ = type
 
 class ModuleDocFragment(object):
 
-    # The node remediation policy's settings (module_utils/_remediation.py, where every default
+    # The node remediation policy's settings (module_utils/_node_remediation.py, where every default
     # lives), shared by the remediation_plan filter and the slurm_node_remediation module.
     # tests/unit/roles/test_remediate_nodes_defaults.py keeps the defaults equal to the code's.
     DOCUMENTATION = r'''

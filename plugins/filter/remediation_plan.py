@@ -214,7 +214,7 @@ from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_native
 from ansible.utils.display import Display
 
-from ansible_collections.clusterops.slurm.plugins.module_utils._remediation import (
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation import (
     ALLOWLIST_DEPRECATION,
     DEFAULT_HEAL_BUDGET,
     DEFAULT_HEAL_SINCE,

@@ -29,7 +29,7 @@ it, as for ``COMPLETING``), ``flags`` (the flag words), ``cancelled_by`` (int ui
 and ``unknown`` (words this module does not know). Words are matched whole, never by prefix.
 A word Slurm may add in a later release does not fail a listing: it is kept (``word``,
 ``raw``), ``known`` is False and the job is neither active nor ended for the callers, who must
-treat it as "ask a human" (see ``_training.policy.decide``). Only an empty state raises
+treat it as "ask a human" (see ``_training_remediation.policy.decide``). Only an empty state raises
 :class:`JobStateError`.
 
 :func:`is_held` and :func:`hold_kind` say whether a job will not start until someone releases

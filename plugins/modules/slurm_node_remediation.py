@@ -133,7 +133,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._node_actions imp
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_events import read_node_events
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import read_nodes
-from ansible_collections.clusterops.slurm.plugins.module_utils._remediation import (
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation import (
     ALLOWLIST_DEPRECATION,
     DEFAULT_CIRCUIT,
     DEFAULT_HEAL_BUDGET,

@@ -13,7 +13,7 @@ module: training_run
 short_description: Register a training run for remediation (its C(run.json) in the run registry), or remove it
 version_added: 0.2.0
 description:
-  - Writes the run spec C(<registry>/<name>/run.json) that M(clusterops.slurm.training_restart)
+  - Writes the run spec C(<registry>/<name>/run.json) that M(clusterops.slurm.training_remediation)
     reads, checked by the same validator, or removes the run's registry folder.
   - A value the registry does not know (an unknown O(checkpoint_validate) level or O(progress)
     source, a relative path, a bad O(checkpoint_name_template), a negative budget) fails the task
@@ -134,23 +134,23 @@ options:
     type: str
     default: py-spy
   suspect_nodes:
-    description: V(false) opts the run out of suspect nodes (see M(clusterops.slurm.training_restart)).
+    description: V(false) opts the run out of suspect nodes (see M(clusterops.slurm.training_remediation)).
     type: bool
     default: true
   suspect_after:
     description:
       - The run's C(k) for suspect nodes - the last C(k) failed jobs sharing a node make it
-        suspect. 0 - remediation's (M(clusterops.slurm.training_restart)'s O(clusterops.slurm.training_restart#module:suspect_after)).
+        suspect. 0 - remediation's (M(clusterops.slurm.training_remediation)'s O(clusterops.slurm.training_remediation#module:suspect_after)).
     type: int
     default: 0
 notes:
-  - Runs on the host that holds the registry (where M(clusterops.slurm.training_restart) runs).
+  - Runs on the host that holds the registry (where M(clusterops.slurm.training_remediation) runs).
     Writing into the default registry needs root (C(become)).
 seealso:
-  - module: clusterops.slurm.training_restart
-  - name: Training recovery
-    description: How runs are registered, resumed and budgeted (docs/training-recovery.md).
-    link: https://github.com/clusterops/slurm/blob/main/docs/training-recovery.md
+  - module: clusterops.slurm.training_remediation
+  - name: Training remediation
+    description: How runs are registered, resumed and budgeted (docs/training-remediation.md).
+    link: https://github.com/clusterops/slurm/blob/main/docs/training-remediation.md
 '''
 
 EXAMPLES = r'''
@@ -206,7 +206,7 @@ except ImportError:  # pragma: no cover
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterops.slurm.plugins.module_utils._training.registry import (
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry import (
     DEFAULT_REGISTRY,
     FORMAT_VERSION,
     LAUNCHER_FILE,

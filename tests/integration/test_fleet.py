@@ -124,7 +124,7 @@ def runner(tmp_path, ident, inventory, extra=None):
 
 def power_back(node_a, node_b):
     """The reboots remediate.yml asked for, done: a crashed node stays off until powered on (as
-    in test_remediate_nodes). Then every node of both clusters is in service."""
+    in test_node_remediation). Then every node of both clusters is in service."""
     for state_dir, node in ((conftest.STATE_DIR, node_a), (B_DIR, node_b)):
         with on(state_dir):
             wait_for(lambda ns: "REBOOT_ISSUED" in ns[node]["flags"], "%s REBOOT_ISSUED" % node, timeout=60)

@@ -9,7 +9,7 @@ trainer's fault injection makes rank 1 block before the collective after step HA
 waits in all_reduce). remediate.yml must see the hang once the heartbeat is older than
 ``hang_timeout``, save both ranks' Python stacks next to the run's logs, cancel the job, resubmit
 it, and the resumed run must finish bitwise equal to an uninterrupted run (the helpers and
-fixtures of test_training_recovery.py). Without py-spy on the nodes the ranks' SIGUSR2 dumps
+fixtures of test_training_remediation.py). Without py-spy on the nodes the ranks' SIGUSR2 dumps
 (faulthandler, in the job's log) are the evidence and the run is recovered the same way. A user's
 scancel of a healthy run under the same watchdog is still never resubmitted.
 """
@@ -22,8 +22,8 @@ import os
 import time
 
 from conftest import run
-# The training-recovery helpers and fixtures (world, clean, reference): one home for them.
-from test_training_recovery import (  # noqa: F401 pylint: disable=unused-import
+# The training-remediation helpers and fixtures (world, clean, reference): one home for them.
+from test_training_remediation import (  # noqa: F401 pylint: disable=unused-import
     ALICE, EVERY, STEPS, TRAIN_ARGS, active_jobs, assert_bitwise_equal, clean, deploy, events,
     final_params, jobs_of, only, prometheus, reference, remediate, sacct_state, squeue, summary_line, until,
     world)

@@ -17,7 +17,7 @@ from __future__ import absolute_import, division, print_function
 import os
 
 from conftest import nodes, run
-from test_training_recovery import (  # noqa: F401 pylint: disable=unused-import
+from test_training_remediation import (  # noqa: F401 pylint: disable=unused-import
     ALICE, TRAIN_ARGS, clean, deploy, prometheus, only, remediate, sacct_state, squeue, summary_line, until,
     world)
 

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from ansible_collections.clusterops.slurm.plugins.filter import remediation_plan
-from ansible_collections.clusterops.slurm.plugins.module_utils._remediation import (
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation import (
     DEFAULT_CIRCUIT,
     DEFAULT_HEAL_BUDGET,
     DEFAULT_HEAL_SINCE,

@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The role remediate's election and report (roles/remediate/tasks/elect.yml, report.yml), run by
 ansible-playbook on this machine with the two part roles' summaries given as host variables: one
-host per cluster, no Slurm. What needs a human comes from training_restart's needs_human items {run,
+host per cluster, no Slurm. What needs a human comes from training_remediation's needs_human items {run,
 why} and its suspect_report, never from the report's words; the fleet's
 set_stats, the summary lines, the Prometheus textfile and the failure that names the cluster."""
 

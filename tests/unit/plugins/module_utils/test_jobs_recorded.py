@@ -43,8 +43,8 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import
     SlurmCommandError,
     stderr_errors,
 )
-from ansible_collections.clusterops.slurm.plugins.module_utils._training import policy
-from ansible_collections.clusterops.slurm.plugins.module_utils._training import registry as training_registry
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import policy
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import registry as training_registry
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "devcluster")
 

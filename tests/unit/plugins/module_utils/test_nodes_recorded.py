@@ -19,7 +19,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import (
     parse_nodes_json,
     parse_sinfo_text,
 )
-from ansible_collections.clusterops.slurm.plugins.module_utils._remediation import plan_remediation
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation import plan_remediation
 
 
 def skipped_by_name(plan):

@@ -15,8 +15,8 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.clusterops.slurm.plugins.module_utils._training import registry as training_registry
-from ansible_collections.clusterops.slurm.plugins.modules import training_restart, training_run
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import registry as training_registry
+from ansible_collections.clusterops.slurm.plugins.modules import training_remediation, training_run
 from ansible_collections.clusterops.slurm.tests.unit.plugins.modules.module_args import patch_module_args
 
 ROLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "roles", "torchrun_launcher")
@@ -123,7 +123,7 @@ def test_absent_waits_for_the_registry_lock(run_module, tmp_path):
 
 
 def test_one_home_for_the_run_defaults():
-    """The module's options, its documentation, training_restart's registry and the launcher
+    """The module's options, its documentation, training_remediation's registry and the launcher
     role's defaults and argument spec all say what registry.RUN_DEFAULTS says."""
     assert set(training_run.FIELD_TYPES) == set(training_registry.RUN_DEFAULTS)
     spec = training_run.argument_spec()
@@ -134,7 +134,7 @@ def test_one_home_for_the_run_defaults():
         assert doc[field].get("default") == default, field
         assert doc[field]["type"] == spec[field]["type"], field
     assert doc["registry"]["default"] == spec["registry"]["default"] == training_registry.DEFAULT_REGISTRY
-    assert yaml.safe_load(training_restart.DOCUMENTATION)["options"]["registry"]["default"] == \
+    assert yaml.safe_load(training_remediation.DOCUMENTATION)["options"]["registry"]["default"] == \
         training_registry.DEFAULT_REGISTRY
     with open(os.path.join(ROLE, "defaults", "main.yml")) as handle:
         role = yaml.safe_load(handle)

@@ -9,7 +9,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.clusterops.slurm.plugins.module_utils._training import registry as training_registry
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import registry as training_registry
 
 OWNER = "alice"
 

@@ -22,7 +22,7 @@ import time
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_actions import plan_node_changes
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import node_state
-from ansible_collections.clusterops.slurm.plugins.module_utils._training.registry import STATE_FILE
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry import STATE_FILE
 
 try:
     from typing import Any, Dict, List, Optional, Tuple  # noqa: F401 pylint: disable=unused-import
@@ -50,11 +50,11 @@ CANCEL_HUNG = "cancel_hung"
 #: program or a node failed. TIMEOUT, CANCELLED, PREEMPTED, OUT_OF_MEMORY... say nothing about a node.
 SUSPECT_STATES = ("FAILED", "NODE_FAIL")
 #: ``k``: when the last ``k`` failed jobs of a run share a node, the node is suspect. The one home
-#: of this default: training_restart's ``suspect_after`` and the role remediate_training's
+#: of this default: training_remediation's ``suspect_after`` and the role remediate_training's
 #: defaults and argument spec repeat it (a unit test keeps them equal).
 SUSPECT_AFTER = 2
 #: The drain reason of a suspect node; the reason class ``clusterops_hold`` of the node healing
-#: (``_remediation.DEFAULT_REASON_CLASSES``) maps it to ``human``: no healing rule resumes it.
+#: (``_node_remediation.DEFAULT_REASON_CLASSES``) maps it to ``human``: no healing rule resumes it.
 SUSPECT_REASON_PREFIX = "clusterops: suspect: "
 
 

@@ -16,7 +16,7 @@ import pytest
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import expand_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_events import parse_events
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_state import parse_state
-from ansible_collections.clusterops.slurm.plugins.module_utils._remediation import (
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation import (
     DEFAULT_REASON_CLASSES,
     RemediationError,
     circuit_threshold,
@@ -185,7 +185,7 @@ def test_count_heals_on_recorded_histories(release, scenario, node, heals):
 
 
 # n2 of the 22.05 dev cluster with an emulated GPU fallen off the bus, rebooted 3 times by
-# remediate.yml (tests/integration/test_node_healing_policy.py), as sacctmgr showed it. After the
+# remediate.yml (tests/integration/test_node_remediation_policy.py), as sacctmgr showed it. After the
 # third reboot Slurm completed the reboot (clearing the health check's drain made at slurmd start)
 # and the health check drained the node again a second later: still 3 heals, not 4.
 GPU_CYCLE = """\

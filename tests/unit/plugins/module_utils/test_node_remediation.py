@@ -14,7 +14,7 @@ import pytest
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import expand_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_state import parse_state
-from ansible_collections.clusterops.slurm.plugins.module_utils._remediation import (
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation import (
     RemediationError,
     blast_radius_limit,
     plan_remediation,

@@ -19,9 +19,9 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import (
     parse_sacct,
     parse_squeue,
 )
-from ansible_collections.clusterops.slurm.plugins.module_utils._training import policy
-from ansible_collections.clusterops.slurm.plugins.module_utils._training import registry as training_registry
-from ansible_collections.clusterops.slurm.tests.unit.plugins.module_utils.training_cases import ckpt, job, run, state
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import policy
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import registry as training_registry
+from ansible_collections.clusterops.slurm.tests.unit.plugins.module_utils.training_remediation_cases import ckpt, job, run, state
 
 
 # ---- the decision table ------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Time from a hang to the training run training again, on the dev cluster.
 
-    make cluster-up && .venv/bin/python benchmarks/hang_recovery.py [--repeat N] [--hang-timeout 30]
+    make cluster-up && .venv/bin/python benchmarks/training_hang.py [--repeat N] [--hang-timeout 30]
 
 For each repetition: a 2-node run of the reference trainer (role torchrun_launcher, owner
 clusterops-alice, heartbeat every step, checkpoint every 20 steps, 0.1 s of emulated compute per
@@ -36,14 +36,14 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from training_recovery import STATE, USER, attempts, cluster_info, heal_since, sh, until  # noqa: E402
-from training_recovery import deploy as deploy_run  # noqa: E402
+from training_remediation import STATE, USER, attempts, cluster_info, heal_since, sh, until  # noqa: E402
+from training_remediation import deploy as deploy_run  # noqa: E402
 
 HANG_AT, EVERY, STEPS = 50, 20, 100
 
 
 def deploy(base, name, hang_timeout, **extra):
-    """Deploy and submit a run that hangs after step HANG_AT (training_recovery.deploy; ``extra``:
+    """Deploy and submit a run that hangs after step HANG_AT (training_remediation.deploy; ``extra``:
     more role variables). Returns (checkpoint folder, heartbeat file)."""
     heartbeat = os.path.join(base, name, "heartbeat.json")
     ckpt = deploy_run(base, name, trainer_args=("--total-steps", str(STEPS), "--checkpoint-every", str(EVERY),

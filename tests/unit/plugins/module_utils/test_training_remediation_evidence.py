@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from ansible_collections.clusterops.slurm.plugins.module_utils._training import evidence as training_evidence
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import evidence as training_evidence
 
 #: A rank: faulthandler on SIGUSR2 (as the reference trainer), then blocked in stuck_here().
 RANK_PROGRAM = r"""

@@ -16,12 +16,12 @@ import pytest
 import yaml
 
 from ansible_collections.clusterops.slurm.plugins.module_utils import _jobs
-from ansible_collections.clusterops.slurm.plugins.module_utils._training import policy
-from ansible_collections.clusterops.slurm.plugins.module_utils._training import registry as training_registry
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import policy
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import registry as training_registry
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import parse_nodes_json
-from ansible_collections.clusterops.slurm.plugins.module_utils._remediation import (
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation import (
     DEFAULT_REASON_CLASSES, classify, compile_classes)
-from ansible_collections.clusterops.slurm.plugins.modules import training_restart
+from ansible_collections.clusterops.slurm.plugins.modules import training_remediation
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "devcluster")
 ROLES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "roles")
@@ -186,7 +186,7 @@ def test_suspect_defaults_have_one_home():
         defaults = yaml.safe_load(handle)
     with open(os.path.join(ROLES, "remediate_training", "meta", "argument_specs.yml")) as handle:
         spec = yaml.safe_load(handle)["argument_specs"]["main"]["options"]
-    doc = yaml.safe_load(training_restart.DOCUMENTATION)["options"]
+    doc = yaml.safe_load(training_remediation.DOCUMENTATION)["options"]
     assert defaults["remediate_training_suspect_after"] == policy.SUSPECT_AFTER
     assert spec["remediate_training_suspect_after"]["default"] == policy.SUSPECT_AFTER
     assert doc["suspect_after"]["default"] == policy.SUSPECT_AFTER

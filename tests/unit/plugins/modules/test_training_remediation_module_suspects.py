@@ -2,7 +2,7 @@
 # Copyright (c) clusterops.slurm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""training_restart's suspect nodes as data: a registry on disk, every Slurm command expected in
+"""training_remediation's suspect nodes as data: a registry on disk, every Slurm command expected in
 order (sacct text in the module's format, ``sinfo --json`` recorded on the dev cluster)."""
 
 from __future__ import absolute_import, division, print_function
@@ -13,8 +13,8 @@ import json
 import os
 
 from ansible_collections.clusterops.slurm.plugins.module_utils import _jobs
-from ansible_collections.clusterops.slurm.plugins.module_utils._training import registry as training_registry
-from ansible_collections.clusterops.slurm.plugins.modules import training_restart
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import registry as training_registry
+from ansible_collections.clusterops.slurm.plugins.modules import training_remediation
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "devcluster")
 RUN = "llama"
@@ -62,7 +62,7 @@ def args(reg, **kw):
 
 def test_check_mode_reports_the_drain_and_the_exclude_and_runs_neither(run_module, tmp_path):
     reg, launcher = registry(tmp_path)
-    result = run_module(training_restart, dict(args(reg), _ansible_check_mode=True),
+    result = run_module(training_remediation, dict(args(reg), _ansible_check_mode=True),
                         reads(TWO_FAILED_ON_N3) + [VERSION_2205,
                                                    (["/usr/bin/sinfo", "--json"], 0,
                                                     recorded("sinfo_json_all_idle.json"), "")])
@@ -80,7 +80,7 @@ def test_check_mode_reports_the_drain_and_the_exclude_and_runs_neither(run_modul
 
 def test_drains_in_one_call_then_resubmits_excluding_the_node(run_module, tmp_path):
     reg, launcher = registry(tmp_path)
-    result = run_module(training_restart, args(reg, suspect_drain_limit=2), reads(TWO_FAILED_ON_N3) + [
+    result = run_module(training_remediation, args(reg, suspect_drain_limit=2), reads(TWO_FAILED_ON_N3) + [
         VERSION_2205, (["/usr/bin/sinfo", "--json"], 0, recorded("sinfo_json_all_idle.json"), ""),
         (["/usr/bin/scontrol", "update", "NodeName=n3", "State=DRAIN", "Reason=" + REASON], 0, "", ""),
         (["/usr/bin/sbatch", "--exclude=n3", launcher], 0, "Submitted batch job 13\n", "")])
@@ -91,7 +91,7 @@ def test_drains_in_one_call_then_resubmits_excluding_the_node(run_module, tmp_pa
 def test_an_already_drained_node_is_excluded_not_drained_again(run_module, tmp_path):
     # n3 is drained by an admin (sinfo_json_drained_n3): no scontrol, its reason stays.
     reg, launcher = registry(tmp_path)
-    result = run_module(training_restart, args(reg), reads(TWO_FAILED_ON_N3) + [
+    result = run_module(training_remediation, args(reg), reads(TWO_FAILED_ON_N3) + [
         VERSION_2205, (["/usr/bin/sinfo", "--json"], 0, recorded("sinfo_json_drained_n3.json"), ""),
         (["/usr/bin/sbatch", "--exclude=n3", launcher], 0, "Submitted batch job 13\n", "")])
     assert result["suspects"][0]["action"] == "already" and result["suspect_commands"] == []
@@ -99,13 +99,13 @@ def test_an_already_drained_node_is_excluded_not_drained_again(run_module, tmp_p
 
 def test_opted_out_globally_or_per_run_reads_no_node_and_excludes_nothing(run_module, tmp_path):
     reg, launcher = registry(tmp_path)
-    result = run_module(training_restart, args(reg, suspect_nodes=False), reads(TWO_FAILED_ON_N3) + [
+    result = run_module(training_remediation, args(reg, suspect_nodes=False), reads(TWO_FAILED_ON_N3) + [
         (["/usr/bin/sbatch", launcher], 0, "Submitted batch job 13\n", "")])
     assert result["suspects"] == [] and result["runs"][0]["exclude"] is None
     other = tmp_path / "other"
     other.mkdir()
     reg, launcher = registry(other, suspect_nodes=False)
-    result = run_module(training_restart, args(reg), reads(TWO_FAILED_ON_N3) + [
+    result = run_module(training_remediation, args(reg), reads(TWO_FAILED_ON_N3) + [
         (["/usr/bin/sbatch", launcher], 0, "Submitted batch job 13\n", "")])
     assert result["suspects"] == []
 
@@ -116,6 +116,6 @@ def test_a_run_not_failing_now_reads_no_node_and_drains_nothing(run_module, tmp_
     reg, launcher = registry(tmp_path)
     running = TWO_FAILED_ON_N3 + sacct_text(("11", "FAILED", "n3"), ("12", "FAILED", "n3"),
                                             ("13", "RUNNING", "n1")).splitlines(True)[2]
-    result = run_module(training_restart, args(reg), reads(running))
+    result = run_module(training_remediation, args(reg), reads(running))
     assert result["changed"] is False and result["suspects"] == [] and result["suspect_commands"] == []
     assert result["runs"][0]["action"] == "none"

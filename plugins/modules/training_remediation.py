@@ -9,7 +9,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 DOCUMENTATION = r'''
-module: training_restart
+module: training_remediation
 short_description: Resubmit failed training runs of the run registry once each, from their newest valid checkpoint
 version_added: 0.2.0
 description:
@@ -166,20 +166,20 @@ seealso:
   - module: clusterops.slurm.training_run
   - module: clusterops.slurm.slurm_job
   - module: clusterops.slurm.checkpoint_info
-  - name: Training recovery
-    description: How runs are registered, resumed and budgeted (docs/training-recovery.md).
-    link: https://github.com/clusterops/slurm/blob/main/docs/training-recovery.md
+  - name: Training remediation
+    description: How runs are registered, resumed and budgeted (docs/training-remediation.md).
+    link: https://github.com/clusterops/slurm/blob/main/docs/training-remediation.md
 '''
 
 EXAMPLES = r'''
 - name: Resubmit failed training runs
-  clusterops.slurm.training_restart:
+  clusterops.slurm.training_remediation:
     registry: /var/lib/clusterops/runs
   become: true
   register: training
 
 - name: What would be resubmitted, without submitting
-  clusterops.slurm.training_restart:
+  clusterops.slurm.training_remediation:
     runs: [llama-8b]
   check_mode: true
   register: plan
@@ -361,9 +361,9 @@ commands:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import run_module, slurm_argument_spec
-from ansible_collections.clusterops.slurm.plugins.module_utils._training.policy import SUSPECT_AFTER
-from ansible_collections.clusterops.slurm.plugins.module_utils._training.registry import DEFAULT_REGISTRY, RegistryError
-from ansible_collections.clusterops.slurm.plugins.module_utils._training.runner import restart
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.policy import SUSPECT_AFTER
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry import DEFAULT_REGISTRY, RegistryError
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.runner import restart
 
 
 def main():

@@ -2,7 +2,7 @@
 # Copyright (c) clusterops.slurm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""training_restart as data: a real registry folder on disk, and every Slurm command with the
+"""training_remediation as data: a real registry folder on disk, and every Slurm command with the
 output recorded on the dev cluster (a 2-node job, 58 ``rec-node-fail-2n``, that ended NODE_FAIL
 when one of its nodes lost power)."""
 
@@ -14,9 +14,9 @@ import json
 import os
 
 from ansible_collections.clusterops.slurm.plugins.module_utils import _jobs
-from ansible_collections.clusterops.slurm.plugins.module_utils._training import registry as training_registry
-from ansible_collections.clusterops.slurm.plugins.module_utils._training import runner
-from ansible_collections.clusterops.slurm.plugins.modules import training_restart
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import registry as training_registry
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import runner
+from ansible_collections.clusterops.slurm.plugins.modules import training_remediation
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "devcluster")
 RUN = "rec-node-fail-2n"
@@ -58,7 +58,7 @@ SACCT = recorded("sacct_node_fail_requeued.txt")
 
 def test_check_mode_plans_the_resubmission_and_runs_only_sacct_and_squeue(run_module, tmp_path):
     reg, folder = registry(tmp_path)
-    result = run_module(training_restart, dict(args(reg), _ansible_check_mode=True, _ansible_diff=True),
+    result = run_module(training_remediation, dict(args(reg), _ansible_check_mode=True, _ansible_diff=True),
                         [sacct_call("root", SACCT), squeue_call("root")])
     (run,) = result["runs"]
     assert result["changed"] is True and result["resubmitted"] == [RUN]
@@ -75,7 +75,7 @@ def test_check_mode_plans_the_resubmission_and_runs_only_sacct_and_squeue(run_mo
 def test_resubmits_once_then_never_again_after_the_same_job(run_module, tmp_path):
     reg, folder = registry(tmp_path)
     launcher = str(folder / "launcher.sbatch")
-    result = run_module(training_restart, args(reg), [
+    result = run_module(training_remediation, args(reg), [
         sacct_call("root", SACCT), squeue_call("root"),
         (["/usr/bin/sbatch", launcher], 0, "Submitted batch job 99\n", "")])
     assert result["changed"] is True and result["runs"][0]["job_id"] == 99
@@ -83,7 +83,7 @@ def test_resubmits_once_then_never_again_after_the_same_job(run_module, tmp_path
     assert [(r["job_id"], r["after_job"], r["after_state"], r["step"]) for r in state["resubmissions"]] == [
         (99, 58, "NODE_FAIL", None)]
     # The next run still sees job 58 last (99 not visible yet): it must not submit again.
-    again = run_module(training_restart, args(reg), [sacct_call("root", SACCT), squeue_call("root")])
+    again = run_module(training_remediation, args(reg), [sacct_call("root", SACCT), squeue_call("root")])
     (run,) = again["runs"]
     assert again["changed"] is False and (run["action"], run["status"]) == ("none", "lost")
     assert run["needs_human"] and again["needs_human"] == [{"run": RUN, "why": run["reason"]}]
@@ -95,7 +95,7 @@ def test_submits_as_the_runs_owner(run_module, tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "effective_user", lambda: "root")
     monkeypatch.setattr(runner.os, "geteuid", lambda: 0)
     alices = SACCT.replace(_jobs.SEP + "root" + _jobs.SEP, _jobs.SEP + "alice" + _jobs.SEP)
-    result = run_module(training_restart, args(reg), [
+    result = run_module(training_remediation, args(reg), [
         sacct_call("alice", alices), squeue_call("alice"),
         (["/usr/bin/runuser", "-u", "alice", "--", "/usr/bin/sbatch", str(folder / "launcher.sbatch")],
          0, "Submitted batch job 100\n", "")])
@@ -107,7 +107,7 @@ def test_a_held_lock_leaves_the_runs_alone(run_module, tmp_path):
     lock = training_registry.RegistryLock(reg)
     assert lock.acquire()
     try:
-        result = run_module(training_restart, args(reg, lock_timeout=0), [])
+        result = run_module(training_remediation, args(reg, lock_timeout=0), [])
     finally:
         lock.release()
     assert result["locked"] is True and result["changed"] is False and result["runs"] == []
@@ -118,7 +118,7 @@ def test_a_broken_registry_entry_is_reported_not_fatal(run_module, tmp_path):
     bad = tmp_path / "runs" / "broken"
     bad.mkdir()
     (bad / training_registry.RUN_FILE).write_text("{")
-    result = run_module(training_restart, dict(args(reg), _ansible_check_mode=True),
+    result = run_module(training_remediation, dict(args(reg), _ansible_check_mode=True),
                         [sacct_call("root", SACCT), squeue_call("root")])
     assert [i["run"] for i in result["needs_human"]] == ["broken"] and result["resubmitted"] == [RUN]
     assert result["needs_human"][0]["why"].startswith("registry entry unusable: ")
@@ -142,7 +142,7 @@ def _captured(name):
 
 
 def _failed(run_module, reg, calls, expect):
-    result = run_module(training_restart, args(reg), calls)
+    result = run_module(training_remediation, args(reg), calls)
     assert result["failed"] is True and expect in result["msg"]
     assert not [c for c in result["commands"] if c[0].endswith("sbatch")]
     assert result["runs"] == [], "a failure reports the runs decided so far (none: the read failed)"

@@ -15,8 +15,8 @@ import os
 import pytest
 
 from ansible_collections.clusterops.slurm.plugins.module_utils import _checkpoint as ckpt_lib
-from ansible_collections.clusterops.slurm.plugins.module_utils._training import registry as training_registry
-from ansible_collections.clusterops.slurm.tests.unit.plugins.module_utils.training_cases import run, run_spec, state
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import registry as training_registry
+from ansible_collections.clusterops.slurm.tests.unit.plugins.module_utils.training_remediation_cases import run, run_spec, state
 
 
 # ---- registry and state files ----------------------------------------------------------------------

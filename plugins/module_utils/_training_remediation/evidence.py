@@ -90,7 +90,7 @@ def collect_evidence(module, cli, me, run, decision, now):
     owner = run["owner"]
     runner = cli if owner == me else cli.as_user(owner)
     args = decision["evidence_command"][1:]
-    lines = ["# clusterops.slurm training_restart: run %s, job %s hung: %s" % (
+    lines = ["# clusterops.slurm training_remediation: run %s, job %s hung: %s" % (
         run["name"], last["job_id"], decision["reason"]),
         "# command: %s" % " ".join(runner.prefix + decision["evidence_command"])]
     try:

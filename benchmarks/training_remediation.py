@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Time from a node crash to the training run training again, on the dev cluster.
 
-    make cluster-up && .venv/bin/python benchmarks/training_recovery.py [--repeat N]
+    make cluster-up && .venv/bin/python benchmarks/training_remediation.py [--repeat N]
 
 For each repetition: a 2-node run of the reference trainer (deployed by the role
 torchrun_launcher, owned by clusterops-alice, --no-requeue) trains and saves every 20 steps; once
@@ -187,7 +187,7 @@ def main():
     finally:
         sh("scancel", "--quiet", "-u", USER, check=False)
         shutil.rmtree(base, ignore_errors=True)
-    print("training recovery on the dev cluster (2-node run, checkpoint every 20 steps, 0.1 s/step of emulated compute)")
+    print("training remediation on the dev cluster (2-node run, checkpoint every 20 steps, 0.1 s/step of emulated compute)")
     print("%-4s %10s %10s %10s %10s %11s" % ("rep", "detection", "remediate", "restart", "total", "steps lost"))
     for i, r in enumerate(results):
         figures = (i, r["detection"], r["remediate"], r["restart"], r["total"], r["lost"])

@@ -14,9 +14,9 @@ import os
 
 import pytest
 
-from ansible_collections.clusterops.slurm.plugins.module_utils._training import policy
-from ansible_collections.clusterops.slurm.plugins.module_utils._training import registry as training_registry
-from ansible_collections.clusterops.slurm.plugins.module_utils._training import runner
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import policy
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import registry as training_registry
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import runner
 
 OWNER = "alice"
 NOW = 10000.0

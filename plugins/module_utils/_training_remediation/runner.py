@@ -2,7 +2,7 @@
 # Copyright (c) clusterops.slurm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The training-run remediation loop (the module ``training_restart``): lock the registry, read
+"""The training-run remediation loop (the module ``training_remediation``): lock the registry, read
 it, ask Slurm, decide (:mod:`.policy`), act (sbatch, scancel, scontrol drain, evidence) and write
 each run's state (:mod:`.registry`).
 
@@ -31,11 +31,11 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import
     TaskFailure,
     effective_user,
 )
-from ansible_collections.clusterops.slurm.plugins.module_utils._training.evidence import (
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.evidence import (
     collect_evidence,
     evidence_commands,
 )
-from ansible_collections.clusterops.slurm.plugins.module_utils._training.policy import (
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.policy import (
     CANCEL_HUNG,
     RESUBMIT,
     STOP,
@@ -52,7 +52,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._training.policy 
     run_jobs,
     run_suspects,
 )
-from ansible_collections.clusterops.slurm.plugins.module_utils._training.registry import (
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry import (
     RegistryError,
     RegistryLock,
     read_registry,
@@ -351,7 +351,7 @@ def _act(module, cli, me, run, decision, state, jobs, start):
 
 
 def restart(module, cli):
-    """The task of ``training_restart``, for ``_slurm_cli.run_module``: ``module`` holds its
+    """The task of ``training_remediation``, for ``_slurm_cli.run_module``: ``module`` holds its
     parameters (see its DOCUMENTATION), ``cli`` runs the Slurm commands. Returns the result keys of
     its RETURN but ``commands``.
 

@@ -2,7 +2,7 @@
 # Copyright (c) clusterops.slurm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Training recovery end to end on the dev cluster, with real torch (CPU, gloo).
+"""Training remediation end to end on the dev cluster, with real torch (CPU, gloo).
 
 Each run is deployed by the role clusterops.slurm.torchrun_launcher (ansible-playbook), owned by
 the user clusterops-alice, submitted by the role as alice, and trained by the reference trainer
@@ -445,7 +445,7 @@ def test_overlapping_remediations_submit_once(clean):
     # Two remediations at once (AWX schedules overlap): the registry lock lets one decide and
     # submit; the other then sees the new job active.
     cmd = ["ansible", "-i", INVENTORY, "localhost",
-           "-m", "clusterops.slurm.training_restart",
+           "-m", "clusterops.slurm.training_remediation",
            "-a", json.dumps({"registry": clean["registry"], "runs": [r["name"]], "slurm_bin_dir": slow,
                              "slurm_conf": SLURM_CONF})]
     procs = [subprocess.Popen(cmd, cwd=REPO, env=slurm_env(), stdout=subprocess.PIPE,

@@ -13,9 +13,9 @@ import os
 import pytest
 
 from ansible_collections.clusterops.slurm.plugins.module_utils import _checkpoint as ckpt_lib
-from ansible_collections.clusterops.slurm.plugins.module_utils._training import policy
-from ansible_collections.clusterops.slurm.plugins.module_utils._training import runner
-from ansible_collections.clusterops.slurm.tests.unit.plugins.module_utils.training_cases import job, run, state
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import policy
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import runner
+from ansible_collections.clusterops.slurm.tests.unit.plugins.module_utils.training_remediation_cases import job, run, state
 
 
 def test_checkpoint_status_from_a_real_run_folder(tmp_path):

@@ -10,7 +10,7 @@ The run registry is a folder with one sub-folder per training run::
 
     <registry>/<run>/run.json        the run spec (below), written by the module training_run
     <registry>/<run>/launcher.sbatch the sbatch launcher, written by the role torchrun_launcher
-    <registry>/<run>/state.json      remediation's bookkeeping, written by training_restart only
+    <registry>/<run>/state.json      remediation's bookkeeping, written by training_remediation only
     <registry>/.remediate.lock       held (flock) while a remediation reads and submits
 
 ``run.json``: ``{"format": "clusterops.training_run", "format_version": 1, "name", "owner",
@@ -59,7 +59,7 @@ try:
 except ImportError:  # pragma: no cover
     pass
 
-#: Where the registry is unless a task says otherwise (training_restart's and training_run's
+#: Where the registry is unless a task says otherwise (training_remediation's and training_run's
 #: ``registry``, the roles' ``*_registry``/``*_registry_dir``).
 DEFAULT_REGISTRY = "/var/lib/clusterops/runs"
 RUN_FILE = "run.json"

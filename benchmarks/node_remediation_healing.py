@@ -5,7 +5,7 @@
 """Node health and the healing budget on the 22.05 dev cluster: how long until a broken node is
 drained, and until a flapping node is left for a human.
 
-    make cluster-up && .venv/bin/python benchmarks/node_healing.py [--repeat N]
+    make cluster-up && .venv/bin/python benchmarks/node_remediation_healing.py [--repeat N]
 
 Printed, per repetition:
 
