@@ -24,6 +24,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint impor
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._job_actions import SubmitError, submit
 from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import parse_time_option, read_jobs
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_actions import apply_node_changes
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import read_nodes
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
     SlurmAnswerError,
@@ -240,8 +241,8 @@ def cancel_hung(module, cli, me, run, decision, state, start):
 
 def suspect_nodes(module, cli, planned, jobs):
     """Suspect nodes of the runs failing now (action resubmit or stop): read the nodes once,
-    drain the new ones within the blast radius (one scontrol call per reason; none in check
-    mode) and set each run's ``suspects``/``exclude``. The result keys ``suspects``,
+    drain the new ones within the blast radius (``_node_actions.apply_node_changes``: one scontrol
+    call per reason, none in check mode; a node a refused call did not reach is ``drain_failed``) and set each run's ``suspects``/``exclude``. The result keys ``suspects``,
     ``suspect_commands`` and ``suspect_report``."""
     params = module.params
     out = {"suspects": [], "suspect_commands": [], "suspect_report": []}  # type: Dict[str, Any]
@@ -263,17 +264,10 @@ def suspect_nodes(module, cli, planned, jobs):
         if names:
             decision["suspects"] = names
             decision["exclude"] = compress_hostlist(names)
-    failed = {}
-    for change in plan["changes"]:
-        argv = cli.command("scontrol", change.scontrol_args())
-        out["suspect_commands"].append(argv)
-        if module.check_mode:
-            continue
-        try:
-            cli.run("scontrol", change.scontrol_args(), what="drain suspect nodes %s" % change.hostlist)
-        except SlurmCommandError as exc:
-            for name in change.nodes:
-                failed[name] = str(exc)
+    applied = apply_node_changes(cli, {"changes": plan["changes"], "refused": {}, "unchanged": []},
+                                 module.check_mode)
+    out["suspect_commands"] = [entry["command"] for entry in applied["changes"]]
+    failed = applied["failed_nodes"]
     words = {"drain": "would drain it" if module.check_mode else "drained",
              "already": "already out of service, left as it is",
              "overflow": "over the blast radius of %d node(s) drained now, not drained" % plan["limit"],
@@ -288,7 +282,7 @@ def suspect_nodes(module, cli, planned, jobs):
         out["suspect_report"].append("suspect node %s: %s -> %s [needs a human]" % (
             item["node"], item["reason"][len(SUSPECT_REASON_PREFIX):], what))
     out["suspects"] = plan["suspects"]
-    if any(i["action"] == "drain" for i in plan["suspects"]) and not module.check_mode:
+    if applied["changed_nodes"] and not module.check_mode:
         out["changed_nodes"] = True
     return out
 

@@ -119,3 +119,20 @@ def test_a_run_not_failing_now_reads_no_node_and_drains_nothing(run_module, tmp_
     result = run_module(training_remediation, args(reg), reads(running))
     assert result["changed"] is False and result["suspects"] == [] and result["suspect_commands"] == []
     assert result["runs"][0]["action"] == "none"
+
+
+def test_a_refused_drain_reads_the_nodes_again_and_reports_the_node_it_did_not_reach(run_module, tmp_path):
+    # The drain goes through _node_actions.apply_node_changes: Slurm refuses it, the nodes are read
+    # once more, n3 is still not drained: reported as drain FAILED with Slurm's words, not changed.
+    reg, launcher = registry(tmp_path)
+    result = run_module(training_remediation, args(reg, suspect_drain_limit=2), reads(TWO_FAILED_ON_N3) + [
+        VERSION_2205, (["/usr/bin/sinfo", "--json"], 0, recorded("sinfo_json_all_idle.json"), ""),
+        (["/usr/bin/scontrol", "update", "NodeName=n3", "State=DRAIN", "Reason=" + REASON], 1, "",
+         "slurm_update error: Access/permission denied\n"),
+        (["/usr/bin/sinfo", "--json"], 0, recorded("sinfo_json_all_idle.json"), ""),
+        (["/usr/bin/sbatch", "--exclude=n3", launcher], 0, "Submitted batch job 13\n", "")])
+    (suspect,) = result["suspects"]
+    assert suspect["action"] == "drain_failed" and "Access/permission denied" in suspect["error"]
+    assert result["suspect_commands"] == [["/usr/bin/scontrol", "update", "NodeName=n3", "State=DRAIN",
+                                           "Reason=" + REASON]]
+    assert any("drain FAILED" in line and "Access/permission denied" in line for line in result["report"])
