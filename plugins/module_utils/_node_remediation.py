@@ -287,9 +287,9 @@ def count_heals(events, classes, since, reboot_reason=DEFAULT_REBOOT_REASON):
     def touching(first, second):
         return first["end"] is not None and abs(second["start"] - first["end"]) <= EVENT_JOIN_SECONDS
 
-    def repaired(event):
+    def action_of(event):
         entry = classify(event.get("reason") or "", classes)
-        return event["end"] is not None and entry is not None and entry["action"] == "human"
+        return entry["action"] if entry is not None else None
 
     by_node = {}  # type: Dict[str, List[Dict[str, Any]]]
     for event in events or ():
@@ -297,7 +297,9 @@ def count_heals(events, classes, since, reboot_reason=DEFAULT_REBOOT_REASON):
     result = {}  # type: Dict[str, Dict[str, Any]]
     for node, node_events in by_node.items():
         node_events.sort(key=lambda e: (e["start"], e["end"] is None, e["end"] or 0))
-        node_since = max([since] + [e["end"] + 1 for e in node_events if repaired(e)])
+        actions = [action_of(e) for e in node_events]  # each event classified once
+        node_since = max([since] + [e["end"] + 1 for e, action in zip(node_events, actions)
+                                    if e["end"] is not None and action == "human"])
         for index, event in enumerate(node_events):
             before = node_events[index - 1] if index else None
             if ours(event):
@@ -308,8 +310,7 @@ def count_heals(events, classes, since, reboot_reason=DEFAULT_REBOOT_REASON):
             else:
                 if event["end"] is None or event["end"] < node_since:
                     continue
-                entry = classify(event.get("reason") or "", classes)
-                if entry is None or entry["action"] == "human":
+                if actions[index] in (None, "human"):
                     continue
                 if any(touching(event, later) for later in node_events[index + 1:]):
                     continue
