@@ -150,18 +150,37 @@ def try_flock(fd):
     return True
 
 
-def _read_json(path, what, max_bytes=MAX_MANIFEST_BYTES):
-    # type: (str, str, int) -> Any
+def _stat_regular(path, what, max_bytes=None):
+    # type: (str, str, Optional[int]) -> os.stat_result
+    """``os.stat`` of ``path`` (symlinks followed), which must be a regular file of at most
+    ``max_bytes`` bytes (any size when None). ``what`` names it in the errors.
+
+    Raises:
+        _Invalid: ``no <what>`` (it does not exist), ``cannot stat <what>: <error>``, ``<what> is
+            not a regular file``, ``<what> is larger than <max_bytes> bytes``.
+    """
     try:
         st = os.stat(path)
-    except OSError:
-        raise _Invalid("no %s" % what)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            raise _Invalid("no %s" % what)
+        raise _Invalid("cannot stat %s: %s" % (what, exc))
     if not stat.S_ISREG(st.st_mode):
         raise _Invalid("%s is not a regular file" % what)
-    if st.st_size == 0:
-        raise _Invalid("%s is empty" % what)
-    if st.st_size > max_bytes:
+    if max_bytes is not None and st.st_size > max_bytes:
         raise _Invalid("%s is larger than %d bytes" % (what, max_bytes))
+    return st
+
+
+def _read_json(path, what, max_bytes=MAX_MANIFEST_BYTES):
+    # type: (str, str, int) -> Any
+    """The JSON value in the regular, non-empty file ``path`` of at most ``max_bytes`` bytes.
+
+    Raises:
+        _Invalid: see :func:`_stat_regular`; ``<what> is empty``; ``<what> is not valid JSON``.
+    """
+    if _stat_regular(path, what, max_bytes).st_size == 0:
+        raise _Invalid("%s is empty" % what)
     try:
         with open(path, "rb") as handle:
             return json.loads(handle.read().decode("utf-8"))

@@ -42,7 +42,7 @@ from .common import (
     TORCH_FILE,
 )
 from .names import _NUM
-from .fsutil import hash_file, _read_json, _require_nonempty, _walk_files
+from .fsutil import hash_file, _read_json, _require_nonempty, _stat_regular, _walk_files
 from .formats import check_safetensors, check_torch_zip, dcp_storage
 
 
@@ -271,12 +271,7 @@ def _check_megatron(ckpt, level, base_real):
 
 def _check_single_file(ckpt, level, base_real):
     # type: (Checkpoint, str, str) -> None
-    try:
-        st = os.stat(ckpt.path)
-    except OSError as exc:
-        raise _Invalid("cannot stat: %s" % exc)
-    if not stat.S_ISREG(st.st_mode):
-        raise _Invalid("not a regular file")
+    st = _stat_regular(ckpt.path, os.path.basename(ckpt.path))
     ckpt.files, ckpt.size = 1, st.st_size
     if st.st_size == 0:
         raise _Invalid("empty file")
