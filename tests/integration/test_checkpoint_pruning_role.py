@@ -86,7 +86,7 @@ def crontab_restored():
             subprocess.run(["crontab", "-r"], stderr=subprocess.DEVNULL, check=False)
 
 
-def apply_role(tmp_path, folders, check=True, install_dir=None):
+def apply_role(tmp_path, folders, check=True, install_dir=None, ansible_args=()):
     """ansible-playbook of the role on this machine; returns (output, recap dict).
 
     The command goes to tmp_path/opt/clusterops_checkpoint, or with ``install_dir`` through the
@@ -103,7 +103,8 @@ def apply_role(tmp_path, folders, check=True, install_dir=None):
     }]
     playbook = tmp_path / "play.yml"
     playbook.write_text(json.dumps(play))  # JSON is YAML
-    proc = run(["ansible-playbook", "-i", "localhost,", "-c", "local", str(playbook)], check=check)
+    proc = run(["ansible-playbook", "-i", "localhost,", "-c", "local", str(playbook)] + list(ansible_args),
+               check=check)
     match = re.search(r"^localhost\s*:\s*(.*)$", proc.stdout, re.MULTILINE)
     recap = dict((k, int(v)) for k, v in re.findall(r"(\w+)=(\d+)", match.group(1))) if match else {}
     return proc.stdout, recap
@@ -233,6 +234,32 @@ def test_deprecated_install_dir_still_chooses_where_the_command_goes(tmp_path, c
     tool = str(tmp_path / "opt" / "bin" / "clusterops_checkpoint")
     assert os.path.isfile(os.path.join(tool, "__main__.py"))
     assert tool + " prune" in cron_job("old-var")
+
+
+def test_old_copies_of_the_command_are_removed_in_check_mode_never(tmp_path, crontab_restored):
+    # Before issue 14: <dir>/bin/_checkpoint.py (checkpoint_pruning), <dir>/clusterops_checkpoint.py
+    # (torchrun_launcher). The role checkpoint_tool removes both, and bin/ once empty.
+    folders = [{"name": "old-copies", "path": str(tmp_path / "run"), "keep_last": 2}]
+    opt = tmp_path / "opt"
+    (opt / "bin").mkdir(parents=True)
+    old = [opt / "bin" / "_checkpoint.py", opt / "clusterops_checkpoint.py"]
+    for path in old:
+        path.write_text(u"# the old single-file command\n")
+    output, recap = apply_role(tmp_path, folders, ansible_args=["--check"])
+    assert recap.get("failed") == 0 and recap.get("changed", 0) > 0, output
+    assert all(path.exists() for path in old), output  # check mode never acts
+    output, recap = apply_role(tmp_path, folders)
+    assert recap.get("failed") == 0, output
+    assert not any(path.exists() for path in old) and not (opt / "bin").exists(), output
+    assert os.path.isfile(str(opt / "clusterops_checkpoint" / "__main__.py"))
+    output, recap = apply_role(tmp_path, folders)
+    assert recap.get("failed") == 0 and recap.get("changed") == 0, output  # idempotent
+    # A bin/ holding something else stays.
+    (opt / "bin").mkdir()
+    (opt / "bin" / "site-tool").write_text(u"#!/bin/sh\n")
+    (opt / "bin" / "_checkpoint.py").write_text(u"# old\n")
+    output, recap = apply_role(tmp_path, folders)
+    assert recap.get("failed") == 0 and os.listdir(str(opt / "bin")) == ["site-tool"], output
 
 
 # ---------------------------------------------------------------------------------------------

@@ -230,7 +230,7 @@ def _print_json(data, out):
 
 def main(argv=None, out=None, err=None):
     # type: (Optional[Sequence[str]], Any, Any) -> int
-    """The command line; returns the exit code (see ``_checkpoint.py --help``)."""
+    """The command line; returns the exit code (see ``python3 clusterops_checkpoint --help``)."""
     out = out or sys.stdout
     err = err or sys.stderr
     args = _parser().parse_args(argv)
