@@ -570,17 +570,18 @@ def job_matches_states(job, names):
     return state_matches(merged, names)
 
 
+def _selection(job_ids, names, users):
+    # type: (Optional[Sequence[str]], Optional[Sequence[str]], Optional[Sequence[str]]) -> List[str]
+    """``--jobs=``, ``--name=``, ``--user=`` (comma-separated lists, each only when given): the
+    options squeue(1) and sacct(1) spell alike."""
+    return [option + ",".join(values) for option, values in
+            (("--jobs=", job_ids), ("--name=", names), ("--user=", users)) if values]
+
+
 def squeue_args(job_ids=None, names=None, users=None):
     # type: (Optional[Sequence[str]], Optional[Sequence[str]], Optional[Sequence[str]]) -> List[str]
     """squeue arguments: every state (finished jobs stay listed for MinJobAge), our format."""
-    args = ["--noheader", "--states=all", "--Format=" + SQUEUE_FORMAT]
-    if job_ids:
-        args.append("--jobs=" + ",".join(job_ids))
-    if names:
-        args.append("--name=" + ",".join(names))
-    if users:
-        args.append("--user=" + ",".join(users))
-    return args
+    return ["--noheader", "--states=all", "--Format=" + SQUEUE_FORMAT] + _selection(job_ids, names, users)
 
 
 def read_queue(cli, job_ids=None, names=None, users=None):
@@ -604,14 +605,8 @@ def sacct_args(job_ids=None, names=None, users=None, start=None, end=None):
     # type: (Optional[Sequence[str]], Optional[Sequence[str]], Optional[Sequence[str]], Optional[int], Optional[int]) -> List[str]
     """sacct arguments: all records of each id (``--duplicates``), steps included."""
     args = ["--noheader", "--parsable2", "--delimiter=" + SEP, "--duplicates",
-            "--format=" + ",".join(SACCT_FIELDS)]
-    if job_ids:
-        args.append("--jobs=" + ",".join(job_ids))
-    if names:
-        args.append("--name=" + ",".join(names))
-    if users:
-        args.append("--user=" + ",".join(users))
-    else:
+            "--format=" + ",".join(SACCT_FIELDS)] + _selection(job_ids, names, users)
+    if not users:
         args.append("--allusers")
     if start is not None:
         args.append("--starttime=" + slurm_time(start))
