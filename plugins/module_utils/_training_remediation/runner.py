@@ -242,8 +242,9 @@ def cancel_hung(module, cli, me, run, decision, state, start):
 def suspect_nodes(module, cli, planned, jobs):
     """Suspect nodes of the runs failing now (action resubmit or stop): read the nodes once,
     drain the new ones within the blast radius (``_node_actions.apply_node_changes``: one scontrol
-    call per reason, none in check mode; a node a refused call did not reach is ``drain_failed``) and set each run's ``suspects``/``exclude``. The result keys ``suspects``,
-    ``suspect_commands`` and ``suspect_report``."""
+    call per reason, none in check mode; a node a refused call did not reach is ``drain_failed``)
+    and set each run's ``suspects``/``exclude``. The result keys ``suspects``, ``suspect_commands``
+    and ``suspect_report``."""
     params = module.params
     out = {"suspects": [], "suspect_commands": [], "suspect_report": []}  # type: Dict[str, Any]
     if not params["suspect_nodes"]:
