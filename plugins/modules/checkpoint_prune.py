@@ -248,7 +248,7 @@ def main():
         parse_min_free(params["min_free"])
     except ValueError as exc:
         module.fail_json(msg=str(exc))
-    lines = []  # type: List[str]
+    lines: List[str] = []
     try:
         result = prune(params["path"], params["keep_last"], params["keep_every"], params["keep"], params["min_free"],
                        None if params["tmp_grace"] < 0 else params["tmp_grace"], params["validate"],

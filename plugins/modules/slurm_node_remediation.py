@@ -182,7 +182,7 @@ def remediate(module, cli):
              ("resume", plan["resume"], {})]
     steps += [("drain", group["nodes"], dict(reason=group["reason"], reason_policy="replace"))
               for group in plan["flapping_groups"]]
-    done = {"reboot": [], "resume": [], "drain": []}  # type: Dict[str, List[str]]
+    done: Dict[str, List[str]] = {"reboot": [], "resume": [], "drain": []}
     changes, failed, errors = [], {}, []
     before, after = {}, {}
     for action, names, options in steps:

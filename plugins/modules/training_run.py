@@ -243,7 +243,7 @@ def argument_spec():
         checkpoint_dir=dict(type="path"),
     )
     for field, kind in FIELD_TYPES.items():
-        option = {"type": kind}  # type: Dict[str, Any]
+        option: Dict[str, Any] = {"type": kind}
         if RUN_DEFAULTS[field] is not None:
             option["default"] = RUN_DEFAULTS[field]
         spec[field] = option
@@ -281,7 +281,7 @@ def main():
     path = os.path.join(folder, RUN_FILE)
     before = _current(path)
     # Not "path": AnsibleModule would add that file's owner, mode and state to the result.
-    result = dict(changed=False, run_file=path, run=None)  # type: Dict[str, Any]
+    result: Dict[str, Any] = dict(changed=False, run_file=path, run=None)
 
     if params["state"] == "absent":
         result["changed"] = os.path.lexists(folder)

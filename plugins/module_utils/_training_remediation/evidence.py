@@ -70,7 +70,8 @@ def group_by_task(text):
     """``srun --label`` output (the tasks' lines interleave as they arrive) regrouped: every line
     of task 0, then of task 1 ..., each task's lines in their order, labels removed; lines without
     a label (srun's own) first. One task per node here, so one block per node."""
-    tasks, other = {}, []  # type: Dict[int, List[str]], List[str]
+    tasks: Dict[int, List[str]] = {}
+    other: List[str] = []
     for line in text.splitlines():
         match = _TASK_LINE.match(line)
         if match:
