@@ -22,7 +22,7 @@ torch.save on every rank, barrier, hashing, fsync, manifest, rename) against the
 training step. A figure-printing script, not a test; the dev cluster must be up.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import argparse
 import json

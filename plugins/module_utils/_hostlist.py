@@ -87,9 +87,7 @@ duplicates by default and has no per-release rules, and it would have to be pip-
 whereas module_utils ship inside the module payload.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import itertools
 import re

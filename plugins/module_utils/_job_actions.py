@@ -15,9 +15,7 @@ the jobs that ``scancel`` / ``scontrol requeue|hold|release`` must act on, so th
 acts on none.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import os
 import re

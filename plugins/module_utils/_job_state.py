@@ -39,9 +39,7 @@ state``, ``job requeued in special exit state``, ``JobHoldMaxRequeue``, the REQU
 SPECIAL_EXIT / RESV_DEL_HOLD flags).
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import re
 

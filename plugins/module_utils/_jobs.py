@@ -43,9 +43,7 @@ with rc 0 (``sacct: error: Problem talking to the database``), an output cut sho
 record without its record separator, a sacct line without its newline) all raise.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import re
 import time

@@ -14,9 +14,7 @@ the same change cost one call, never N. :func:`apply_node_changes` runs them (``
 ``slurm_node_remediation``).
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import NodeParseError, node_state, read_nodes

@@ -40,9 +40,7 @@ Nothing that is not a complete answer reads as "no history": a non-zero rc (slur
 that is not an event all raise.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import calendar
 import time

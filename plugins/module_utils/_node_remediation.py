@@ -40,9 +40,7 @@ nodes are rebooting or acted on at once, in-flight reboots included, oldest reas
 rest are reported as overflow.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import re
 import sys

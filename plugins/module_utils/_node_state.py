@@ -26,9 +26,7 @@ prints them). ``base`` is ``None`` when the spelling does not say it: sinfo prin
 and ``MIXED+DRAIN``. A node is drained whenever the DRAIN flag is set, whatever its base.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import re
 

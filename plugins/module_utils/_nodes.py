@@ -27,9 +27,7 @@ Sources of each field: JSON node keys ``name``, ``state``/``state_flags``, ``rea
 ``%T`` ``%c`` ``%m`` ``%G`` ``%f`` ``%u`` ``%H`` ``%E``.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import json
 import time

@@ -16,9 +16,7 @@ time. Every call is recorded (``calls``) so modules can return the exact command
 tests can count Slurm calls.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import json
 import os

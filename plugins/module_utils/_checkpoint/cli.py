@@ -8,9 +8,7 @@
 
 """The command line (runs on cluster hosts without Ansible and without torch; see ``__main__``)."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import argparse
 import json

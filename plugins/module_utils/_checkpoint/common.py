@@ -8,9 +8,7 @@
 
 """The checkpoint library's constants, errors and result objects (:class:`Checkpoint`, :class:`Report`)."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 
 try:

@@ -8,9 +8,7 @@
 
 """File formats read without torch: torch.save zips, safetensors headers, torch.distributed.checkpoint metadata."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import json
 import pickle

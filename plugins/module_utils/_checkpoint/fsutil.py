@@ -13,9 +13,7 @@ bounded JSON reads, walks that stay inside a folder.
 small state files in the collection (the checkpoint ``FINISHED`` marker and the prune lock here; the
 training registry's ``state.json`` and lock can use the same ones)."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import errno
 import hashlib

@@ -8,9 +8,7 @@
 
 """The checks of each layout at each validation level (structure, sizes, sha256, load)."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import os
 import posixpath

@@ -8,9 +8,7 @@
 
 """Checkpoint names: the layouts' entry names, Lightning file names and name templates, temporary entries."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import pickle
 import re

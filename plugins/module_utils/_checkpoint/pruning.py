@@ -8,9 +8,7 @@
 
 """Pruning by policy (one implementation for the checkpoint_prune module and the ``prune`` command)."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import calendar
 import errno

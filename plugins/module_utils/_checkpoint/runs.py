@@ -8,9 +8,7 @@
 
 """Run folders: list the candidates, resolve pointers, choose the newest valid checkpoint, verify one."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import json
 import os

@@ -8,9 +8,7 @@
 
 """Writing checkpoints by the contract: staging, manifest, fsync, atomic rename, the FINISHED marker."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import binascii
 import json

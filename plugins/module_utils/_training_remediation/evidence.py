@@ -11,9 +11,7 @@ run's owner: ``py-spy dump`` of each rank, and where py-spy fails a ``SIGUSR2`` 
 trainer's ``faulthandler`` dump, in the job's log, whose tail is then copied).
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import glob
 import os

@@ -12,9 +12,7 @@ status and progress (``runner.checkpoint_status``, ``runner.read_progress``), th
 state (:mod:`.registry`) in, a decision out.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import re
 import time

@@ -36,9 +36,7 @@ remediation's, not a user's, and it is resubmitted; a job in this list is never 
 The entries are made by ``policy.record_*``.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import errno
 import json

@@ -12,9 +12,7 @@ Private to the collection (the leading underscore of the package): no API promis
 the whole task, run by ``_slurm_cli.run_module`` (one failure path with every module).
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import json
 import os
