@@ -129,7 +129,7 @@ def main():
     try:
         run = os.path.join(parent, "run")
         cases: Tuple[Tuple[str, Dict[str, Any]], ...] = (("plan (dry run)", dict(dry_run=True)), ("prune", {}), ("again (nothing to delete)", {}),
-                 ("keep all (keep_every 1)", dict(keep_every=1)))
+                                                         ("keep all (keep_every 1)", dict(keep_every=1)))
         for label, kwargs in cases:
             if label != "again (nothing to delete)":
                 shutil.rmtree(run, ignore_errors=True)

@@ -200,7 +200,7 @@ def parse_job_id(text: str) -> Dict[str, Any]:
     if not match:
         raise JobParseError("not a Slurm job id: %r" % text)
     parts: Dict[str, Any] = {"id": int(match.group("id")), "array_task_id": None, "array_tasks": None,
-             "array_max_running": None, "het_job_offset": None}
+                             "array_max_running": None, "het_job_offset": None}
     if match.group("task") is not None:
         parts["array_task_id"] = int(match.group("task"))
     elif match.group("tasks") is not None:

@@ -146,7 +146,7 @@ def plan_node_changes(nodes: List[Dict[str, Any]], names: List[str], action: str
     groups: Dict[Tuple[str, Optional[str]], Change] = {}
     order: List[Change] = []
     result: Dict[str, Any] = {"changes": order, "unchanged": [], "unknown": [], "refused": {},
-              "before": {}, "after": {}}
+                              "before": {}, "after": {}}
     seen = set()
 
     def add(name, change_action, change_reason):

@@ -165,7 +165,7 @@ def _node_from_json(raw: Any, where: str, states: Optional[Dict[Any, NodeState]]
         raise NodeParseError("%s listed a node without a name: %r" % (where, raw))
     value, flags = raw.get("state"), raw.get("state_flags")
     key: Optional[Tuple[Any, Any]] = (tuple(value) if isinstance(value, list) else value,
-           tuple(flags) if isinstance(flags, list) else flags)
+                                      tuple(flags) if isinstance(flags, list) else flags)
     try:
         state = states.get(key) if states is not None else None
     except TypeError:  # an unhashable spelling (e.g. objects in the list): parse_state refuses it

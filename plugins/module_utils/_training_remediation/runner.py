@@ -80,7 +80,7 @@ def checkpoint_status(checkpoint_dir: str, validate: str, name_template: Optiona
         be read.
     """
     result: Dict[str, Any] = {"finished": False, "status": "none", "step": None, "checkpoint": None,
-              "detail": "", "warnings": []}
+                              "detail": "", "warnings": []}
     if not os.path.exists(checkpoint_dir):
         result.update(status="missing", detail="%s does not exist yet" % checkpoint_dir)
         return result
@@ -358,7 +358,7 @@ def restart(module, cli):
     params = module.params
     registry = params["registry"]
     result: Dict[str, Any] = dict(changed=False, runs=[], resubmitted=[], hung=[], needs_human=[], errors=[], locked=False,
-                  report=[], suspects=[], suspect_commands=[], suspect_report=[])
+                                  report=[], suspects=[], suspect_commands=[], suspect_report=[])
     try:
         start = parse_time_option(params["history"])
     except ValueError as exc:
