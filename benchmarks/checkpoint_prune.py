@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any, Dict, Tuple
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIBRARY = os.path.join(REPO, "plugins", "module_utils", "_checkpoint")  # the package folder
@@ -53,7 +54,7 @@ class Counter(object):
     """Counts calls to the os functions above and to open(), while active."""
 
     def __init__(self):
-        self.counts = collections.Counter()
+        self.counts: collections.Counter[str] = collections.Counter()
         self.saved = {}
 
     def _wrap(self, owner, name, key):
@@ -89,8 +90,8 @@ def strace_calls(tool, run_dir, keep_last, extra=()):
     """(total system calls, {name: count}) of the CLI prune under strace -f -c, or None."""
     if not shutil.which("strace") or not os.path.exists("/usr/bin/python3"):
         return None
-    handle, out = tempfile.mkstemp(prefix="strace-")
-    os.close(handle)
+    fd, out = tempfile.mkstemp(prefix="strace-")
+    os.close(fd)
     cmd = ["strace", "-f", "-c", "-o", out, "/usr/bin/python3", tool, "prune", run_dir, "--keep-last", str(keep_last),
            "--quiet"] + list(extra)
     proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
@@ -123,12 +124,12 @@ def main():
     shutil.copytree(LIBRARY, tool, ignore=shutil.ignore_patterns("__pycache__"))
     figures = dict(count=args.count, keep_last=args.keep_last, python=platform.python_version(),
                    machine=platform.machine(), cpus=os.cpu_count(), cases={})
-    print("%d contract checkpoints (one 4 KiB file each), keep_last %d; Python %s, %d CPUs" % (
+    print("%d contract checkpoints (one 4 KiB file each), keep_last %d; Python %s, %s CPUs" % (
         args.count, args.keep_last, platform.python_version(), os.cpu_count()))
     try:
         run = os.path.join(parent, "run")
-        cases = (("plan (dry run)", dict(dry_run=True)), ("prune", {}), ("again (nothing to delete)", {}),
-                 ("keep all (keep_every 1)", dict(keep_every=1)))
+        cases: Tuple[Tuple[str, Dict[str, Any]], ...] = (("plan (dry run)", dict(dry_run=True)), ("prune", {}), ("again (nothing to delete)", {}),
+                                                         ("keep all (keep_every 1)", dict(keep_every=1)))
         for label, kwargs in cases:
             if label != "again (nothing to delete)":
                 shutil.rmtree(run, ignore_errors=True)

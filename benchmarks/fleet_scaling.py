@@ -15,7 +15,7 @@ the median wall time of ``ansible-playbook``, its ratio to one cluster, and the 
 with nothing to do. Stops the clusters it started. A figure-printing script, not a test.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import argparse
 import json

@@ -22,7 +22,7 @@ Slurm's detection time; the figures here are the cost of the machinery itself. A
 script, not a test; the dev cluster must be up and otherwise idle.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import argparse
 import json

@@ -110,6 +110,8 @@ def measure(label, cmd, log):
     start = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=REPO, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             universal_newlines=True)
+    if proc.stdout is None:  # stdout=PIPE above: never
+        raise RuntimeError("no pipe from %s" % cmd)
     output = proc.stdout.read()
     # wait4: the child's rusage, whose ru_maxrss (KiB) is the largest of it and its descendants.
     dummy, status, usage = os.wait4(proc.pid, 0)

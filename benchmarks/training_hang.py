@@ -25,7 +25,7 @@ the last heartbeat (an AWX schedule adds up to its interval). Printed, per repet
 (state.json times are whole seconds.) A figure-printing script, not a test.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import argparse
 import json

@@ -22,7 +22,7 @@ torch.save on every rank, barrier, hashing, fsync, manifest, rename) against the
 training step. A figure-printing script, not a test; the dev cluster must be up.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import argparse
 import json
@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any, Dict, List
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: The dev cluster, as for `make cluster-up`: DEVCLUSTER_DIR, else the state dir of SLURM's release
@@ -93,7 +94,7 @@ def events(ckpt):
 
 
 def attempts(ckpt):
-    out = []
+    out: List[List[Dict[str, Any]]] = []
     for e in events(ckpt):
         if e["event"] == "start":
             out.append([])

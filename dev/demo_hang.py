@@ -17,7 +17,7 @@ are the hang benchmark's (benchmarks/training_hang.py), so the demo and the benc
 drift apart. The run's folder stays in place afterwards (its path is printed) for a look.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import json
 import os

@@ -26,7 +26,7 @@ Standard library only.
 writes DIR/slurm.conf, prints its path, and serves until killed.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import argparse
 import os

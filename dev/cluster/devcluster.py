@@ -51,6 +51,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any, Dict
 
 CLUSTER_NAME = "devcluster"
 # ClusterName of another dev cluster of the fleet (`make cluster-up CLUSTER=b`: ClusterName b).
@@ -263,7 +264,7 @@ def node_init(argv):
       SIGTERM  stop slurmd, then the node (and with it every job process)
       SIGKILL  kills the whole node at once (power loss; crash)
     """
-    state = {"child": None, "stop": False}
+    state: Dict[str, Any] = {"child": None, "stop": False}
     # Node names resolve inside the node, like on a real cluster: the namespace's own view of
     # /etc/hosts (unshare made the mount namespace private, so the machine is not touched).
     hosts = os.path.join(os.environ.get(DIR_VAR, "/nonexistent"), "etc", "hosts")

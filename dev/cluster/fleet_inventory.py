@@ -53,7 +53,7 @@ def running(state_dir, info):
         return proc.returncode == 0 and proc.stdout.strip() == "true"
     rec = read_json(os.path.join(state_dir, "run", "munged.json")) or {}
     try:
-        with open("/proc/%d/stat" % int(rec.get("pid")), encoding="ascii") as handle:
+        with open("/proc/%d/stat" % int(rec.get("pid", "")), encoding="ascii") as handle:
             fields = handle.read().rsplit(")", 1)[1].split()
     except (OSError, TypeError, ValueError, IndexError):
         return False

@@ -87,9 +87,7 @@ duplicates by default and has no per-release rules, and it would have to be pip-
 whereas module_utils ship inside the module payload.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import itertools
 import re
@@ -151,15 +149,13 @@ class _Rules:
 
     __slots__ = ('name', 'suffix', 'functions')
 
-    def __init__(self, version):
-        # type: (Tuple[int, int]) -> None
+    def __init__(self, version: Tuple[int, int]) -> None:
         self.name = '%d.%02d' % version
         self.suffix = version >= SUFFIX_SINCE
         self.functions = version >= HOSTLIST_FUNCTIONS_SINCE
 
 
-def release_tuple(release=DEFAULT_RELEASE):
-    # type: (Release) -> Tuple[int, int]
+def release_tuple(release: Release = DEFAULT_RELEASE) -> Tuple[int, int]:
     """``(major, minor)`` of a Slurm release given as text or as a version tuple.
 
     ``"24.11"``, ``"24.11.5"``, ``"slurm 24.11.5"``, ``"slurm-wlm 22.05.8"``, ``"26.05.0-0rc1"``, ``(24, 11)`` and
@@ -182,8 +178,7 @@ def release_tuple(release=DEFAULT_RELEASE):
                         % (release,))
 
 
-def _rules(release):
-    # type: (Release) -> _Rules
+def _rules(release: Release) -> _Rules:
     return _Rules(release_tuple(release))
 
 
@@ -193,8 +188,7 @@ _Range = Tuple[int, int, int]
 _Word = Tuple[List[str], List[List[_Range]]]
 
 
-def _parse_range(text, expr):
-    # type: (str, str) -> _Range
+def _parse_range(text: str, expr: str) -> _Range:
     match = _RANGE_RE.match(text)
     if match is None:
         if text == '':
@@ -213,16 +207,15 @@ def _parse_range(text, expr):
     return lo, hi, len(lo_text)
 
 
-def _parse_word(word, expr, rules):
-    # type: (str, str, _Rules) -> _Word
+def _parse_word(word: str, expr: str, rules: _Rules) -> _Word:
     """Split one host pattern like ``rack[0-1]node[0-1]-int`` into literal parts and bracket groups."""
     if rules.functions and _FUNCTION_CHARS.intersection(word):
         raise HostlistError(
             'hostlist function %r in hostlist %r: Slurm %s (25.05+) sends it to slurmctld to expand (feature{}, '
             'switch{}, block{}...); it cannot be expanded without the cluster: ask it with '
             '"scontrol show hostnames"' % (word, expr, rules.name))
-    parts = []  # type: List[str]
-    groups = []  # type: List[List[_Range]]
+    parts: List[str] = []
+    groups: List[List[_Range]] = []
     pos = 0
     while True:
         open_pos = word.find('[', pos)
@@ -254,21 +247,19 @@ def _parse_word(word, expr, rules):
     return parts, groups
 
 
-def _word_count(word):
-    # type: (_Word) -> int
+def _word_count(word: _Word) -> int:
     count = 1
     for group in word[1]:
         count *= sum(hi - lo + 1 for lo, hi, dummy in group)
     return count
 
 
-def _split_items(expr):
-    # type: (str) -> List[str]
+def _split_items(expr: str) -> List[str]:
     """Split on top-level commas and whitespace; reject empty items and whitespace inside brackets."""
-    items = []  # type: List[str]
+    items: List[str] = []
     depth = 0
     start = 0
-    pieces = []  # type: List[str]
+    pieces: List[str] = []
     for index, char in enumerate(expr):
         if char == '[':
             depth += 1
@@ -291,11 +282,10 @@ def _split_items(expr):
     return items
 
 
-def _parse(expr, release):
-    # type: (HostlistExpr, Release) -> List[_Word]
+def _parse(expr: HostlistExpr, release: Release) -> List[_Word]:
     rules = _rules(release)
     if isinstance(expr, str):
-        exprs = [expr]  # type: Sequence[str]
+        exprs: Sequence[str] = [expr]
     elif isinstance(expr, (bytes, bytearray, dict)) or expr is None:
         raise HostlistError('expected a hostlist string or a list of them, got %s' % (type(expr).__name__,))
     else:
@@ -307,7 +297,7 @@ def _parse(expr, release):
             if not isinstance(one, str):
                 raise HostlistError('expected a list of hostlist strings, found %s %r'
                                     % (type(one).__name__, one))
-    words = []  # type: List[_Word]
+    words: List[_Word] = []
     total = 0
     for one in exprs:
         for item in _split_items(one):
@@ -319,8 +309,7 @@ def _parse(expr, release):
     return words
 
 
-def _slurm_group_order(count):
-    # type: (int) -> List[int]
+def _slurm_group_order(count: int) -> List[int]:
     """Indexes of the bracket groups of one name, outermost loop first, as Slurm expands them (every release).
 
     Slurm (``_push_range_list`` in src/common/hostlist.c) takes the LAST group as the innermost loop and
@@ -330,15 +319,14 @@ def _slurm_group_order(count):
     return list(range(count - 2, -1, -1)) + [count - 1]
 
 
-def _iter_word(word):
-    # type: (_Word) -> Iterator[str]
+def _iter_word(word: _Word) -> Iterator[str]:
     parts, groups = word
     if not groups:
         yield parts[0]
         return
-    columns = []  # type: List[List[str]]
+    columns: List[List[str]] = []
     for group in groups:
-        column = []  # type: List[str]
+        column: List[str] = []
         for lo, hi, width in group:
             column.extend(str(number).zfill(width) for number in range(lo, hi + 1))
         columns.append(column)
@@ -350,8 +338,7 @@ def _iter_word(word):
         yield ''.join(part + number for part, number in zip(parts, numbers)) + parts[-1]
 
 
-def expand_hostlist(expr, release=DEFAULT_RELEASE):
-    # type: (HostlistExpr, Release) -> List[str]
+def expand_hostlist(expr: HostlistExpr, release: Release = DEFAULT_RELEASE) -> List[str]:
     """Expand a Slurm hostlist expression to host names, like ``scontrol show hostnames EXPR`` of ``release``.
 
     :param expr: a hostlist string such as ``"nodeA,nodeB[001,003],rack[0-1]node[0-1],node[0001-0002]-int"``, or
@@ -369,14 +356,13 @@ def expand_hostlist(expr, release=DEFAULT_RELEASE):
         Slurm 23.11, a hostlist function (``feature{gpu}``) from Slurm 25.05, a range (or a group before the
         last) of more than :data:`MAX_RANGE` hosts, or more than :data:`MAX_HOSTS` hosts in all.
     """
-    hosts = []  # type: List[str]
+    hosts: List[str] = []
     for word in _parse(expr, release):
         hosts.extend(_iter_word(word))
     return hosts
 
 
-def first_host(expr, release=DEFAULT_RELEASE):
-    # type: (HostlistExpr, Release) -> str
+def first_host(expr: HostlistExpr, release: Release = DEFAULT_RELEASE) -> str:
     """Return the first host name of a hostlist expression without expanding the rest.
 
     The whole expression is still validated with the rules of ``release`` (as :func:`expand_hostlist`).
@@ -395,32 +381,28 @@ class _Run:
 
     __slots__ = ('prefix', 'lo', 'hi', 'wmin', 'wmax')
 
-    def __init__(self, prefix, number, wmin, wmax):
-        # type: (str, int, int, int) -> None
+    def __init__(self, prefix: str, number: int, wmin: int, wmax: int) -> None:
         self.prefix = prefix
         self.lo = number
         self.hi = number
         self.wmin = wmin
         self.wmax = wmax
 
-    def render(self):
-        # type: () -> str
+    def render(self) -> str:
         low = str(self.lo).zfill(self.wmin)
         if self.hi == self.lo:
             return low
         return '%s-%s' % (low, str(self.hi).zfill(self.wmin))
 
 
-def _widths(digits):
-    # type: (str) -> Tuple[int, int]
+def _widths(digits: str) -> Tuple[int, int]:
     """Padding widths W such that ``str(int(digits)).zfill(W) == digits``: (min, max)."""
     if len(digits) > 1 and digits[0] == '0':
         return len(digits), len(digits)
     return 1, len(digits)
 
 
-def compress_hostlist(hosts, release=DEFAULT_RELEASE):
-    # type: (Iterable[str], Release) -> str
+def compress_hostlist(hosts: Iterable[str], release: Release = DEFAULT_RELEASE) -> str:
     """Compress host names to a Slurm hostlist string, like ``scontrol show hostlist`` (the same in every release).
 
     ``expand_hostlist(compress_hostlist(x, release), release) == list(x)`` for any list ``x`` of valid names:
@@ -448,7 +430,7 @@ def compress_hostlist(hosts, release=DEFAULT_RELEASE):
         names = list(hosts)
     except TypeError:
         raise HostlistError('expected a list of host names, got %s' % (type(hosts).__name__,))
-    runs = []  # type: List[Union[_Run, str]]
+    runs: List[Union[_Run, str]] = []
     for name in names:
         if not isinstance(name, str):
             raise HostlistError('host names must be strings, found %s %r' % (type(name).__name__, name))
@@ -466,7 +448,7 @@ def compress_hostlist(hosts, release=DEFAULT_RELEASE):
         prefix, digits = match.group(1), match.group(2)
         number = int(digits)
         wmin, wmax = _widths(digits)
-        last = runs[-1] if runs else None  # type: Optional[Union[_Run, str]]
+        last: Optional[Union[_Run, str]] = runs[-1] if runs else None
         if (isinstance(last, _Run) and last.prefix == prefix and number == last.hi + 1
                 and max(wmin, last.wmin) <= min(wmax, last.wmax)):
             last.hi = number
@@ -475,7 +457,7 @@ def compress_hostlist(hosts, release=DEFAULT_RELEASE):
         else:
             runs.append(_Run(prefix, number, wmin, wmax))
 
-    items = []  # type: List[str]
+    items: List[str] = []
     index = 0
     while index < len(runs):
         run = runs[index]

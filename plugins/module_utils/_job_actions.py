@@ -15,9 +15,7 @@ the jobs that ``scancel`` / ``scontrol requeue|hold|release`` must act on, so th
 acts on none.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import os
 import re
@@ -85,8 +83,7 @@ class SbatchOutputError(ValueError):
     """sbatch's output names no job id, or more than one."""
 
 
-def parse_sbatch_output(stdout, stderr=""):
-    # type: (str, str) -> Tuple[int, Optional[str]]
+def parse_sbatch_output(stdout: str, stderr: str = "") -> Tuple[int, Optional[str]]:
     """``(job_id, cluster or None)`` from what sbatch printed.
 
     Reads every form sbatch prints: ``Submitted batch job 60060368``, ``Submitted batch job
@@ -104,7 +101,7 @@ def parse_sbatch_output(stdout, stderr=""):
         (_SUBMITTED, stderr or ""),
     )
     for pattern, text in tiers:
-        found = []  # type: List[Tuple[int, Optional[str]]]
+        found: List[Tuple[int, Optional[str]]] = []
         for line in text.splitlines():
             match = pattern.search(line)
             if match:
@@ -120,8 +117,7 @@ def parse_sbatch_output(stdout, stderr=""):
     raise SbatchOutputError("sbatch printed no job id: %r" % ((stdout or "") + (stderr or "")))
 
 
-def uncertain_failure(exc):
-    # type: (SlurmCommandError) -> bool
+def uncertain_failure(exc: SlurmCommandError) -> bool:
     """True when a failed sbatch may nevertheless have created the job (timeouts, lost answers,
     the command_timeout rc 124)."""
     if exc.rc == TIMEOUT_RC:
@@ -129,16 +125,14 @@ def uncertain_failure(exc):
     return bool(_UNCERTAIN.search("%s\n%s" % (exc.stderr or "", exc.stdout or "")))
 
 
-def key_comment(key, comment=None):
-    # type: (Optional[str], Optional[str]) -> Optional[str]
+def key_comment(key: Optional[str], comment: Optional[str] = None) -> Optional[str]:
     """The job comment: ``clusterops-key=<key>``, then the user's comment after a space."""
     if not key:
         return comment
     return KEY_PREFIX + key + ((" " + comment) if comment else "")
 
 
-def has_key(job, key):
-    # type: (Dict[str, Any], Optional[str]) -> bool
+def has_key(job: Dict[str, Any], key: Optional[str]) -> bool:
     """True when no key is asked for, or the job's comment holds ``clusterops-key=<key>`` as a
     whole word."""
     if not key:
@@ -146,8 +140,7 @@ def has_key(job, key):
     return (KEY_PREFIX + key) in (job.get("comment") or "").split()
 
 
-def matches_identity(job, name, user, key=None):
-    # type: (Dict[str, Any], Optional[str], Optional[str], Optional[str]) -> bool
+def matches_identity(job: Dict[str, Any], name: Optional[str], user: Optional[str], key: Optional[str] = None) -> bool:
     if name is not None and job["name"] != name:
         return False
     if user is not None and job["user"] != user:
@@ -155,8 +148,7 @@ def matches_identity(job, name, user, key=None):
     return has_key(job, key)
 
 
-def export_value(export, environment):
-    # type: (Optional[str], Optional[Dict[str, Any]]) -> Optional[str]
+def export_value(export: Optional[str], environment: Optional[Dict[str, Any]]) -> Optional[str]:
     """sbatch ``--export=`` for the module's ``export`` and ``environment``.
 
     The environment's values travel in sbatch's own environment (commas, spaces and ``=`` stay
@@ -173,8 +165,7 @@ def export_value(export, environment):
     return export + "," + ",".join(names)
 
 
-def sbatch_args(params, comment):
-    # type: (Dict[str, Any], Optional[str]) -> List[str]
+def sbatch_args(params: Dict[str, Any], comment: Optional[str]) -> List[str]:
     """The sbatch argument list from the module's options (``--option=value`` form, so a value
     starting with ``-`` stays a value). The script path comes last; with ``script_content`` no
     path is given and sbatch reads the script from standard input."""
@@ -198,8 +189,7 @@ def sbatch_args(params, comment):
     return args
 
 
-def sbatch_environ(environment):
-    # type: (Optional[Dict[str, Any]]) -> Dict[str, str]
+def sbatch_environ(environment: Optional[Dict[str, Any]]) -> Dict[str, str]:
     """Environment for the sbatch call. ``LC_ALL`` is set back to the task's own value (empty
     when it had none): the command layer sets ``LC_ALL=C`` for reading Slurm's words, and the
     job would inherit it through ``--export=ALL``."""
@@ -212,8 +202,7 @@ def sbatch_environ(environment):
 class SubmitError(Exception):
     """Submission failed; ``accepted`` says whether Slurm may have the job anyway."""
 
-    def __init__(self, msg, exc=None, maybe_accepted=False, errors=None):
-        # type: (str, Optional[SlurmCommandError], bool, Optional[List[str]]) -> None
+    def __init__(self, msg: str, exc: Optional[SlurmCommandError] = None, maybe_accepted: bool = False, errors: Optional[List[str]] = None) -> None:
         super(SubmitError, self).__init__(msg)
         self.msg = msg
         self.exc = exc
@@ -221,15 +210,14 @@ class SubmitError(Exception):
         self.errors = errors or []
 
 
-def submission_id(job):
-    # type: (Dict[str, Any]) -> int
+def submission_id(job: Dict[str, Any]) -> int:
     """The id sbatch prints for a job: the array job id, the het job leader, else its id."""
     return job["array_job_id"] or job["het_job_id"] or job["job_id_raw"]
 
 
-def submit(cli, args, identity, known_ids, data=None, environ=None, retries=2, delay=10.0,
-           sleep=time.sleep):
-    # type: (Any, List[str], Dict[str, Any], Sequence[int], Optional[str], Optional[Dict[str, str]], int, float, Callable[[float], Any]) -> Dict[str, Any]
+def submit(cli: Any, args: List[str], identity: Dict[str, Any], known_ids: Sequence[int], data: Optional[str] = None,
+           environ: Optional[Dict[str, str]] = None, retries: int = 2, delay: float = 10.0,
+           sleep: Callable[[float], Any] = time.sleep) -> Dict[str, Any]:
     """Run sbatch once, and again only when Slurm certainly did not take the job.
 
     After a failure that leaves it open whether slurmctld created the job (timeout, lost
@@ -254,9 +242,9 @@ def submit(cli, args, identity, known_ids, data=None, environ=None, retries=2, d
         gives no complete answer: ``maybe_accepted`` true). A squeue answer that is not complete
         (an error, an output cut short) never counts as "no such job"."""
     known = set(known_ids)
-    errors = []  # type: List[str]
+    errors: List[str] = []
     attempts = 0
-    last = None  # type: Any
+    last: Any = None
     while True:
         attempts += 1
         try:
@@ -290,7 +278,7 @@ def submit(cli, args, identity, known_ids, data=None, environ=None, retries=2, d
             return {"job_id": job_id, "cluster": cluster, "recovered": False,
                     "attempts": attempts, "errors": errors, "job": None}
         # Did slurmctld take it? Ask before any retry; never resubmit without an answer.
-        found = None  # type: Optional[List[Dict[str, Any]]]
+        found: Optional[List[Dict[str, Any]]] = None
         lookups = 0
         while found is None:
             lookups += 1
@@ -320,8 +308,7 @@ def submit(cli, args, identity, known_ids, data=None, environ=None, retries=2, d
                 % (attempts, failure_words(last)), exc=last, errors=errors)
 
 
-def job_target(job, job_id=None):
-    # type: (Dict[str, Any], Optional[str]) -> str
+def job_target(job: Dict[str, Any], job_id: Optional[str] = None) -> str:
     """The id to pass to scancel/scontrol for a job: the id the user gave, else the array job
     id for any part of an array (all its tasks), the het job leader for a component, else the
     job id."""
@@ -333,8 +320,7 @@ def job_target(job, job_id=None):
     return str(job["job_id_raw"])
 
 
-def _dedup(items):
-    # type: (List[str]) -> List[str]
+def _dedup(items: List[str]) -> List[str]:
     seen = set()
     out = []
     for item in items:
@@ -359,8 +345,7 @@ ACTION_COMMANDS = {
 _RUNNING_LIKE = frozenset(("RUNNING", "SUSPENDED", "CONFIGURING", "RESIZING", "STOPPED", "SIGNALING"))
 
 
-def plan_action(jobs, action, job_id=None):
-    # type: (List[Dict[str, Any]], str, Optional[str]) -> Dict[str, Any]
+def plan_action(jobs: List[Dict[str, Any]], action: str, job_id: Optional[str] = None) -> Dict[str, Any]:
     """Which of ``jobs`` (squeue entries of one identity, or of one job id) ``action`` must
     change. Pure: no Slurm call.
 
@@ -382,9 +367,9 @@ def plan_action(jobs, action, job_id=None):
         ``{"targets": [id, ...] (deduplicated, to pass to the command), "changed": [job, ...],
         "unchanged": [job, ...], "refused": {job_id: why}}``.
     """
-    changed = []  # type: List[Dict[str, Any]]
-    unchanged = []  # type: List[Dict[str, Any]]
-    refused = {}  # type: Dict[str, str]
+    changed: List[Dict[str, Any]] = []
+    unchanged: List[Dict[str, Any]] = []
+    refused: Dict[str, str] = {}
     active = [j for j in jobs if j["active"]]
     for job in jobs:
         state = _state(job)
@@ -421,8 +406,7 @@ def plan_action(jobs, action, job_id=None):
     return {"targets": targets, "changed": changed, "unchanged": unchanged, "refused": refused}
 
 
-def action_args(action, targets):
-    # type: (str, List[str]) -> Tuple[str, List[str]]
+def action_args(action: str, targets: List[str]) -> Tuple[str, List[str]]:
     """``(command, args)`` acting on all ``targets`` in one call: ``scancel ID ID...``,
     ``scontrol requeue|hold|release ID,ID...``."""
     name, args = ACTION_COMMANDS[action]

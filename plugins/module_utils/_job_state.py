@@ -39,9 +39,7 @@ state``, ``job requeued in special exit state``, ``JobHoldMaxRequeue``, the REQU
 SPECIAL_EXIT / RESV_DEL_HOLD flags).
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import re
 
@@ -143,8 +141,13 @@ class JobState(object):
 
     __slots__ = ("base", "flags", "word", "raw", "cancelled_by", "unknown")
 
-    def __init__(self, base, flags, word, raw, cancelled_by=None, unknown=()):
-        # type: (Optional[str], Iterable[str], str, str, Optional[int], Iterable[str]) -> None
+    def __init__(self,
+                 base: Optional[str],
+                 flags: Iterable[str],
+                 word: str,
+                 raw: str,
+                 cancelled_by: Optional[int] = None,
+                 unknown: Iterable[str] = ()) -> None:
         self.base = base
         self.flags = frozenset(flags)
         self.word = word
@@ -153,14 +156,12 @@ class JobState(object):
         self.unknown = frozenset(unknown)
 
     @property
-    def known(self):
-        # type: () -> bool
+    def known(self) -> bool:
         """False when a word of the state is unknown (never guess what it means)."""
         return not self.unknown
 
     @property
-    def active(self):
-        # type: () -> bool
+    def active(self) -> bool:
         """True while the job is queued, runs or may still run (:data:`ACTIVE_STATES`, or a
         PENDING/RUNNING/SUSPENDED base with any flags); False for an unknown state."""
         if self.unknown:
@@ -184,8 +185,7 @@ class JobState(object):
                                        ", unknown=%r" % sorted(self.unknown) if self.unknown else "")
 
 
-def _known_word(token):
-    # type: (str) -> Optional[str]
+def _known_word(token: str) -> Optional[str]:
     word = token.strip().upper()
     if word in COMPACT_CODES:
         return COMPACT_CODES[word]
@@ -194,16 +194,14 @@ def _known_word(token):
     return None
 
 
-def _long_word(token):
-    # type: (str) -> str
+def _long_word(token: str) -> str:
     word = _known_word(token)
     if word is None:
         raise JobStateError("not a Slurm job state: %r" % token)
     return word
 
 
-def parse_job_state(text):
-    # type: (Any) -> JobState
+def parse_job_state(text: Any) -> JobState:
     """A :class:`JobState` from any spelling of a job state.
 
     Accepts long words (``RUNNING``, ``OUT_OF_MEMORY``, ``REQUEUE_HOLD``, ``EXPEDITING``),
@@ -227,7 +225,7 @@ def parse_job_state(text):
         if cancelled:
             return JobState("CANCELLED", (), "CANCELLED", raw, int(cancelled.group(1)))
         tokens = _SEPARATORS.split(raw)
-    base = None  # type: Optional[str]
+    base: Optional[str] = None
     flags = set()
     unknown = set()
     words = []
@@ -255,8 +253,7 @@ def parse_job_state(text):
     return JobState(base, flags, words[0], raw, unknown=unknown)
 
 
-def state_matches(state, names):
-    # type: (JobState, Iterable[str]) -> bool
+def state_matches(state: JobState, names: Iterable[str]) -> bool:
     """True when ``state``'s base, a flag or its printed word is one of ``names`` (long or
     compact, any case), compared whole.
 
@@ -271,8 +268,7 @@ def state_matches(state, names):
     return bool(wanted & have)
 
 
-def hold_kind(state, reason):
-    # type: (JobState, Optional[str]) -> Optional[str]
+def hold_kind(state: JobState, reason: Optional[str]) -> Optional[str]:
     """Who holds the job: ``"user"`` (reason ``JobHeldUser``: ``scontrol hold`` by its owner,
     ``sbatch -H``), ``"admin"`` (``JobHeldAdmin``), ``"slurm"`` (Slurm held it itself: a
     REQUEUE_HOLD / SPECIAL_EXIT / RESV_DEL_HOLD flag, ``JobHoldMaxRequeue``, or a reason text
@@ -291,8 +287,7 @@ def hold_kind(state, reason):
     return None
 
 
-def is_held(state, reason):
-    # type: (JobState, Optional[str]) -> bool
+def is_held(state: JobState, reason: Optional[str]) -> bool:
     """True for a job that will not start (again) until released (:func:`hold_kind`): what
     ``scontrol release`` acts on."""
     return hold_kind(state, reason) is not None

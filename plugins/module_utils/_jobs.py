@@ -43,9 +43,7 @@ with rc 0 (``sacct: error: Problem talking to the database``), an output cut sho
 record without its record separator, a sacct line without its newline) all raise.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import re
 import time
@@ -131,13 +129,11 @@ class JobParseError(SlurmAnswerError):
     """Slurm output that cannot be read as jobs."""
 
 
-def _none(value):
-    # type: (Optional[str]) -> bool
+def _none(value: Optional[str]) -> bool:
     return value is None or value.strip().lower() in _NONE_WORDS
 
 
-def _int(value):
-    # type: (Optional[str]) -> Optional[int]
+def _int(value: Optional[str]) -> Optional[int]:
     """An int, or None for Slurm's no-value words (``N/A``, ``(null)``, ``Unknown``...)."""
     if _none(value):
         return None
@@ -147,8 +143,7 @@ def _int(value):
         return None
 
 
-def parse_time(value):
-    # type: (Optional[str]) -> Optional[int]
+def parse_time(value: Optional[str]) -> Optional[int]:
     """Unix seconds from a Slurm time field: digits (``SLURM_TIME_FORMAT=%s``) or
     ``YYYY-MM-DDTHH:MM:SS`` (Slurm's standard format, local time); None for ``Unknown``,
     ``None``, ``N/A`` and 0."""
@@ -163,8 +158,7 @@ def parse_time(value):
         return None
 
 
-def parse_exit_code(value):
-    # type: (Optional[str]) -> Tuple[Optional[int], Optional[int]]
+def parse_exit_code(value: Optional[str]) -> Tuple[Optional[int], Optional[int]]:
     """``(exit_code, signal)`` from Slurm's ``exit:signal`` (``0:9`` -> ``(0, 9)``); a lone
     number is the exit code; ``(None, None)`` when empty."""
     if _none(value):
@@ -174,8 +168,7 @@ def parse_exit_code(value):
     return _int(code), (_int(sig) if sig else None)
 
 
-def parse_wait_status(value):
-    # type: (Optional[str]) -> Tuple[Optional[int], Optional[int]]
+def parse_wait_status(value: Optional[str]) -> Tuple[Optional[int], Optional[int]]:
     """``(exit_code, signal)`` from squeue's ``exit_code`` field, which in 22.05 is the raw
     wait(2) status (``768`` for ``exit 3``, ``9`` for SIGKILL), not sacct's ``3:0``; an
     ``exit:signal`` pair is read as :func:`parse_exit_code` does."""
@@ -190,8 +183,7 @@ def parse_wait_status(value):
     return (status >> 8) & 0xff, status & 0x7f
 
 
-def parse_job_id(text):
-    # type: (str) -> Dict[str, Any]
+def parse_job_id(text: str) -> Dict[str, Any]:
     """The parts of a job id as Slurm writes it (squeue ``%i``/``JobArrayID``, sacct ``JobID``).
 
     ``123`` plain; ``123_4`` array task 4 of array job 123; ``123_[5-100]`` or ``123_[1-5%2]``
@@ -207,8 +199,8 @@ def parse_job_id(text):
     match = _JOB_ID.match(text.strip())
     if not match:
         raise JobParseError("not a Slurm job id: %r" % text)
-    parts = {"id": int(match.group("id")), "array_task_id": None, "array_tasks": None,
-             "array_max_running": None, "het_job_offset": None}  # type: Dict[str, Any]
+    parts: Dict[str, Any] = {"id": int(match.group("id")), "array_task_id": None, "array_tasks": None,
+                             "array_max_running": None, "het_job_offset": None}
     if match.group("task") is not None:
         parts["array_task_id"] = int(match.group("task"))
     elif match.group("tasks") is not None:
@@ -221,8 +213,7 @@ def parse_job_id(text):
     return parts
 
 
-def _nodes(node_list):
-    # type: (str) -> Tuple[str, List[str]]
+def _nodes(node_list: str) -> Tuple[str, List[str]]:
     if _none(node_list):
         return "", []
     text = node_list.strip()
@@ -232,19 +223,17 @@ def _nodes(node_list):
         return text, []
 
 
-def _state(text, where):
-    # type: (str, str) -> JobState
+def _state(text: str, where: str) -> JobState:
     try:
         return parse_job_state(text)
     except JobStateError as exc:
         raise JobParseError("%s: %s" % (where, exc))
 
 
-def _job(job_id, raw_id, job_state, **fields):
-    # type: (str, int, JobState, **Any) -> Dict[str, Any]
+def _job(job_id: str, raw_id: int, job_state: JobState, **fields: Any) -> Dict[str, Any]:
     state = job_state
     held_by = hold_kind(state, fields.get("reason"))
-    job = {
+    job: Dict[str, Any] = {
         "job_id": job_id,
         "job_id_raw": raw_id,
         "array_job_id": None,
@@ -279,13 +268,12 @@ def _job(job_id, raw_id, job_state, **fields):
         "history": [],
         "steps": [],
         "source": None,
-    }  # type: Dict[str, Any]
+    }
     job.update(fields)
     return job
 
 
-def _split_records(text):
-    # type: (str) -> List[str]
+def _split_records(text: str) -> List[str]:
     records = []
     for chunk in text.split(REC_END):
         chunk = chunk.lstrip("\r\n")
@@ -294,13 +282,11 @@ def _split_records(text):
     return records
 
 
-def _str(value):
-    # type: (str) -> Optional[str]
+def _str(value: str) -> Optional[str]:
     return None if _none(value) else value.strip()
 
 
-def parse_squeue(text):
-    # type: (str) -> List[Dict[str, Any]]
+def parse_squeue(text: str) -> List[Dict[str, Any]]:
     """Jobs from ``squeue --noheader --states=all -O SQUEUE_FORMAT``, in squeue's order.
 
     One dict per line: a running array task (``123_4``) is one job; the pending tasks of an
@@ -361,8 +347,7 @@ def parse_squeue(text):
     return jobs
 
 
-def _record(row, state):
-    # type: (Dict[str, str], JobState) -> Dict[str, Any]
+def _record(row: Dict[str, str], state: JobState) -> Dict[str, Any]:
     """The fields one sacct line gives a job, a history entry or a step."""
     exit_code, signal = parse_exit_code(row["ExitCode"])
     node_list, nodes = _nodes(row["NodeList"])
@@ -384,8 +369,7 @@ def _record(row, state):
     }
 
 
-def parse_sacct(text):
-    # type: (str) -> List[Dict[str, Any]]
+def parse_sacct(text: str) -> List[Dict[str, Any]]:
     """Job records from ``sacct --noheader --parsable2 --delimiter=SEP --format=SACCT_FIELDS``.
 
     Each job line is one record; step lines (``778010.batch``, ``778010.extern``,
@@ -401,8 +385,8 @@ def parse_sacct(text):
     """
     if text.strip() and not text.endswith("\n"):
         raise JobParseError("sacct output ends inside a line (cut short?): %r" % text[-200:])
-    records = []  # type: List[Dict[str, Any]]
-    last_by_raw = {}  # type: Dict[int, Dict[str, Any]]
+    records: List[Dict[str, Any]] = []
+    last_by_raw: Dict[int, Dict[str, Any]] = {}
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -464,26 +448,23 @@ _HISTORY_KEYS = ("state", "flags", "state_raw", "state_known", "cancelled_by", "
                  "node_list", "nodes", "submit_time", "start_time", "end_time")
 
 
-def _history_entry(record):
-    # type: (Dict[str, Any]) -> Dict[str, Any]
+def _history_entry(record: Dict[str, Any]) -> Dict[str, Any]:
     entry = dict((k, record[k]) for k in _HISTORY_KEYS)
     entry["steps"] = record["steps"]
     return entry
 
 
-def _same_run(queued, record):
-    # type: (Dict[str, Any], Dict[str, Any]) -> bool
+def _same_run(queued: Dict[str, Any], record: Dict[str, Any]) -> bool:
     a, b = queued["submit_time"], record["submit_time"]
     return a is not None and b is not None and abs(a - b) <= 1
 
 
-def _requeue_chain(current, older, limit):
-    # type: (Dict[str, Any], List[Dict[str, Any]], Optional[int]) -> List[Dict[str, Any]]
+def _requeue_chain(current: Dict[str, Any], older: List[Dict[str, Any]], limit: Optional[int]) -> List[Dict[str, Any]]:
     """Earlier records of ``current``'s job id that are runs Slurm requeued into it, oldest
     first: each ended (end time known) at most :data:`REQUEUE_GAP` seconds before the next
     record was submitted (Slurm resets the submit time when it requeues), with the same user and
     name. ``limit``: the restart count when squeue knows it (0: no history at all)."""
-    chain = []  # type: List[Dict[str, Any]]
+    chain: List[Dict[str, Any]] = []
     following = current
     for record in sorted(older, key=lambda r: r["submit_time"] or 0, reverse=True):
         if limit is not None and len(chain) >= limit:
@@ -499,8 +480,7 @@ def _requeue_chain(current, older, limit):
     return chain
 
 
-def merge_jobs(queued, accounted):
-    # type: (List[Dict[str, Any]], List[Dict[str, Any]]) -> List[Dict[str, Any]]
+def merge_jobs(queued: List[Dict[str, Any]], accounted: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """One entry per job from squeue's jobs and sacct's records, oldest submit first (the parts of
     an array or heterogeneous job next to each other).
 
@@ -515,7 +495,7 @@ def merge_jobs(queued, accounted):
     - A job only sacct knows is reported from its newest record, never as active: the
       controller, asked after sacct, would have listed an active job.
     """
-    by_raw = {}  # type: Dict[int, List[Dict[str, Any]]]
+    by_raw: Dict[int, List[Dict[str, Any]]] = {}
     for record in accounted:
         by_raw.setdefault(record["job_id_raw"], []).append(record)
     result = []
@@ -556,8 +536,7 @@ def merge_jobs(queued, accounted):
     return result
 
 
-def job_matches_states(job, names):
-    # type: (Dict[str, Any], Sequence[str]) -> bool
+def job_matches_states(job: Dict[str, Any], names: Sequence[str]) -> bool:
     """True when the job's base state (also one sacct supplied for a job squeue shows only as
     COMPLETING), a flag or the word Slurm printed is one of ``names`` (long or compact, whole).
 
@@ -570,22 +549,22 @@ def job_matches_states(job, names):
     return state_matches(merged, names)
 
 
-def _selection(job_ids, names, users):
-    # type: (Optional[Sequence[str]], Optional[Sequence[str]], Optional[Sequence[str]]) -> List[str]
+def _selection(job_ids: Optional[Sequence[str]], names: Optional[Sequence[str]], users: Optional[Sequence[str]]) -> List[str]:
     """``--jobs=``, ``--name=``, ``--user=`` (comma-separated lists, each only when given): the
     options squeue(1) and sacct(1) spell alike."""
     return [option + ",".join(values) for option, values in
             (("--jobs=", job_ids), ("--name=", names), ("--user=", users)) if values]
 
 
-def squeue_args(job_ids=None, names=None, users=None):
-    # type: (Optional[Sequence[str]], Optional[Sequence[str]], Optional[Sequence[str]]) -> List[str]
+def squeue_args(job_ids: Optional[Sequence[str]] = None, names: Optional[Sequence[str]] = None, users: Optional[Sequence[str]] = None) -> List[str]:
     """squeue arguments: every state (finished jobs stay listed for MinJobAge), our format."""
     return ["--noheader", "--states=all", "--Format=" + SQUEUE_FORMAT] + _selection(job_ids, names, users)
 
 
-def read_queue(cli, job_ids=None, names=None, users=None):
-    # type: (Any, Optional[Sequence[str]], Optional[Sequence[str]], Optional[Sequence[str]]) -> List[Dict[str, Any]]
+def read_queue(cli: Any,
+               job_ids: Optional[Sequence[str]] = None,
+               names: Optional[Sequence[str]] = None,
+               users: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
     """The jobs the controller knows (squeue), one call. An unknown single ``--jobs`` id (a job
     finished more than MinJobAge ago) gives an empty list, not an error.
 
@@ -601,8 +580,11 @@ def read_queue(cli, job_ids=None, names=None, users=None):
     return parse_squeue(out)
 
 
-def sacct_args(job_ids=None, names=None, users=None, start=None, end=None):
-    # type: (Optional[Sequence[str]], Optional[Sequence[str]], Optional[Sequence[str]], Optional[int], Optional[int]) -> List[str]
+def sacct_args(job_ids: Optional[Sequence[str]] = None,
+               names: Optional[Sequence[str]] = None,
+               users: Optional[Sequence[str]] = None,
+               start: Optional[int] = None,
+               end: Optional[int] = None) -> List[str]:
     """sacct arguments: all records of each id (``--duplicates``), steps included."""
     args = ["--noheader", "--parsable2", "--delimiter=" + SEP, "--duplicates",
             "--format=" + ",".join(SACCT_FIELDS)] + _selection(job_ids, names, users)
@@ -615,8 +597,12 @@ def sacct_args(job_ids=None, names=None, users=None, start=None, end=None):
     return args
 
 
-def read_accounting(cli, job_ids=None, names=None, users=None, start=None, end=None):
-    # type: (Any, Optional[Names], Optional[Names], Optional[Names], Optional[int], Optional[int]) -> Optional[List[Dict[str, Any]]]
+def read_accounting(cli: Any,
+                    job_ids: Optional[Names] = None,
+                    names: Optional[Names] = None,
+                    users: Optional[Names] = None,
+                    start: Optional[int] = None,
+                    end: Optional[int] = None) -> Optional[List[Dict[str, Any]]]:
     """Job records from slurmdbd (sacct), one call; None when the cluster keeps no accounting
     (``Slurm accounting storage is disabled``: AccountingStorageType is none).
 
@@ -636,8 +622,7 @@ def read_accounting(cli, job_ids=None, names=None, users=None, start=None, end=N
     return parse_sacct(out)
 
 
-def slurm_time(epoch):
-    # type: (int) -> str
+def slurm_time(epoch: int) -> str:
     """Unix seconds as sacct's ``YYYY-MM-DDTHH:MM:SS`` (local time, as sacct reads it)."""
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(epoch))
 
@@ -651,8 +636,7 @@ _ISO_FORMATS = ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M:%S", "%Y-
                 "%Y-%m-%d")
 
 
-def parse_time_option(value, now=None):
-    # type: (Any, Optional[float]) -> Optional[int]
+def parse_time_option(value: Any, now: Optional[float] = None) -> Optional[int]:
     """Unix seconds from a module's time option: an integer (Unix seconds), ``YYYY-MM-DD``,
     ``YYYY-MM-DDTHH:MM[:SS]`` (local time), ``now`` or ``now-<n><unit>`` / ``now+<n><unit>``
     (units as sacct takes them: seconds, minutes, hours, days, weeks). None for empty.
@@ -683,8 +667,7 @@ def parse_time_option(value, now=None):
     raise ValueError("not a time: %r (use Unix seconds, YYYY-MM-DD[THH:MM[:SS]] or now-<n>days)" % text)
 
 
-def in_window(job, start=None, end=None):
-    # type: (Dict[str, Any], Optional[int], Optional[int]) -> bool
+def in_window(job: Dict[str, Any], start: Optional[int] = None, end: Optional[int] = None) -> bool:
     """True when the job existed in ``[start, end]`` (Unix seconds, either open): submitted
     before ``end`` and not ended before ``start``."""
     if end is not None and job["submit_time"] is not None and job["submit_time"] > end:
@@ -694,8 +677,13 @@ def in_window(job, start=None, end=None):
     return True
 
 
-def read_jobs(cli, job_ids=None, names=None, users=None, start=None, end=None, accounting=True):
-    # type: (Any, Optional[Names], Optional[Names], Optional[Names], Optional[int], Optional[int], bool) -> Tuple[List[Dict[str, Any]], bool]
+def read_jobs(cli: Any,
+              job_ids: Optional[Names] = None,
+              names: Optional[Names] = None,
+              users: Optional[Names] = None,
+              start: Optional[int] = None,
+              end: Optional[int] = None,
+              accounting: bool = True) -> Tuple[List[Dict[str, Any]], bool]:
     """Every matching job, active or finished; ``(jobs, accounting_used)``.
 
     sacct runs FIRST and squeue second, so a job still active cannot be missed by squeue and
@@ -705,7 +693,7 @@ def read_jobs(cli, job_ids=None, names=None, users=None, start=None, end=None, a
     Raises:
         SlurmCommandError, JobParseError.
     """
-    accounted = None  # type: Optional[List[Dict[str, Any]]]
+    accounted: Optional[List[Dict[str, Any]]] = None
     if accounting:
         accounted = read_accounting(cli, job_ids, names, users, start, end)
     queued = read_queue(cli, job_ids, names, users)

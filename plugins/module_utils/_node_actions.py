@@ -14,9 +14,7 @@ the same change cost one call, never N. :func:`apply_node_changes` runs them (``
 ``slurm_node_remediation``).
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import NodeParseError, node_state, read_nodes
@@ -43,21 +41,18 @@ class Change(object):
 
     __slots__ = ("action", "nodes", "reason", "asap", "nextstate")
 
-    def __init__(self, action, reason=None, asap=False, nextstate=None):
-        # type: (str, Optional[str], bool, Optional[str]) -> None
+    def __init__(self, action: str, reason: Optional[str] = None, asap: bool = False, nextstate: Optional[str] = None) -> None:
         self.action = action
-        self.nodes = []  # type: List[str]
+        self.nodes: List[str] = []
         self.reason = reason
         self.asap = asap
         self.nextstate = nextstate
 
     @property
-    def hostlist(self):
-        # type: () -> str
+    def hostlist(self) -> str:
         return compress_hostlist(self.nodes)
 
-    def scontrol_args(self):
-        # type: () -> List[str]
+    def scontrol_args(self) -> List[str]:
         """The scontrol argument list (scontrol(1) ``update``, ``reboot``, ``cancel_reboot``)."""
         hostlist = self.hostlist
         if self.action == "reboot":
@@ -79,19 +74,16 @@ class Change(object):
             args.append("Reason=%s" % self.reason)
         return args
 
-    def to_dict(self):
-        # type: () -> Dict[str, Any]
+    def to_dict(self) -> Dict[str, Any]:
         return {"action": self.action, "nodes": list(self.nodes), "hostlist": self.hostlist,
                 "reason": self.reason}
 
 
-def _view(node):
-    # type: (Dict[str, Any]) -> Dict[str, str]
+def _view(node: Dict[str, Any]) -> Dict[str, str]:
     return {"state": node_state(node).compound(), "reason": node.get("reason") or ""}
 
 
-def _predict(node, change):
-    # type: (Dict[str, Any], Change) -> Dict[str, str]
+def _predict(node: Dict[str, Any], change: Change) -> Dict[str, str]:
     """What the node should look like once Slurm has applied ``change`` (for diff)."""
     state = node_state(node)
     base = state.base or "IDLE"
@@ -121,9 +113,8 @@ def _predict(node, change):
     return {"state": "+".join([base] + sorted(flags)), "reason": reason}
 
 
-def plan_node_changes(nodes, names, action, reason=None, reason_policy="keep", asap=True,
-                      nextstate="resume"):
-    # type: (List[Dict[str, Any]], List[str], str, Optional[str], str, bool, str) -> Dict[str, Any]
+def plan_node_changes(nodes: List[Dict[str, Any]], names: List[str], action: str, reason: Optional[str] = None, reason_policy: str = "keep", asap: bool = True,
+                      nextstate: str = "resume") -> Dict[str, Any]:
     """Decide which of ``names`` need ``action`` and group them into scontrol calls.
 
     Args:
@@ -152,10 +143,10 @@ def plan_node_changes(nodes, names, action, reason=None, reason_policy="keep", a
     if action in ("drain", "down") and not reason:
         raise ValueError("state=%s needs a reason" % action)
     by_name = dict((n["name"], n) for n in nodes)
-    groups = {}  # type: Dict[Tuple[str, Optional[str]], Change]
-    order = []  # type: List[Change]
-    result = {"changes": order, "unchanged": [], "unknown": [], "refused": {},
-              "before": {}, "after": {}}  # type: Dict[str, Any]
+    groups: Dict[Tuple[str, Optional[str]], Change] = {}
+    order: List[Change] = []
+    result: Dict[str, Any] = {"changes": order, "unchanged": [], "unknown": [], "refused": {},
+                              "before": {}, "after": {}}
     seen = set()
 
     def add(name, change_action, change_reason):
@@ -211,8 +202,7 @@ def plan_node_changes(nodes, names, action, reason=None, reason_policy="keep", a
     return result
 
 
-def reached(node, change):
-    # type: (Optional[Dict[str, Any]], Change) -> bool
+def reached(node: Optional[Dict[str, Any]], change: Change) -> bool:
     """True when a node read after ``change`` shows the change took effect."""
     if node is None:
         return False
@@ -233,8 +223,7 @@ def reached(node, change):
     return False
 
 
-def apply_node_changes(cli, plan, check_mode):
-    # type: (Any, Dict[str, Any], bool) -> Dict[str, Any]
+def apply_node_changes(cli: Any, plan: Dict[str, Any], check_mode: bool) -> Dict[str, Any]:
     """Run the scontrol calls of a ``plan_node_changes`` plan (not in check mode).
 
     This one runs commands (``cli`` is a ``_slurm_cli.SlurmCLI``). A call Slurm refuses may have

@@ -40,9 +40,7 @@ Nothing that is not a complete answer reads as "no history": a non-zero rc (slur
 that is not an event all raise.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import calendar
 import time
@@ -78,14 +76,12 @@ class NodeEventParseError(SlurmAnswerError):
     """sacctmgr output that cannot be read as node events."""
 
 
-def slurm_utc_time(epoch):
-    # type: (Union[int, float]) -> str
+def slurm_utc_time(epoch: Union[int, float]) -> str:
     """Unix seconds as ``YYYY-MM-DDTHH:MM:SS`` in UTC, for ``start=`` under ``TZ=UTC``."""
     return time.strftime(_ISO, time.gmtime(int(epoch)))
 
 
-def parse_event_time(value):
-    # type: (str) -> Optional[int]
+def parse_event_time(value: str) -> Optional[int]:
     """Unix seconds from an event time: digits (``SLURM_TIME_FORMAT=%s``) or
     ``YYYY-MM-DDTHH:MM:SS`` read as UTC (the read runs with ``TZ=UTC``); None for ``Unknown``.
 
@@ -103,8 +99,7 @@ def parse_event_time(value):
         raise NodeEventParseError("not an event time: %r" % value)
 
 
-def event_args(start, nodes=None):
-    # type: (Union[int, float], Optional[Union[str, Sequence[str]]]) -> List[str]
+def event_args(start: Union[int, float], nodes: Optional[Union[str, Sequence[str]]] = None) -> List[str]:
     """sacctmgr arguments for the events of ``nodes`` (hostlist or names; all when None) that
     were open at or after ``start`` (Unix seconds)."""
     args = ["--noheader", "--parsable2", "show", "event", "event=node",
@@ -115,8 +110,7 @@ def event_args(start, nodes=None):
     return args
 
 
-def parse_events(text):
-    # type: (str) -> List[Dict[str, Any]]
+def parse_events(text: str) -> List[Dict[str, Any]]:
     """Events from ``sacctmgr --noheader --parsable2 show event ... format=<EVENT_FIELDS>``,
     in Slurm's order (by node, then start time).
 
@@ -146,8 +140,7 @@ def parse_events(text):
     return events
 
 
-def read_node_events(cli, start, nodes=None):
-    # type: (Any, Union[int, float], Optional[Union[str, Sequence[str]]]) -> List[Dict[str, Any]]
+def read_node_events(cli: Any, start: Union[int, float], nodes: Optional[Union[str, Sequence[str]]] = None) -> List[Dict[str, Any]]:
     """The node events open at or after ``start`` (Unix seconds), of ``nodes`` (a hostlist or
     names; every node when None), from ONE ``sacctmgr show event`` call through ``cli`` (a
     :class:`~._slurm_cli.SlurmCLI`).
@@ -164,8 +157,7 @@ def read_node_events(cli, start, nodes=None):
     return parse_events(out)
 
 
-def episodes(events, gap=EPISODE_GAP):
-    # type: (Sequence[Dict[str, Any]], int) -> List[Dict[str, Any]]
+def episodes(events: Sequence[Dict[str, Any]], gap: int = EPISODE_GAP) -> List[Dict[str, Any]]:
     """Failure episodes: each node's events that follow each other without the node being back
     in service in between (the next one starts at most ``gap`` seconds after the previous one
     ended, or while it is still open / overlaps it), merged. Sorted by node, then start.
@@ -179,12 +171,12 @@ def episodes(events, gap=EPISODE_GAP):
     reason>, "R : reboot issued"]``; a drained-and-resumed node drained again is a second
     episode; a crashed node is one episode ``["Not responding", ...]``.
     """
-    by_node = {}  # type: Dict[str, List[Dict[str, Any]]]
+    by_node: Dict[str, List[Dict[str, Any]]] = {}
     for event in events:
         by_node.setdefault(event["node"], []).append(event)
     result = []
     for node in sorted(by_node):
-        current = None  # type: Optional[Dict[str, Any]]
+        current: Optional[Dict[str, Any]] = None
         for event in sorted(by_node[node], key=lambda e: (e["start"], e["end"] is None, e["end"] or 0)):
             joins = current is not None and (
                 current["end"] is None or event["start"] <= current["end"] + gap)

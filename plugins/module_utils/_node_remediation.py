@@ -40,9 +40,7 @@ nodes are rebooting or acted on at once, in-flight reboots included, oldest reas
 rest are reported as overflow.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import re
 import sys
@@ -149,8 +147,7 @@ class RemediationError(ValueError):
     """Bad remediation settings (an invalid regex, scope expression or limit)."""
 
 
-def blast_radius_limit(total, max_nodes, max_percent):
-    # type: (int, int, float) -> int
+def blast_radius_limit(total: int, max_nodes: int, max_percent: float) -> int:
     """How many nodes one run may act on: ``min(max_nodes, max(1, floor(total*pct/100)))``.
 
     ``max_nodes`` 0 allows none (a dry policy); a cluster of any size may always have one node
@@ -173,8 +170,7 @@ def blast_radius_limit(total, max_nodes, max_percent):
     return min(max_nodes, by_percent)
 
 
-def compile_classes(classes):
-    # type: (Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]
+def compile_classes(classes: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """Check reason classes and compile their regexes.
 
     Args:
@@ -220,8 +216,7 @@ def compile_classes(classes):
     return compiled
 
 
-def classes_from_allowlist(allow_reasons, reboot_reasons):
-    # type: (Sequence[str], Sequence[str]) -> List[Dict[str, Any]]
+def classes_from_allowlist(allow_reasons: Sequence[str], reboot_reasons: Sequence[str]) -> List[Dict[str, Any]]:
     """Reason classes equivalent to the deprecated allowlist settings.
 
     Each allowed pattern becomes one class, in order: ``reboot`` when the same pattern is also
@@ -238,8 +233,7 @@ def classes_from_allowlist(allow_reasons, reboot_reasons):
             for index, pattern in enumerate(allow_reasons or ())]
 
 
-def classify(reason, classes):
-    # type: (str, Sequence[Dict[str, Any]]) -> Optional[Dict[str, Any]]
+def classify(reason: str, classes: Sequence[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     """The first compiled class (see ``compile_classes``) whose regex matches ``reason``, or None."""
     if not reason:
         return None
@@ -249,8 +243,10 @@ def classify(reason, classes):
     return None
 
 
-def count_heals(events, classes, since, reboot_reason=DEFAULT_REBOOT_REASON):
-    # type: (List[Dict[str, Any]], Sequence[Dict[str, Any]], int, str) -> Dict[str, Dict[str, Any]]
+def count_heals(events: List[Dict[str, Any]],
+                classes: Sequence[Dict[str, Any]],
+                since: int,
+                reboot_reason: str = DEFAULT_REBOOT_REASON) -> Dict[str, Dict[str, Any]]:
     """Count, per node, how often it was healed (rebooted by remediation, or returned to service
     from a failure that a class heals).
 
@@ -291,10 +287,10 @@ def count_heals(events, classes, since, reboot_reason=DEFAULT_REBOOT_REASON):
         entry = classify(event.get("reason") or "", classes)
         return entry["action"] if entry is not None else None
 
-    by_node = {}  # type: Dict[str, List[Dict[str, Any]]]
+    by_node: Dict[str, List[Dict[str, Any]]] = {}
     for event in events or ():
         by_node.setdefault(event["node"], []).append(event)
-    result = {}  # type: Dict[str, Dict[str, Any]]
+    result: Dict[str, Dict[str, Any]] = {}
     for node, node_events in by_node.items():
         node_events.sort(key=lambda e: (e["start"], e["end"] is None, e["end"] or 0))
         actions = [action_of(e) for e in node_events]  # each event classified once
@@ -326,15 +322,13 @@ def count_heals(events, classes, since, reboot_reason=DEFAULT_REBOOT_REASON):
     return result
 
 
-def circuit_threshold(considered, max_nodes, max_percent, min_nodes):
-    # type: (int, int, float, int) -> int
+def circuit_threshold(considered: int, max_nodes: int, max_percent: float, min_nodes: int) -> int:
     """Most nodes that may break within the circuit window before nothing is healed:
     ``min(max_nodes, max(min_nodes, floor(considered * max_percent / 100)))``."""
     return min(int(max_nodes), max(int(min_nodes), int(considered * float(max_percent) // 100)))
 
 
-def _duration(seconds):
-    # type: (int) -> str
+def _duration(seconds: int) -> str:
     if seconds % 86400 == 0:
         return "%dd" % (seconds // 86400) if seconds != 86400 else "24h"
     if seconds % 3600 == 0:
@@ -344,8 +338,7 @@ def _duration(seconds):
     return "%ds" % seconds
 
 
-def flapping_reason(heals, window, last_reason):
-    # type: (int, int, str) -> str
+def flapping_reason(heals: int, window: int, last_reason: str) -> str:
     """The reason set on a node whose healing budget is spent (no acting class matches it).
 
     Double quotes are replaced (scontrol drops them from a reason) and the last reason is cut
@@ -367,20 +360,20 @@ def _int_setting(value, what, minimum=0):
     return number
 
 
-def summarise_skipped(skipped):
-    # type: (List[Dict[str, Any]]) -> List[Dict[str, Any]]
+def summarise_skipped(skipped: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """The skipped nodes ``{name, why, reason, ...}`` as ``{why, reason, count, hostlist}``, one per
     distinct why and reason, largest first (then by why, reason): a cluster's admin drains and
     powered-down nodes make thousands of entries that say the same."""
-    groups = {}  # type: Dict[Any, List[str]]
+    groups: Dict[Any, List[str]] = {}
     for entry in skipped:
         groups.setdefault((entry["why"], entry["reason"]), []).append(entry["name"])
     return [{"why": why, "reason": reason, "count": len(names), "hostlist": compress_hostlist(names)}
             for (why, reason), names in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
 
 
-def resolve_classes(classes=None, allow_reasons=None, reboot_reasons=None):
-    # type: (Optional[Sequence[Dict[str, Any]]], Optional[Sequence[str]], Optional[Sequence[str]]) -> Tuple[Sequence[Dict[str, Any]], bool]
+def resolve_classes(classes: Optional[Sequence[Dict[str, Any]]] = None,
+                    allow_reasons: Optional[Sequence[str]] = None,
+                    reboot_reasons: Optional[Sequence[str]] = None) -> Tuple[Sequence[Dict[str, Any]], bool]:
     """The reason classes to plan with, and whether the deprecated allowlist gave them.
 
     ``classes`` None means ``DEFAULT_REASON_CLASSES``. ``allow_reasons`` or ``reboot_reasons`` set
@@ -409,8 +402,7 @@ ALLOWLIST_DEPRECATION = (
     "same pattern is in reboot_reasons, else resume")
 
 
-def scope_names(nodes, expression):
-    # type: (List[Dict[str, Any]], str) -> List[str]
+def scope_names(nodes: List[Dict[str, Any]], expression: str) -> List[str]:
     """Names of the nodes a JMESPath ``expression`` selects from ``nodes`` (node dicts).
 
     The expression must give a list of nodes or of names.
@@ -444,20 +436,19 @@ def scope_names(nodes, expression):
     return names
 
 
-def plan_remediation(nodes,  # type: List[Dict[str, Any]]
-                     classes=DEFAULT_REASON_CLASSES,  # type: Sequence[Dict[str, Any]]
-                     in_scope=None,  # type: Optional[Sequence[str]]
-                     max_nodes=DEFAULT_MAX_NODES,  # type: int
-                     max_percent=DEFAULT_MAX_PERCENT,  # type: float
-                     events=None,  # type: Optional[List[Dict[str, Any]]]
-                     heal_budget=DEFAULT_HEAL_BUDGET,  # type: int
-                     heal_window=DEFAULT_HEAL_WINDOW,  # type: int
-                     circuit=None,  # type: Optional[Dict[str, Any]]
-                     reboot_reason=DEFAULT_REBOOT_REASON,  # type: str
-                     now=None,  # type: Optional[float]
-                     heal_since=DEFAULT_HEAL_SINCE,  # type: int
-                     ):
-    # type: (...) -> Dict[str, Any]
+def plan_remediation(nodes: List[Dict[str, Any]],
+                     classes: Sequence[Dict[str, Any]] = DEFAULT_REASON_CLASSES,
+                     in_scope: Optional[Sequence[str]] = None,
+                     max_nodes: int = DEFAULT_MAX_NODES,
+                     max_percent: float = DEFAULT_MAX_PERCENT,
+                     events: Optional[List[Dict[str, Any]]] = None,
+                     heal_budget: int = DEFAULT_HEAL_BUDGET,
+                     heal_window: int = DEFAULT_HEAL_WINDOW,
+                     circuit: Optional[Dict[str, Any]] = None,
+                     reboot_reason: str = DEFAULT_REBOOT_REASON,
+                     now: Optional[float] = None,
+                     heal_since: int = DEFAULT_HEAL_SINCE,
+                     ) -> Dict[str, Any]:
     """Plan one remediation run.
 
     Args:
@@ -567,7 +558,7 @@ def plan_remediation(nodes,  # type: List[Dict[str, Any]]
 
     threshold = circuit_threshold(considered, circuit_max, circuit_pct, circuit_min)
     circuit_open = bool(window) and len(broken) > threshold
-    groups = {}  # type: Dict[str, List[Dict[str, Any]]]
+    groups: Dict[str, List[Dict[str, Any]]] = {}
     for entry in broken:
         groups.setdefault(entry["class"], []).append(entry)
     circuit_view = {
@@ -602,7 +593,7 @@ def plan_remediation(nodes,  # type: List[Dict[str, Any]]
     needs_human += [{"name": f["name"], "why": "flapping: healed %d times in %s, last: %s"
                      % (f["heals"], _duration(heal_window), f["reason"])} for f in flapping]
 
-    flapping_groups = {}  # type: Dict[str, List[str]]
+    flapping_groups: Dict[str, List[str]] = {}
     for entry in flapping_now:
         flapping_groups.setdefault(entry["new_reason"], []).append(entry["name"])
 

@@ -26,9 +26,7 @@ prints them). ``base`` is ``None`` when the spelling does not say it: sinfo prin
 and ``MIXED+DRAIN``. A node is drained whenever the DRAIN flag is set, whatever its base.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import re
 
@@ -154,38 +152,32 @@ class NodeState(object):
 
     __slots__ = ("base", "flags", "raw")
 
-    def __init__(self, base, flags, raw):
-        # type: (Optional[str], Iterable[str], str) -> None
+    def __init__(self, base: Optional[str], flags: Iterable[str], raw: str) -> None:
         self.base = base
         self.flags = frozenset(flags)
         self.raw = raw
 
     @property
-    def drained(self):
-        # type: () -> bool
+    def drained(self) -> bool:
         """True when the DRAIN flag is set (drained or draining, whatever the base), or
         INVALID_REG: Slurm drains a node whose registration it refused."""
         return "DRAIN" in self.flags or "INVALID_REG" in self.flags
 
     @property
-    def responding(self):
-        # type: () -> bool
+    def responding(self) -> bool:
         """False when slurmctld marks the node NOT_RESPONDING (``*`` in sinfo)."""
         return "NOT_RESPONDING" not in self.flags
 
     @property
-    def down(self):
-        # type: () -> bool
+    def down(self) -> bool:
         return self.base == "DOWN"
 
-    def compound(self):
-        # type: () -> str
+    def compound(self) -> str:
         """The state as scontrol writes it: ``BASE+FLAG+FLAG`` (flags sorted)."""
         parts = [self.base or "UNKNOWN"] + sorted(self.flags)
         return "+".join(parts)
 
-    def to_dict(self):
-        # type: () -> Dict[str, Any]
+    def to_dict(self) -> Dict[str, Any]:
         """``{"base": str|None, "flags": [str, ...] sorted, "raw": str}``."""
         return {"base": self.base, "flags": sorted(self.flags), "raw": self.raw}
 
@@ -202,8 +194,7 @@ class NodeState(object):
         return "NodeState(%r, %r)" % (self.base, sorted(self.flags))
 
 
-def _flag_name(token, strict):
-    # type: (str, bool) -> str
+def _flag_name(token: str, strict: bool) -> str:
     name = token.strip().upper()
     if not _WORD_RE.match(name):
         raise SlurmStateError("%r is not a Slurm node state flag" % token)
@@ -213,8 +204,7 @@ def _flag_name(token, strict):
     return name
 
 
-def _parse_word(text):
-    # type: (str) -> Tuple[Optional[str], set]
+def _parse_word(text: str) -> Tuple[Optional[str], set]:
     """One sinfo word with optional suffix symbols, e.g. ``drained*`` or ``reboot^``."""
     match = _SUFFIX_RE.match(text)
     if not match:
@@ -234,8 +224,7 @@ def _parse_word(text):
     return base, flags
 
 
-def parse_state(value, flags=None):
-    # type: (Union[str, List[str], Tuple[str, ...], None], Optional[Iterable[str]]) -> NodeState
+def parse_state(value: Union[str, List[str], Tuple[str, ...], None], flags: Optional[Iterable[str]] = None) -> NodeState:
     """Parse any spelling of a Slurm node state.
 
     Args:
@@ -288,8 +277,7 @@ def parse_state(value, flags=None):
     return NodeState(base, all_flags, raw)
 
 
-def state_matches(state, wanted):
-    # type: (NodeState, Iterable[str]) -> bool
+def state_matches(state: NodeState, wanted: Iterable[str]) -> bool:
     """True when ``state`` has any of the ``wanted`` names as its base or among its flags.
 
     ``wanted`` holds base or flag names in any case (``DRAIN``, ``down``, ``NOT_RESPONDING``);

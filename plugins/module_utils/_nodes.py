@@ -27,9 +27,7 @@ Sources of each field: JSON node keys ``name``, ``state``/``state_flags``, ``rea
 ``%T`` ``%c`` ``%m`` ``%G`` ``%f`` ``%u`` ``%H`` ``%E``.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import json
 import time
@@ -63,8 +61,7 @@ class NodeParseError(SlurmAnswerError):
     """Slurm output that cannot be read as nodes."""
 
 
-def _number(value):
-    # type: (Any) -> Optional[int]
+def _number(value: Any) -> Optional[int]:
     """An integer from a Slurm JSON number: plain int, digit string, or the 23.02+ object
     ``{"set": bool, "infinite": bool, "number": int}``. 0 and unset become ``None``."""
     if isinstance(value, dict):
@@ -80,14 +77,12 @@ def _number(value):
     return number
 
 
-def _time(value):
-    # type: (Any) -> Optional[int]
+def _time(value: Any) -> Optional[int]:
     number = _number(value)
     return number if number else None
 
 
-def _split_list(value):
-    # type: (Any) -> List[str]
+def _split_list(value: Any) -> List[str]:
     if value is None:
         return []
     if isinstance(value, list):
@@ -140,8 +135,7 @@ _REASON_FLAGS = frozenset((
 ))
 
 
-def release_text(release):
-    # type: (Optional[Tuple[int, ...]]) -> str
+def release_text(release: Optional[Tuple[int, ...]]) -> str:
     """``(24, 11, 5)`` as ``"24.11.5"``, ``(22, 5, 8)`` as ``"22.05.8"`` (Slurm's own spelling,
     the minor in two digits); ``"unknown"`` for None."""
     if not release:
@@ -149,8 +143,7 @@ def release_text(release):
     return ".".join(["%d" % release[0], "%02d" % release[1]] + ["%d" % p for p in release[2:]])
 
 
-def _reason(raw):
-    # type: (Dict[str, Any]) -> Tuple[str, Optional[str], Optional[int]]
+def _reason(raw: Dict[str, Any]) -> Tuple[str, Optional[str], Optional[int]]:
     """(reason, user, time) of a node record: ``reason`` is a string (22.05 sinfo, 23.02+
     scontrol) or an object ``{description, user, time}`` (23.02+ sinfo)."""
     reason = raw.get("reason")
@@ -161,8 +154,7 @@ def _reason(raw):
             _time(raw.get("reason_changed_at")))
 
 
-def _node_from_json(raw, where, states=None):
-    # type: (Any, str, Optional[Dict[Any, NodeState]]) -> Dict[str, Any]
+def _node_from_json(raw: Any, where: str, states: Optional[Dict[Any, NodeState]] = None) -> Dict[str, Any]:
     """One node dict from a JSON record. ``states``: parsed states by their JSON spelling, shared
     by the records of one document (a NodeState is immutable; a cluster of 16,384 nodes has a
     handful of distinct states, and parsing each spelling once halves the time of the read)."""
@@ -172,8 +164,8 @@ def _node_from_json(raw, where, states=None):
     if not name:
         raise NodeParseError("%s listed a node without a name: %r" % (where, raw))
     value, flags = raw.get("state"), raw.get("state_flags")
-    key = (tuple(value) if isinstance(value, list) else value,
-           tuple(flags) if isinstance(flags, list) else flags)  # type: Optional[Tuple[Any, Any]]
+    key: Optional[Tuple[Any, Any]] = (tuple(value) if isinstance(value, list) else value,
+                                      tuple(flags) if isinstance(flags, list) else flags)
     try:
         state = states.get(key) if states is not None else None
     except TypeError:  # an unhashable spelling (e.g. objects in the list): parse_state refuses it
@@ -205,8 +197,7 @@ def _node_from_json(raw, where, states=None):
     )
 
 
-def parse_nodes_json(text, command="scontrol show nodes --json"):
-    # type: (str, str) -> List[Dict[str, Any]]
+def parse_nodes_json(text: str, command: str = "scontrol show nodes --json") -> List[Dict[str, Any]]:
     """Nodes from a JSON document with one record per node: ``scontrol show nodes --json``
     (Slurm 23.02 and later: data_parser v0.0.39 to v0.0.44) or ``sinfo --json`` of Slurm
     21.08/22.05 (v0.0.37/v0.0.38). ``doc`` may also be the decoded document.
@@ -256,12 +247,11 @@ def parse_nodes_json(text, command="scontrol show nodes --json"):
         raise NodeParseError("%s (Slurm %s) listed no node at all: the controller's answer "
                              "is incomplete, nothing is trusted" % (command, release))
     where = "%s (Slurm %s)" % (command, release)
-    states = {}  # type: Dict[Any, NodeState]
+    states: Dict[Any, NodeState] = {}
     return [_node_from_json(raw, where, states) for raw in doc["nodes"]]
 
 
-def _text_time(value):
-    # type: (str) -> Optional[int]
+def _text_time(value: str) -> Optional[int]:
     """sinfo ``%H`` (``2026-09-21T15:02:11``, local time) to Unix seconds; None when unset."""
     value = value.strip()
     if not value or value in ("Unknown", "None", "N/A"):
@@ -272,8 +262,7 @@ def _text_time(value):
         return None
 
 
-def parse_sinfo_text(text):
-    # type: (str) -> List[Dict[str, Any]]
+def parse_sinfo_text(text: str) -> List[Dict[str, Any]]:
     """Nodes from ``sinfo -N -h -o TEXT_FORMAT`` (one line per node and partition).
 
     A node that sinfo lists once per partition is returned once, with all its partitions in
@@ -284,8 +273,8 @@ def parse_sinfo_text(text):
     Raises:
         NodeParseError: a line with too few fields, or an unreadable state.
     """
-    nodes = []  # type: List[Dict[str, Any]]
-    by_name = {}  # type: Dict[str, Dict[str, Any]]
+    nodes: List[Dict[str, Any]] = []
+    by_name: Dict[str, Dict[str, Any]] = {}
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -330,14 +319,12 @@ def parse_sinfo_text(text):
     return nodes
 
 
-def node_state(node):
-    # type: (Dict[str, Any]) -> NodeState
+def node_state(node: Dict[str, Any]) -> NodeState:
     """The :class:`NodeState` of a node dict made by this module's parsers."""
     return NodeState(node["state"], node["flags"], node["state_raw"])
 
 
-def read_nodes(cli, source="auto"):
-    # type: (Any, str) -> Tuple[List[Dict[str, Any]], str]
+def read_nodes(cli: Any, source: str = "auto") -> Tuple[List[Dict[str, Any]], str]:
     """Read every node with ONE Slurm call (plus ``sinfo --version`` once per task); return
     ``(nodes, source)``.
 
@@ -367,7 +354,7 @@ def read_nodes(cli, source="auto"):
         raise NodeParseError("Slurm %s has no JSON output (21.08 and later have); use "
                              "source=text" % release_text(release))
     if release >= SCONTROL_JSON_SINCE:
-        command = ("scontrol", ["show", "nodes", "--json"])  # type: Tuple[str, List[str]]
+        command: Tuple[str, List[str]] = ("scontrol", ["show", "nodes", "--json"])
     else:
         command = ("sinfo", ["--json"])
     doc = cli.run_json(command[0], command[1], what="read node states")

@@ -16,9 +16,7 @@ time. Every call is recorded (``calls``) so modules can return the exact command
 tests can count Slurm calls.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import json
 import os
@@ -41,11 +39,11 @@ if TYPE_CHECKING:  # the type of the module argument; modules import it themselv
 
 #: Options shared by every module; documented in the ``clusterops.slurm.slurm_cli``
 #: doc fragment. Merge into a module's argument_spec with :func:`slurm_argument_spec`.
-SLURM_COMMON_ARGUMENT_SPEC = dict(
+SLURM_COMMON_ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     slurm_conf=dict(type="path"),
     slurm_bin_dir=dict(type="path"),
     command_timeout=dict(type="int", default=60),
-)  # type: Dict[str, Dict[str, Any]]
+)
 
 #: rc that coreutils timeout(1) returns when it had to stop the command.
 TIMEOUT_RC = 124
@@ -56,8 +54,7 @@ TIMEOUT_RC = 124
 DECODE_ERRORS = "replace"
 
 
-def read_large(module, argv, environ_update=None, errors=DECODE_ERRORS):
-    # type: (Any, List[str], Optional[Dict[str, str]], str) -> Tuple[int, str, str]
+def read_large(module: Any, argv: List[str], environ_update: Optional[Dict[str, str]] = None, errors: str = DECODE_ERRORS) -> Tuple[int, str, str]:
     """Run ``argv`` (a list, no shell) and return ``(rc, stdout, stderr)`` as text, like
     ``AnsibleModule.run_command`` with ``check_rc=False``, in time linear in the output's size.
 
@@ -90,15 +87,13 @@ _VERSION_RE = re.compile(r"^slurm(?:-wlm)?\s+(\d+)\.(\d+)(?:\.(\d+))?", re.IGNOR
 _STDERR_ERROR_RE = re.compile(r"\b(?:error|fatal)\s*:|(?:^|:\s)(?:error|fatal)\b", re.IGNORECASE)
 
 
-def stderr_errors(err):
-    # type: (Optional[str]) -> List[str]
+def stderr_errors(err: Optional[str]) -> List[str]:
     """The lines of a command's stderr that report an error (``sacct: error: ...``,
     ``slurm_load_jobs error: ...``, ``fatal: ...``), stripped; warnings are not errors."""
     return [line.strip() for line in (err or "").splitlines() if _STDERR_ERROR_RE.search(line)]
 
 
-def slurm_words(rc, out, err):
-    # type: (int, Optional[str], Optional[str]) -> str
+def slurm_words(rc: int, out: Optional[str], err: Optional[str]) -> str:
     """What Slurm said about a failed command, on one line: the error lines of its stderr
     (:func:`stderr_errors`) joined by ``"; "`` (all of them: the last one often says the most),
     else every line of its stderr, else the first line of its stdout (which may be a whole
@@ -109,8 +104,7 @@ def slurm_words(rc, out, err):
     return "; ".join(lines) if lines else "rc=%s, no output" % rc
 
 
-def parse_version(text):
-    # type: (str) -> Tuple[int, int, int]
+def parse_version(text: str) -> Tuple[int, int, int]:
     """``(major, minor, micro)`` from the first line of ``<command> --version``.
 
     Raises:
@@ -123,8 +117,7 @@ def parse_version(text):
     return (int(match.group(1)), int(match.group(2)), int(match.group(3) or 0))
 
 
-def json_release(doc):
-    # type: (Any) -> Optional[str]
+def json_release(doc: Any) -> Optional[str]:
     """The Slurm release named in a ``--json`` document's ``meta`` (23.02+:
     ``meta.slurm.release``; 22.05: ``meta.Slurm.release``), or None."""
     if not isinstance(doc, dict) or not isinstance(doc.get("meta"), dict):
@@ -136,8 +129,7 @@ def json_release(doc):
     return None
 
 
-def json_errors(doc):
-    # type: (Any) -> List[str]
+def json_errors(doc: Any) -> List[str]:
     """The entries of a ``--json`` document's ``errors`` list, one line each (``description``
     or ``error``, ``errno``, ``source``). An empty list when there are none."""
     errors = doc.get("errors") if isinstance(doc, dict) else None
@@ -157,8 +149,7 @@ def json_errors(doc):
     return lines
 
 
-def effective_user():
-    # type: () -> str
+def effective_user() -> str:
     """Name of the user this process runs as (the effective uid), or the uid when it has none."""
     try:
         return pwd.getpwuid(os.geteuid()).pw_name
@@ -166,8 +157,7 @@ def effective_user():
         return str(os.geteuid())
 
 
-def slurm_argument_spec(**module_options):
-    # type: (**Any) -> Dict[str, Any]
+def slurm_argument_spec(**module_options: Any) -> Dict[str, Any]:
     """A module's argument_spec: its own options plus :data:`SLURM_COMMON_ARGUMENT_SPEC`."""
     spec = dict((k, dict(v)) for k, v in SLURM_COMMON_ARGUMENT_SPEC.items())
     spec.update(module_options)
@@ -177,8 +167,7 @@ def slurm_argument_spec(**module_options):
 class SlurmCommandError(Exception):
     """A Slurm command failed; carries cmd, rc, stdout and stderr."""
 
-    def __init__(self, msg, cmd, rc, stdout, stderr):
-        # type: (str, List[str], int, str, str) -> None
+    def __init__(self, msg: str, cmd: List[str], rc: int, stdout: str, stderr: str) -> None:
         super(SlurmCommandError, self).__init__(msg)
         self.msg = msg
         self.cmd = cmd
@@ -186,8 +175,7 @@ class SlurmCommandError(Exception):
         self.stdout = stdout
         self.stderr = stderr
 
-    def result(self):
-        # type: () -> Dict[str, Any]
+    def result(self) -> Dict[str, Any]:
         """``cmd``, ``rc``, ``stdout`` and ``stderr``, the keys a module's failure reports."""
         return dict(cmd=self.cmd, rc=self.rc, stdout=self.stdout, stderr=self.stderr)
 
@@ -202,15 +190,13 @@ class TaskFailure(Exception):
     """The task fails with ``msg`` and the result keys ``result`` (:func:`run_module` adds
     ``commands``)."""
 
-    def __init__(self, msg, **result):
-        # type: (str, **Any) -> None
+    def __init__(self, msg: str, **result: Any) -> None:
         super(TaskFailure, self).__init__(msg)
         self.msg = msg
         self.result = result
 
 
-def failure_words(exc):
-    # type: (Exception) -> str
+def failure_words(exc: Exception) -> str:
     """Why a Slurm read or command failed, on one line: Slurm's words of a failed command
     (a :class:`SlurmCommandError`, :func:`slurm_words`), else the error's own text (an answer
     that could not be read)."""
@@ -219,8 +205,7 @@ def failure_words(exc):
     return str(exc)
 
 
-def check_answer(cli, name, rc, out, err, what=None):
-    # type: (Any, str, int, str, str, Optional[str]) -> None
+def check_answer(cli: Any, name: str, rc: int, out: str, err: str, what: Optional[str] = None) -> None:
     """Raise unless the last call of ``cli`` (a :class:`SlurmCLI`), ``name``, answered completely:
     rc 0 and no error line on stderr. An error on stderr with rc 0 means the command printed what
     it could, not everything, so its output is never read as an answer (e.g. as "no jobs").
@@ -245,18 +230,17 @@ class SlurmCLI(object):
             ``command_timeout`` (seconds, 0 or less for none) are honoured.
     """
 
-    def __init__(self, module):
-        # type: (AnsibleModule) -> None
+    def __init__(self, module: AnsibleModule) -> None:
         self.module = module
-        self.calls = []  # type: List[List[str]]
-        self._paths = {}  # type: Dict[str, str]
+        self.calls: List[List[str]] = []
+        self._paths: Dict[str, str] = {}
         params = module.params
         self.bin_dir = params.get("slurm_bin_dir")
         self.timeout = params.get("command_timeout") or 0
-        self.environ = {}  # type: Dict[str, str]
-        self.prefix = []  # type: List[str]
-        self.user = None  # type: Optional[str]
-        self._release = None  # type: Optional[Tuple[int, int, int]]
+        self.environ: Dict[str, str] = {}
+        self.prefix: List[str] = []
+        self.user: Optional[str] = None
+        self._release: Optional[Tuple[int, int, int]] = None
         if params.get("slurm_conf"):
             if not os.path.isfile(params["slurm_conf"]):
                 # Slurm's commands would retry for a minute before saying so.
@@ -266,8 +250,7 @@ class SlurmCLI(object):
         # Slurm's own words in its output, whatever the target's locale.
         self.environ["LC_ALL"] = "C"
 
-    def path(self, name):
-        # type: (str) -> str
+    def path(self, name: str) -> str:
         """Absolute path of Slurm command ``name`` (``slurm_bin_dir`` first, then PATH)."""
         if name not in self._paths:
             found = None
@@ -287,13 +270,18 @@ class SlurmCLI(object):
             self._paths[name] = found
         return self._paths[name]
 
-    def command(self, name, args):
-        # type: (str, Sequence[str]) -> List[str]
+    def command(self, name: str, args: Sequence[str]) -> List[str]:
         """The argument list that would run ``name args...`` (for check mode and reports)."""
         return [self.path(name)] + [str(a) for a in args]
 
-    def run(self, name, args, check=True, what=None, data=None, environ=None, large=False):
-        # type: (str, Sequence[str], bool, Optional[str], Optional[str], Optional[Dict[str, str]], bool) -> Tuple[int, str, str]
+    def run(self,
+            name: str,
+            args: Sequence[str],
+            check: bool = True,
+            what: Optional[str] = None,
+            data: Optional[str] = None,
+            environ: Optional[Dict[str, str]] = None,
+            large: bool = False) -> Tuple[int, str, str]:
         """Run Slurm command ``name`` with ``args``; return ``(rc, stdout, stderr)``.
 
         Args:
@@ -321,7 +309,7 @@ class SlurmCLI(object):
                 wrapped = True
         env = dict(self.environ)
         env.update(environ or {})
-        extra = {}  # type: Dict[str, Any]
+        extra: Dict[str, Any] = {}
         if data is not None:
             extra["data"] = data
         if large and data is None:
@@ -341,8 +329,7 @@ class SlurmCLI(object):
             raise self.failure(name, rc, out, err, what)
         return rc, out, err
 
-    def as_user(self, user):
-        # type: (str) -> SlurmCLI
+    def as_user(self, user: str) -> SlurmCLI:
         """A runner whose commands run as ``user`` (``runuser -u USER --``), for root only.
 
         Slurm takes a job's owner from the submitting process, so root submits for a user this
@@ -355,8 +342,7 @@ class SlurmCLI(object):
         other.prefix = [self.module.get_bin_path("runuser", required=True), "-u", user, "--"]
         return other
 
-    def failure(self, name, rc, out, err, what=None):
-        # type: (str, int, str, str, Optional[str]) -> SlurmCommandError
+    def failure(self, name: str, rc: int, out: str, err: str, what: Optional[str] = None) -> SlurmCommandError:
         """The error for the last call, ``name``, that ended with ``rc``, in Slurm's words
         (:func:`slurm_words`).
 
@@ -368,8 +354,7 @@ class SlurmCLI(object):
             % (name, rc, what or "run it", slurm_words(rc, out, err)),
             self.calls[-1], rc, out, err)
 
-    def release(self):
-        # type: () -> Tuple[int, int, int]
+    def release(self) -> Tuple[int, int, int]:
         """The Slurm release of the client commands, ``(major, minor, micro)``, read once per
         task from ``sinfo --version`` (local: it does not ask slurmctld).
 
@@ -384,8 +369,7 @@ class SlurmCLI(object):
                 raise SlurmCommandError("sinfo --version: %s" % exc, self.calls[-1], rc, out, err)
         return self._release
 
-    def run_json(self, name, args, what=None):
-        # type: (str, Sequence[str], Optional[str]) -> Any
+    def run_json(self, name: str, args: Sequence[str], what: Optional[str] = None) -> Any:
         """Run a command that prints JSON (``--json``) and return the decoded document.
 
         A read that may be partial is a failure, never an answer: besides a non-zero rc, the
@@ -416,15 +400,13 @@ class SlurmCLI(object):
                 self.calls[-1], rc, out, err)
         return doc
 
-    def fail(self, exc, **extra):
-        # type: (SlurmCommandError, **Any) -> None
+    def fail(self, exc: SlurmCommandError, **extra: Any) -> None:
         """``fail_json`` with cmd, rc, stdout, stderr and the one-line explanation (for a module
         that does not run its task through :func:`run_module`)."""
         self.module.fail_json(msg=exc.msg, commands=self.calls, **dict(exc.result(), **extra))
 
 
-def option_value(params, option, parse):
-    # type: (Dict[str, Any], str, Callable[[Any], Any]) -> Any
+def option_value(params: Dict[str, Any], option: str, parse: Callable[[Any], Any]) -> Any:
     """``parse(params[option])``, for an option whose value a module reads further.
 
     Raises:
@@ -437,8 +419,7 @@ def option_value(params, option, parse):
         raise TaskFailure("%s: %s" % (option, exc))
 
 
-def hostlist_option(params, option, release=DEFAULT_RELEASE):
-    # type: (Dict[str, Any], str, Any) -> List[str]
+def hostlist_option(params: Dict[str, Any], option: str, release: Any = DEFAULT_RELEASE) -> List[str]:
     """The names of a list option of hostlist expressions (``nodes``), expanded by the rules of
     ``release`` (the newest by default, to check before any call; then the cluster's own).
 
@@ -451,8 +432,7 @@ def hostlist_option(params, option, release=DEFAULT_RELEASE):
     return option_value(params, option, lambda items: expand_hostlist(",".join(items or []), release=release))
 
 
-def state_names_option(params, option, state_matches, state):
-    # type: (Dict[str, Any], str, Callable[[Any, List[str]], bool], Any) -> List[str]
+def state_names_option(params: Dict[str, Any], option: str, state_matches: Callable[[Any, List[str]], bool], state: Any) -> List[str]:
     """The state names of a list option (``states``) of node or job states, each checked by
     ``state_matches(state, [name])`` (``_node_state`` or ``_job_state``), which raises a
     ValueError for a name that is no state; ``state`` is any parsed state of that kind.
@@ -460,16 +440,14 @@ def state_names_option(params, option, state_matches, state):
     Raises:
         TaskFailure: ``"<option>: <the state module's error>"``, before any call.
     """
-    def check(names):
-        # type: (List[str]) -> List[str]
+    def check(names: List[str]) -> List[str]:
         for name in names:
             state_matches(state, [name])   # one at a time: a match ends the node states' loop
         return names
     return option_value(params, option, check)
 
 
-def run_module(module, task, errors=()):
-    # type: (AnsibleModule, Callable[[Any, SlurmCLI], Dict[str, Any]], Tuple[Type[Exception], ...]) -> None
+def run_module(module: AnsibleModule, task: Callable[[Any, SlurmCLI], Dict[str, Any]], errors: Tuple[Type[Exception], ...] = ()) -> None:
     """Run ``task(module, cli)`` with a :class:`SlurmCLI` for ``module`` and exit with the result it
     returns plus ``commands`` (every Slurm command the task ran), or fail the one
     way every module of this collection fails, with ``commands`` too:
@@ -483,7 +461,7 @@ def run_module(module, task, errors=()):
     """
     cli = SlurmCLI(module)
     try:
-        outcome = task(module, cli)  # type: Union[Dict[str, Any], TaskFailure]
+        outcome: Union[Dict[str, Any], TaskFailure] = task(module, cli)
     except SlurmCommandError as exc:
         outcome = TaskFailure(exc.msg, **exc.result())
     except TaskFailure as exc:

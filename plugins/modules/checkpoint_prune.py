@@ -4,9 +4,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 DOCUMENTATION = r'''
 module: checkpoint_prune
@@ -248,7 +246,7 @@ def main():
         parse_min_free(params["min_free"])
     except ValueError as exc:
         module.fail_json(msg=str(exc))
-    lines = []  # type: List[str]
+    lines: List[str] = []
     try:
         result = prune(params["path"], params["keep_last"], params["keep_every"], params["keep"], params["min_free"],
                        None if params["tmp_grace"] < 0 else params["tmp_grace"], params["validate"],

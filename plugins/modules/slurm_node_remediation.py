@@ -4,9 +4,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 DOCUMENTATION = r'''
 module: slurm_node_remediation
@@ -182,7 +180,7 @@ def remediate(module, cli):
              ("resume", plan["resume"], {})]
     steps += [("drain", group["nodes"], dict(reason=group["reason"], reason_policy="replace"))
               for group in plan["flapping_groups"]]
-    done = {"reboot": [], "resume": [], "drain": []}  # type: Dict[str, List[str]]
+    done: Dict[str, List[str]] = {"reboot": [], "resume": [], "drain": []}
     changes, failed, errors = [], {}, []
     before, after = {}, {}
     for action, names, options in steps:

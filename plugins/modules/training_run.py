@@ -4,9 +4,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 DOCUMENTATION = r'''
 module: training_run
@@ -243,7 +241,7 @@ def argument_spec():
         checkpoint_dir=dict(type="path"),
     )
     for field, kind in FIELD_TYPES.items():
-        option = {"type": kind}  # type: Dict[str, Any]
+        option: Dict[str, Any] = {"type": kind}
         if RUN_DEFAULTS[field] is not None:
             option["default"] = RUN_DEFAULTS[field]
         spec[field] = option
@@ -281,7 +279,7 @@ def main():
     path = os.path.join(folder, RUN_FILE)
     before = _current(path)
     # Not "path": AnsibleModule would add that file's owner, mode and state to the result.
-    result = dict(changed=False, run_file=path, run=None)  # type: Dict[str, Any]
+    result: Dict[str, Any] = dict(changed=False, run_file=path, run=None)
 
     if params["state"] == "absent":
         result["changed"] = os.path.lexists(folder)

@@ -10,7 +10,7 @@ its ``ansible_adhoc`` fixture on the dev cluster's inventory) and playbooks with
 ansible-playbook as an operator would.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import contextlib
 import json

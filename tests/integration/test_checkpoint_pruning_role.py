@@ -12,7 +12,7 @@ and over while the reference trainer (roles/torchrun_launcher/files/reference_tr
 under torch.distributed.run) saves, and after it is killed mid-run.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import hashlib
 import importlib.util

@@ -11,7 +11,7 @@ the ``set_stats`` data under ``remediate`` in the stats event's ``artifact_data`
 afterwards; they skip, saying why, only when it cannot start.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import contextlib
 import glob

@@ -23,9 +23,7 @@ Run: ``.venv/bin/python -m pytest tests/integration/test_hostlist_vs_slurm.py -q
 replay a random run (the seed is in the failure message).
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import os
 import random

@@ -7,7 +7,7 @@ hold/release/requeue, a job Slurm held itself after a prolog failure, a job on a
 submitting as another user, and sbatch answers lost on the way back (a proxy in front of
 slurmctld)."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import os
 import subprocess

@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """slurm_node_event_info against the real dev cluster: the history comes from slurmdbd."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import time
 

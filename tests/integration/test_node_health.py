@@ -8,7 +8,7 @@ emulated GPU faults (make cluster-gpu-fault), and the role in check mode and twi
 Run: make cluster-up && .venv/bin/python -m pytest tests/integration/test_node_health.py -v -s
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import json
 import os

@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """remediate.yml and the node modules against the real dev cluster, with real failures."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import json
 import re

@@ -5,7 +5,7 @@
 """remediate.yml's policy against the real dev cluster: reason classes, the healing budget (read
 from Slurm's accounting), the circuit breaker and reboots in flight."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import json
 import os

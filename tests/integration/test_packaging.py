@@ -10,7 +10,7 @@ Only the temporary collections path is searched: ANSIBLE_CONFIG is an empty file
 repository's ansible.cfg would add ./.collections, where the working tree is linked) and
 ANSIBLE_COLLECTIONS_PATH replaces the default paths (~/.ansible/collections may hold a copy)."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import os
 import re

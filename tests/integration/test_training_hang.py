@@ -14,7 +14,7 @@ fixtures of test_training_remediation.py). Without py-spy on the nodes the ranks
 scancel of a healthy run under the same watchdog is still never resubmitted.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import glob
 import json

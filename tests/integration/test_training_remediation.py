@@ -12,7 +12,7 @@ operator would run it. The final parameters are compared bit for bit with an uni
 the same seed (a local torch.distributed.run of the same world size, 2).
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import json
 import os

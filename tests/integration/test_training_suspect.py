@@ -12,7 +12,7 @@ both end FAILED; remediate.yml drains it with the suspect reason, submits the th
 ``--exclude`` and the run finishes elsewhere; a second remediation changes nothing.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import os
 

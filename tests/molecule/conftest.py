@@ -13,7 +13,7 @@ CLUSTEROPS_SLURM_IMAGE (``cluster``) runs once per release in CLUSTEROPS_SLURM_R
 CLUSTEROPS_MOLECULE_SCENARIOS (names, space separated; default all) chooses scenarios.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import os
 import subprocess

@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """`molecule test` of every scenario on podman, through pytest-ansible (see conftest.py)."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import pytest
 

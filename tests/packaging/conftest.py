@@ -11,7 +11,7 @@ ANSIBLE_CONFIG pointing at an empty file, so that neither the repository's ansib
 is found.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import os
 import subprocess

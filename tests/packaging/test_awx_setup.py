@@ -8,7 +8,7 @@ ansible-playbook --syntax-check does not look at module arguments, so every awx.
 arguments are also checked against that module's documented options (ansible-doc --json of
 the installed awx.awx, from the `ansible` package pinned in requirements-molecule.txt)."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import json
 import os

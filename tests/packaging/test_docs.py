@@ -6,7 +6,7 @@
 the antsibull-docs docsite builds without warnings about our docs (tests/docsite/build.sh);
 antsibull-changelog lint accepts changelogs/."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import glob
 import json

@@ -13,7 +13,7 @@ So the runtime's file is asked for explicitly: ansible-builder 3.2's `create` ha
 `--container-runtime` (only `build` has), its `--output-filename Containerfile` is the same
 choice. The tests run it with podman hidden from PATH and with a podman on PATH."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import os
 import re

@@ -11,9 +11,7 @@ The repository is the collection root. ansible.cfg sets ``collections_path = ./.
 nothing is changed.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import os
 import pickle

@@ -65,9 +65,7 @@ Validation levels (each includes the ones before):
   and :data:`LOAD_SAFE_GLOBALS`, as the reference trainer opens it.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 from .common import (  # noqa: F401
     CHUNK_SIZE,

@@ -16,9 +16,7 @@ name, from the folder's parent, so the relative imports inside work either way. 
 never import this file.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import importlib
 import os

@@ -8,9 +8,7 @@
 
 """The command line (runs on cluster hosts without Ansible and without torch; see ``__main__``)."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import argparse
 import json
@@ -56,8 +54,7 @@ prune: 0 when it ran to the end (whether or not it deleted anything); 2 when an 
 """
 
 
-def _parser():
-    # type: () -> argparse.ArgumentParser
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="clusterops_checkpoint", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_EPILOG,
         description="Find, list, verify and prune training checkpoints (clusterops.slurm; stdlib only).")
@@ -127,9 +124,8 @@ class _LogFile(object):
         OSError: the file cannot be opened for appending.
     """
 
-    def __init__(self, path, max_bytes, backups, run_dir):
-        # type: (Optional[str], int, int, str) -> None
-        self.handler = None  # type: Optional[logging.handlers.RotatingFileHandler]
+    def __init__(self, path: Optional[str], max_bytes: int, backups: int, run_dir: str) -> None:
+        self.handler: Optional[logging.handlers.RotatingFileHandler] = None
         if not path:
             return
         try:
@@ -152,20 +148,17 @@ class _LogFile(object):
         self.logger.propagate = False
         self.logger.addHandler(self.handler)
 
-    def __call__(self, line):
-        # type: (str) -> None
+    def __call__(self, line: str) -> None:
         if self.handler is not None:
             self.logger.info(line)
 
-    def close(self):
-        # type: () -> None
+    def close(self) -> None:
         if self.handler is not None:
             self.logger.removeHandler(self.handler)
             self.handler.close()
 
 
-def _main_prune(args, out, err):
-    # type: (Any, Any, Any) -> int
+def _main_prune(args: Any, out: Any, err: Any) -> int:
     try:
         log = _LogFile(args.log, args.log_max_bytes, args.log_backups, args.dir)
     except OSError as exc:
@@ -173,8 +166,7 @@ def _main_prune(args, out, err):
         return EXIT_ERROR
     show = not args.quiet and not args.json
 
-    def both(line):
-        # type: (str) -> None
+    def both(line: str) -> None:
         log(line)
         if show:
             out.write(line + "\n")
@@ -218,18 +210,15 @@ def _main_prune(args, out, err):
         log.close()
 
 
-def _fmt(value):
-    # type: (Any) -> str
+def _fmt(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
-def _print_json(data, out):
-    # type: (Any, Any) -> None
+def _print_json(data: Any, out: Any) -> None:
     out.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-def main(argv=None, out=None, err=None):
-    # type: (Optional[Sequence[str]], Any, Any) -> int
+def main(argv: Optional[Sequence[str]] = None, out: Any = None, err: Any = None) -> int:
     """The command line; returns the exit code (see ``python3 clusterops_checkpoint --help``)."""
     out = out or sys.stdout
     err = err or sys.stderr

@@ -8,9 +8,7 @@
 
 """The checkpoint library's constants, errors and result objects (:class:`Checkpoint`, :class:`Report`)."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 
 try:
@@ -66,7 +64,7 @@ MAX_PICKLE_BYTES = 64 << 20
 #: Globals ``torch.load(weights_only=True)`` may build beyond torch's own allowlist, at the ``load``
 #: level and in the reference trainer (objects, as ``torch.serialization.safe_globals`` takes them).
 #: The reference trainer saves tensors, numbers and Python containers only: none.
-LOAD_SAFE_GLOBALS = ()  # type: Tuple[Any, ...]
+LOAD_SAFE_GLOBALS: Tuple[Any, ...] = ()
 
 
 class CheckpointError(Exception):
@@ -96,40 +94,36 @@ class Checkpoint(object):
                  "why_invalid", "checked", "files", "size", "time", "pointed_by", "version", "last",
                  "step_from")
 
-    def __init__(self, name, path, layout, step, name_epoch=None, is_dir=True):
-        # type: (str, str, str, int, Optional[int], bool) -> None
+    def __init__(self, name: str, path: str, layout: str, step: int, name_epoch: Optional[int] = None, is_dir: bool = True) -> None:
         self.name = name
         self.path = path
         self.layout = layout
         self.step = step
         self.name_epoch = name_epoch
-        self.epoch = name_epoch  # type: Optional[Union[int, float]]
+        self.epoch: Optional[Union[int, float]] = name_epoch
         self.is_dir = is_dir
-        self.valid = None  # type: Optional[bool]
-        self.why_invalid = None  # type: Optional[str]
-        self.checked = None  # type: Optional[str]
-        self.files = None  # type: Optional[int]
-        self.size = None  # type: Optional[int]
-        self.time = None  # type: Optional[str]
-        self.pointed_by = []  # type: List[str]
+        self.valid: Optional[bool] = None
+        self.why_invalid: Optional[str] = None
+        self.checked: Optional[str] = None
+        self.files: Optional[int] = None
+        self.size: Optional[int] = None
+        self.time: Optional[str] = None
+        self.pointed_by: List[str] = []
         self.version = 0  # Lightning's -v<N>: a later save under the same name
         self.last = False  # Lightning's last.ckpt / last-v<N>.ckpt copy (save_last=True)
         self.step_from = "name"  # or "template", "metadata"
 
     @property
-    def key(self):
-        # type: () -> Tuple[int, int]
+    def key(self) -> Tuple[int, int]:
         """``(epoch, step)`` from the name; -1 for the epoch of layouts whose names carry none."""
         return (self.name_epoch if self.name_epoch is not None else -1, self.step)
 
-    def sort_key(self):
-        # type: () -> Tuple[int, int, int, int, int, str]
+    def sort_key(self) -> Tuple[int, int, int, int, int, str]:
         # Equal numbers: a Lightning last.ckpt copy before the named checkpoint of the same step,
         # -v<N> after the unversioned name; the layout and the name only make the order total.
         return self.key + (0 if self.last else 1, self.version, -_LAYOUT_RANK.get(self.layout, 99), self.name)
 
-    def to_dict(self):
-        # type: () -> Dict[str, Any]
+    def to_dict(self) -> Dict[str, Any]:
         return dict(name=self.name, path=self.path, layout=self.layout, step=self.step, epoch=self.epoch,
                     valid=self.valid, why_invalid=self.why_invalid, checked=self.checked, files=self.files,
                     size=self.size, time=self.time, pointed_by=list(self.pointed_by), step_from=self.step_from)
@@ -160,25 +154,23 @@ class Report(object):
             One that is not broken makes the folder unusable: nothing is chosen (``latest`` exit 3).
     """
 
-    def __init__(self, path, validate):
-        # type: (str, str) -> None
+    def __init__(self, path: str, validate: str) -> None:
         self.path = path
         self.validate = validate
-        self.checkpoints = []  # type: List[Checkpoint]
-        self.latest_valid = None  # type: Optional[Checkpoint]
-        self.ignored = []  # type: List[Dict[str, str]]
-        self.pointers = []  # type: List[Dict[str, Any]]
-        self.warnings = []  # type: List[str]
-        self.finished = None  # type: Optional[Dict[str, Any]]
+        self.checkpoints: List[Checkpoint] = []
+        self.latest_valid: Optional[Checkpoint] = None
+        self.ignored: List[Dict[str, str]] = []
+        self.pointers: List[Dict[str, Any]] = []
+        self.warnings: List[str] = []
+        self.finished: Optional[Dict[str, Any]] = None
         self.had_candidates = False
         #: ``{"name", "reason", "valid"}``: checkpoints whose step neither the name nor the file tells.
-        self.unordered = []  # type: List[Dict[str, Any]]
+        self.unordered: List[Dict[str, Any]] = []
         # For prune(): (name, path) of temporary entries and of symlinks; not in to_dict().
-        self.temporary = []  # type: List[Tuple[str, str]]
-        self.symlinks = []  # type: List[Tuple[str, str]]
+        self.temporary: List[Tuple[str, str]] = []
+        self.symlinks: List[Tuple[str, str]] = []
 
-    def to_dict(self):
-        # type: () -> Dict[str, Any]
+    def to_dict(self) -> Dict[str, Any]:
         return dict(path=self.path, validate=self.validate,
                     checkpoints=[c.to_dict() for c in self.checkpoints],
                     latest_valid=self.latest_valid.to_dict() if self.latest_valid else None,

@@ -8,9 +8,7 @@
 
 """File formats read without torch: torch.save zips, safetensors headers, torch.distributed.checkpoint metadata."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import json
 import pickle
@@ -25,8 +23,7 @@ except ImportError:  # pragma: no cover
 from .common import CHUNK_SIZE, _Invalid, MAX_MANIFEST_BYTES
 
 
-def check_torch_zip(path, read_all=False):
-    # type: (str, bool) -> Optional[str]
+def check_torch_zip(path: str, read_all: bool = False) -> Optional[str]:
     """Why a torch.save file (a zip archive) is broken, or None when it looks whole.
 
     Reads only the end of central directory, the central directory and each entry's local header
@@ -65,8 +62,7 @@ def check_torch_zip(path, read_all=False):
     return None
 
 
-def _check_local_headers(handle, infos, start_dir):
-    # type: (Any, List[Any], Optional[int]) -> Optional[str]
+def _check_local_headers(handle: Any, infos: List[Any], start_dir: Optional[int]) -> Optional[str]:
     ordered = sorted(infos, key=lambda i: i.header_offset)
     end_limit = start_dir
     for index, info in enumerate(ordered):
@@ -108,8 +104,7 @@ def _check_local_headers(handle, infos, start_dir):
     return None
 
 
-def check_safetensors(path, size):
-    # type: (str, int) -> Optional[str]
+def check_safetensors(path: str, size: int) -> Optional[str]:
     """Why a safetensors file is broken (its header must describe exactly the bytes after it)."""
     try:
         with open(path, "rb") as handle:
@@ -176,8 +171,7 @@ class _StubUnpickler(pickle.Unpickler):
         return None
 
 
-def dcp_storage(metadata_path):
-    # type: (str) -> List[Tuple[str, int, int]]
+def dcp_storage(metadata_path: str) -> List[Tuple[str, int, int]]:
     """``(relative_path, offset, length)`` of every item a torch.distributed.checkpoint ``.metadata``
     (``Metadata.storage_data``, ``_StorageInfo`` records) says is stored; [] when it names none.
 

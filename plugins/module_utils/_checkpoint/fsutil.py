@@ -13,9 +13,7 @@ bounded JSON reads, walks that stay inside a folder.
 small state files in the collection (the checkpoint ``FINISHED`` marker and the prune lock here; the
 training registry's ``state.json`` and lock can use the same ones)."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import errno
 import hashlib
@@ -38,14 +36,12 @@ except ImportError:  # pragma: no cover
 from .common import CHUNK_SIZE, _Invalid, MAX_MANIFEST_BYTES
 
 
-def _inside(path, base_real):
-    # type: (str, str) -> bool
+def _inside(path: str, base_real: str) -> bool:
     real = os.path.realpath(path)
     return real == base_real or real.startswith(base_real.rstrip(os.sep) + os.sep)
 
 
-def hash_file(path, chunk_size=CHUNK_SIZE, fsync=False):
-    # type: (str, int, bool) -> Tuple[int, str]
+def hash_file(path: str, chunk_size: int = CHUNK_SIZE, fsync: bool = False) -> Tuple[int, str]:
     """``(bytes read, sha256 hex)`` of a file, read once in ``chunk_size`` blocks (constant memory).
 
     With ``fsync`` the file is also flushed to stable storage through the same descriptor.
@@ -71,8 +67,7 @@ def hash_file(path, chunk_size=CHUNK_SIZE, fsync=False):
     return total, digest.hexdigest()
 
 
-def _fsync_dir(path):
-    # type: (str) -> None
+def _fsync_dir(path: str) -> None:
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
         os.fsync(fd)
@@ -80,8 +75,7 @@ def _fsync_dir(path):
         os.close(fd)
 
 
-def atomic_write_json(path, data, tmp=None, indent=None, mode=None, fsync=True):
-    # type: (str, Any, Optional[str], Optional[int], Optional[int], bool) -> str
+def atomic_write_json(path: str, data: Any, tmp: Optional[str] = None, indent: Optional[int] = None, mode: Optional[int] = None, fsync: bool = True) -> str:
     """Replace the file ``path`` with ``data`` as JSON (sorted keys, a final newline), atomically.
 
     Written to ``tmp`` (a path in the same folder; default a fresh ``.<name>.*.tmp`` from
@@ -118,8 +112,7 @@ def atomic_write_json(path, data, tmp=None, indent=None, mode=None, fsync=True):
     return path
 
 
-def open_lock_file(path):
-    # type: (str) -> int
+def open_lock_file(path: str) -> int:
     """Open (create, mode 0644) a lock file for :func:`try_flock`, never through a symlink; returns the descriptor.
 
     Raises:
@@ -128,8 +121,7 @@ def open_lock_file(path):
     return os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), 0o644)
 
 
-def try_flock(fd):
-    # type: (int) -> bool
+def try_flock(fd: int) -> bool:
     """Take an exclusive ``flock`` on ``fd`` without waiting: True when held, False when another holds it.
 
     The kernel drops the lock when the descriptor is closed or its process dies, so a killed
@@ -150,8 +142,7 @@ def try_flock(fd):
     return True
 
 
-def _stat_regular(path, what, max_bytes=None):
-    # type: (str, str, Optional[int]) -> os.stat_result
+def _stat_regular(path: str, what: str, max_bytes: Optional[int] = None) -> os.stat_result:
     """``os.stat`` of ``path`` (symlinks followed), which must be a regular file of at most
     ``max_bytes`` bytes (any size when None). ``what`` names it in the errors.
 
@@ -172,8 +163,7 @@ def _stat_regular(path, what, max_bytes=None):
     return st
 
 
-def _read_json(path, what, max_bytes=MAX_MANIFEST_BYTES):
-    # type: (str, str, int) -> Any
+def _read_json(path: str, what: str, max_bytes: int = MAX_MANIFEST_BYTES) -> Any:
     """The JSON value in the regular, non-empty file ``path`` of at most ``max_bytes`` bytes.
 
     Raises:
@@ -188,14 +178,13 @@ def _read_json(path, what, max_bytes=MAX_MANIFEST_BYTES):
         raise _Invalid("%s is not valid JSON: %s" % (what, exc))
 
 
-def _walk_files(top, base_real):
-    # type: (str, str) -> List[Tuple[str, str, int]]
+def _walk_files(top: str, base_real: str) -> List[Tuple[str, str, int]]:
     """``(relative posix path, path, size)`` of the files under ``top``, sorted.
 
     Symlinks are followed only while they stay inside ``base_real`` (the run folder); one that
     leaves it makes the checkpoint invalid. Symlinked folders are not descended into.
     """
-    found = []  # type: List[Tuple[str, str, int]]
+    found: List[Tuple[str, str, int]] = []
     for dirpath, dirnames, filenames in os.walk(top):
         dirnames.sort()
         for name in sorted(filenames) + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
@@ -215,8 +204,7 @@ def _walk_files(top, base_real):
     return found
 
 
-def _require_nonempty(files, names_what):
-    # type: (List[Tuple[str, str, int]], str) -> None
+def _require_nonempty(files: List[Tuple[str, str, int]], names_what: str) -> None:
     if not files:
         raise _Invalid("no files")
     if all(size == 0 for _rel, _path, size in files):

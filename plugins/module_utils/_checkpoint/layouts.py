@@ -8,9 +8,7 @@
 
 """The checks of each layout at each validation level (structure, sizes, sha256, load)."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import os
 import posixpath
@@ -53,13 +51,11 @@ _TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
 _HF_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 
 
-def _level_at_least(level, wanted):
-    # type: (str, str) -> bool
+def _level_at_least(level: str, wanted: str) -> bool:
     return LEVELS.index(level) >= LEVELS.index(wanted)
 
 
-def _check_contract(ckpt, level, base_real):
-    # type: (Checkpoint, str, str) -> None
+def _check_contract(ckpt: Checkpoint, level: str, base_real: str) -> None:
     manifest_path = os.path.join(ckpt.path, MANIFEST)
     if not os.path.lexists(manifest_path):
         if os.path.lexists(os.path.join(ckpt.path, ".metadata")) or any(
@@ -89,7 +85,7 @@ def _check_contract(ckpt, level, base_real):
     if not isinstance(entries, list) or not entries:
         raise _Invalid("%s lists no files" % MANIFEST)
     seen = set()
-    checked = []  # type: List[Tuple[str, str, int, str]]
+    checked: List[Tuple[str, str, int, str]] = []
     for entry in entries:
         rel = entry.get("path") if isinstance(entry, dict) else None
         size = entry.get("size") if isinstance(entry, dict) else None
@@ -130,8 +126,7 @@ def _check_contract(ckpt, level, base_real):
                 raise _Invalid("%s: sha256 %s does not match the manifest's %s" % (rel, actual, digest))
 
 
-def _check_zip_members(files, level):
-    # type: (List[Tuple[str, str, int]], str) -> None
+def _check_zip_members(files: List[Tuple[str, str, int]], level: str) -> None:
     """torch.save files and safetensors inside a folder, at ``sizes`` and above."""
     if not _level_at_least(level, SIZES):
         return
@@ -146,8 +141,7 @@ def _check_zip_members(files, level):
             raise _Invalid("%s: %s" % (rel, problem))
 
 
-def _check_dcp_files(ckpt, files, level, prefix=""):
-    # type: (Checkpoint, List[Tuple[str, str, int]], str, str) -> None
+def _check_dcp_files(ckpt: Checkpoint, files: List[Tuple[str, str, int]], level: str, prefix: str = "") -> None:
     by_rel = dict((rel, (path, size)) for rel, path, size in files)
     meta = by_rel.get(prefix + ".metadata")
     if meta is None:
@@ -168,16 +162,14 @@ def _check_dcp_files(ckpt, files, level, prefix=""):
                 raise _Invalid("%s: %d bytes, .metadata needs %d (truncated?)" % (rel, target[1], offset + length))
 
 
-def _check_dcp(ckpt, level, base_real):
-    # type: (Checkpoint, str, str) -> None
+def _check_dcp(ckpt: Checkpoint, level: str, base_real: str) -> None:
     files = _walk_files(ckpt.path, base_real)
     ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
     _require_nonempty(files, "torch.distributed.checkpoint")
     _check_dcp_files(ckpt, files, level)
 
 
-def _check_huggingface(ckpt, level, base_real):
-    # type: (Checkpoint, str, str) -> None
+def _check_huggingface(ckpt: Checkpoint, level: str, base_real: str) -> None:
     files = _walk_files(ckpt.path, base_real)
     ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
     _require_nonempty(files, "Hugging Face")
@@ -208,15 +200,14 @@ def _check_huggingface(ckpt, level, base_real):
     _check_zip_members(files, level)
 
 
-def _check_deepspeed_files(files, what):
-    # type: (List[Tuple[str, str, int]], str) -> None
+def _check_deepspeed_files(files: List[Tuple[str, str, int]], what: str) -> None:
     names = [rel.rsplit("/", 1)[-1] for rel, _path, _size in files]
     if not any(n.endswith("model_states.pt") for n in names):
         raise _Invalid("no *model_states.pt (%s)" % what)
     for rel, _path, size in files:
         if rel.endswith(".pt") and size == 0:
             raise _Invalid("%s is empty" % rel)
-    grid = {}  # type: Dict[int, set]
+    grid: Dict[int, set] = {}
     for name in names:
         match = _ZERO_OPTIM.match(name)
         if match:
@@ -229,8 +220,7 @@ def _check_deepspeed_files(files, what):
                                % (mp_rank, sorted(ranks)))
 
 
-def _check_deepspeed(ckpt, level, base_real):
-    # type: (Checkpoint, str, str) -> None
+def _check_deepspeed(ckpt: Checkpoint, level: str, base_real: str) -> None:
     files = _walk_files(ckpt.path, base_real)
     ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
     _require_nonempty(files, "DeepSpeed")
@@ -238,8 +228,7 @@ def _check_deepspeed(ckpt, level, base_real):
     _check_zip_members(files, level)
 
 
-def _check_megatron(ckpt, level, base_real):
-    # type: (Checkpoint, str, str) -> None
+def _check_megatron(ckpt: Checkpoint, level: str, base_real: str) -> None:
     files = _walk_files(ckpt.path, base_real)
     ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
     _require_nonempty(files, "Megatron")
@@ -247,7 +236,7 @@ def _check_megatron(ckpt, level, base_real):
     if ".metadata" in rels or any(rel.endswith(".distcp") for rel in rels):
         _check_dcp_files(ckpt, files, level)
         return
-    grid = []  # type: List[Tuple[int, ...]]
+    grid: List[Tuple[int, ...]] = []
     for rel, _path, size in files:
         parts = rel.split("/")
         match = _MEGATRON_RANK_DIR.match(parts[0]) if len(parts) == 2 else None
@@ -269,8 +258,7 @@ def _check_megatron(ckpt, level, base_real):
     _check_zip_members(files, level)
 
 
-def _check_single_file(ckpt, level, base_real):
-    # type: (Checkpoint, str, str) -> None
+def _check_single_file(ckpt: Checkpoint, level: str, base_real: str) -> None:
     st = _stat_regular(ckpt.path, os.path.basename(ckpt.path))
     ckpt.files, ckpt.size = 1, st.st_size
     if st.st_size == 0:
@@ -281,8 +269,7 @@ def _check_single_file(ckpt, level, base_real):
             raise _Invalid(problem)
 
 
-def _check_lightning(ckpt, level, base_real):
-    # type: (Checkpoint, str, str) -> None
+def _check_lightning(ckpt: Checkpoint, level: str, base_real: str) -> None:
     if not ckpt.is_dir:
         _check_single_file(ckpt, level, base_real)
         return
@@ -300,7 +287,7 @@ def _check_lightning(ckpt, level, base_real):
         raise _Invalid("sharded .ckpt folder without .metadata or checkpoint/")
 
 
-_CHECKS = {
+_CHECKS: Dict[str, Callable[[Checkpoint, str, str], None]] = {
     CONTRACT: _check_contract,
     DCP: _check_dcp,
     TORCH_FILE: _check_single_file,
@@ -308,11 +295,10 @@ _CHECKS = {
     DEEPSPEED: _check_deepspeed,
     MEGATRON: _check_megatron,
     LIGHTNING: _check_lightning,
-}  # type: Dict[str, Callable[[Checkpoint, str, str], None]]
+}
 
 
-def torch_load(path, map_location="cpu", safe_globals=LOAD_SAFE_GLOBALS, mmap=False):
-    # type: (str, Any, Sequence[Any], bool) -> Any
+def torch_load(path: str, map_location: Any = "cpu", safe_globals: Sequence[Any] = LOAD_SAFE_GLOBALS, mmap: bool = False) -> Any:
     """``torch.load(path, weights_only=True)`` with ``safe_globals`` allowed: how the reference
     trainer opens its files and what the ``load`` level tries (imports torch)."""
     import torch  # pylint: disable=import-outside-toplevel
@@ -320,8 +306,7 @@ def torch_load(path, map_location="cpu", safe_globals=LOAD_SAFE_GLOBALS, mmap=Fa
         return torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
 
 
-def load_error(exc):
-    # type: (BaseException) -> str
+def load_error(exc: BaseException) -> str:
     """One line out of torch.load's error (weights_only errors are several paragraphs long)."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     for line in lines:
@@ -331,8 +316,7 @@ def load_error(exc):
     return "%s: %s" % (type(exc).__name__, lines[0] if lines else "")
 
 
-def _check_loadable(ckpt, base_real):
-    # type: (Checkpoint, str) -> None
+def _check_loadable(ckpt: Checkpoint, base_real: str) -> None:
     """The ``load`` level: every torch.save file of the checkpoint opens with torch_load()."""
     if ckpt.is_dir:
         files = [(rel, path) for rel, path, size in _walk_files(ckpt.path, base_real)
@@ -346,8 +330,7 @@ def _check_loadable(ckpt, base_real):
             raise _Invalid("%s: torch.load(weights_only=True) fails: %s" % (rel, load_error(exc)))
 
 
-def _check(ckpt, level, base_real):
-    # type: (Checkpoint, str, str) -> Checkpoint
+def _check(ckpt: Checkpoint, level: str, base_real: str) -> Checkpoint:
     ckpt.valid, ckpt.why_invalid = True, None
     try:
         if ckpt.is_dir != os.path.isdir(ckpt.path):

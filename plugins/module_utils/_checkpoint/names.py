@@ -8,9 +8,7 @@
 
 """Checkpoint names: the layouts' entry names, Lightning file names and name templates, temporary entries."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import pickle
 import re
@@ -40,14 +38,14 @@ from .formats import check_torch_zip, _StubUnpickler
 
 _NUM = "([0-9]+)"
 # (regex, layout, entry kind, the name carries the epoch)
-_PATTERNS = (
+_PATTERNS: Tuple[Tuple[Any, str, str, bool], ...] = (
     (re.compile(r"^step_%s$" % _NUM), CONTRACT, "dir", False),
     (re.compile(r"^step-%s$" % _NUM), DCP, "dir", False),
     (re.compile(r"^checkpoint-%s$" % _NUM), HUGGINGFACE, "dir", False),
     (re.compile(r"^global_step%s$" % _NUM), DEEPSPEED, "dir", False),
     (re.compile(r"^iter_%s$" % _NUM), MEGATRON, "dir", False),
     (re.compile(r"^checkpoint_epoch_%s_step_%s\.pth?$" % (_NUM, _NUM)), TORCH_FILE, "file", True),
-)  # type: Tuple[Tuple[Any, str, str, bool], ...]
+)
 
 _DEEPSPEED_LATEST = "latest"
 _MEGATRON_TRACKER = "latest_checkpointed_iteration.txt"
@@ -61,22 +59,19 @@ _CKPT_STEP = re.compile(r"(?:^|-)step=([0-9]+)(?=-|$)")
 _CKPT_EPOCH = re.compile(r"(?:^|-)epoch=([0-9]+)(?=-|$)")
 
 
-def checkpoint_name(step):
-    # type: (int) -> str
+def checkpoint_name(step: int) -> str:
     """The contract's folder name for a step: ``step_`` and the step zero-padded to 9 digits."""
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
         raise ValueError("step must be a non-negative integer, not %r" % (step,))
     return "step_%09d" % step
 
 
-def is_temporary(name):
-    # type: (str) -> bool
+def is_temporary(name: str) -> bool:
     """True for names of entries still being written (``tmp-*``, ``*.tmp``): never candidates."""
     return name.startswith(TMP_PREFIX) or name.endswith(TMP_SUFFIX)
 
 
-def compile_name_template(template):
-    # type: (str) -> Any
+def compile_name_template(template: str) -> Any:
     """A regex for the names a Lightning/NeMo ``ModelCheckpoint(filename=template)`` writes.
 
     ``template`` is the ``filename`` argument (``{epoch}-{step}``, ``{step:06d}``,
@@ -111,8 +106,7 @@ def compile_name_template(template):
     return re.compile("^%s$" % "".join(out))
 
 
-def parse_lightning_name(name, template=None):
-    # type: (str, Any) -> Optional[Dict[str, Any]]
+def parse_lightning_name(name: str, template: Any = None) -> Optional[Dict[str, Any]]:
     """What a Lightning/NeMo ``.ckpt`` name says: ``{"step", "epoch", "version", "last", "step_from"}``.
 
     None when ``name`` does not end in ``.ckpt``. ``step`` and ``epoch`` are None when the name does
@@ -126,7 +120,7 @@ def parse_lightning_name(name, template=None):
     if isinstance(template, str):
         template = compile_name_template(template)
     stem = name[:-len(_CKPT_SUFFIX)]
-    found = dict(step=None, epoch=None, version=0, last=False, step_from=None)  # type: Dict[str, Any]
+    found: Dict[str, Any] = dict(step=None, epoch=None, version=0, last=False, step_from=None)
     match = _CKPT_VERSION.match(stem)
     bare = stem
     if match:
@@ -153,8 +147,7 @@ def parse_lightning_name(name, template=None):
     return found
 
 
-def parse_name(name, template=None):
-    # type: (str, Any) -> Optional[Tuple[str, str, int, Optional[int]]]
+def parse_name(name: str, template: Any = None) -> Optional[Tuple[str, str, int, Optional[int]]]:
     """``(layout, kind, step, epoch)`` for a name that matches a layout and carries its step, else None.
 
     ``kind`` is ``dir``, ``file`` or ``any``. The ``step_<S>`` layout is reported as ``clusterops``;
@@ -175,8 +168,7 @@ def parse_name(name, template=None):
     return None
 
 
-def lightning_progress(path):
-    # type: (str) -> Tuple[int, Optional[int]]
+def lightning_progress(path: str) -> Tuple[int, Optional[int]]:
     """``(global_step, epoch)`` from a Lightning ``.ckpt`` file's own ``data.pkl``, without torch.
 
     The pickle is read with the same unpickler as a DCP ``.metadata``: every class it names becomes

@@ -8,9 +8,7 @@
 
 """Pruning by policy (one implementation for the checkpoint_prune module and the ``prune`` command)."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import calendar
 import errno
@@ -46,8 +44,7 @@ class PruneLocked(CheckpointError):
     """Another prune holds the run folder's lock; nothing was done."""
 
 
-def parse_min_free(value):
-    # type: (Union[None, int, str]) -> Optional[Tuple[str, float]]
+def parse_min_free(value: Union[None, int, str]) -> Optional[Tuple[str, float]]:
     """``("bytes", n)`` or ``("percent", p)`` from ``500G``, ``1.5TiB``, ``10%``, ``1048576``; None for None/empty.
 
     Units are binary (``1G`` is 1 GiB). Raises ValueError for anything else or a percent above 100.
@@ -72,8 +69,7 @@ def parse_min_free(value):
     return ("bytes", float(match.group(1)) * _UNITS[match.group(2).lower()])
 
 
-def human_size(count):
-    # type: (Optional[float]) -> str
+def human_size(count: Optional[float]) -> str:
     """``4.0 KiB``-style text for a byte count ("-" for None)."""
     if count is None:
         return "-"
@@ -85,15 +81,13 @@ def human_size(count):
     return "%.1f PiB" % value  # pragma: no cover
 
 
-def _free_space(path):
-    # type: (str) -> Tuple[int, int]
+def _free_space(path: str) -> Tuple[int, int]:
     """``(available bytes for unprivileged users, total bytes)`` of the file system holding ``path``."""
     st = os.statvfs(path)
     return st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
 
 
-def _newest_mtime(path):
-    # type: (str) -> float
+def _newest_mtime(path: str) -> float:
     """The newest mtime of an entry and of everything under it (lstat: symlinks are not followed)."""
     st = os.lstat(path)
     newest = st.st_mtime
@@ -107,8 +101,7 @@ def _newest_mtime(path):
     return newest
 
 
-def _written_at(ckpt):
-    # type: (Checkpoint) -> Optional[float]
+def _written_at(ckpt: Checkpoint) -> Optional[float]:
     """When a checkpoint was written: the manifest's ``time`` (contract), else the entry's mtime."""
     if ckpt.time:
         try:
@@ -121,8 +114,7 @@ def _written_at(ckpt):
         return None
 
 
-def _top_entry(path, root_real):
-    # type: (str, str) -> Optional[str]
+def _top_entry(path: str, root_real: str) -> Optional[str]:
     """Name of the run-folder entry a symlink leads into, None when it leaves the folder or dangles."""
     if not _inside(path, root_real) or not os.path.exists(path):
         return None
@@ -130,10 +122,9 @@ def _top_entry(path, root_real):
     return None if rel in (".", "") else rel.split(os.sep)[0]
 
 
-def _links_into_others(ckpt, root_real):
-    # type: (Checkpoint, str) -> List[str]
+def _links_into_others(ckpt: Checkpoint, root_real: str) -> List[str]:
     """Run-folder entries that symlinks inside a checkpoint folder lead into (other than itself)."""
-    found = []  # type: List[str]
+    found: List[str] = []
     for dirpath, dirnames, filenames in os.walk(ckpt.path):
         for name in dirnames + filenames:
             path = os.path.join(dirpath, name)
@@ -144,8 +135,7 @@ def _links_into_others(ckpt, root_real):
     return found
 
 
-def _remove_tree(path):
-    # type: (str) -> None
+def _remove_tree(path: str) -> None:
     """Delete a folder or file that is not a symlink; symlinks inside are removed, never followed."""
     st = os.lstat(path)
     if stat.S_ISLNK(st.st_mode):
@@ -176,37 +166,33 @@ class PruneResult(object):
         min_free_bytes: the ``min_free`` threshold in bytes, None without one.
     """
 
-    def __init__(self, path, dry_run, policy):
-        # type: (str, bool, Dict[str, Any]) -> None
+    def __init__(self, path: str, dry_run: bool, policy: Dict[str, Any]) -> None:
         self.path = path
         self.dry_run = dry_run
         self.policy = policy
-        self.latest_valid = None  # type: Optional[str]
-        self.before = []  # type: List[str]
-        self.after = []  # type: List[str]
-        self.deleted = []  # type: List[Dict[str, Any]]
-        self.kept = []  # type: List[Dict[str, Any]]
-        self.warnings = []  # type: List[str]
-        self.error = None  # type: Optional[str]
-        self.free_before = None  # type: Optional[int]
-        self.free_after = None  # type: Optional[int]
-        self.min_free_bytes = None  # type: Optional[int]
+        self.latest_valid: Optional[str] = None
+        self.before: List[str] = []
+        self.after: List[str] = []
+        self.deleted: List[Dict[str, Any]] = []
+        self.kept: List[Dict[str, Any]] = []
+        self.warnings: List[str] = []
+        self.error: Optional[str] = None
+        self.free_before: Optional[int] = None
+        self.free_after: Optional[int] = None
+        self.min_free_bytes: Optional[int] = None
 
     @property
-    def changed(self):
-        # type: () -> bool
+    def changed(self) -> bool:
         return bool(self.deleted)
 
-    def to_dict(self):
-        # type: () -> Dict[str, Any]
+    def to_dict(self) -> Dict[str, Any]:
         return dict(path=self.path, dry_run=self.dry_run, policy=dict(self.policy), latest_valid=self.latest_valid,
                     before=list(self.before), after=list(self.after), deleted=list(self.deleted),
                     kept=list(self.kept), warnings=list(self.warnings), error=self.error,
                     free_before=self.free_before, free_after=self.free_after, min_free_bytes=self.min_free_bytes)
 
 
-def _lock(path):
-    # type: (str) -> int
+def _lock(path: str) -> int:
     """Open and flock ``path`` (created when missing, never through a symlink); the descriptor holds the lock."""
     try:
         fd = open_lock_file(path)
@@ -225,8 +211,7 @@ def _lock(path):
     return fd
 
 
-def _check_policy(keep_last, keep_every, keep, tmp_grace, validate):
-    # type: (Any, Any, Any, Any, str) -> None
+def _check_policy(keep_last: Any, keep_every: Any, keep: Any, tmp_grace: Any, validate: str) -> None:
     for name, value in (("keep_last", keep_last), ("keep_every", keep_every)):
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError("%s must be an integer, not %r" % (name, value))
@@ -239,9 +224,9 @@ def _check_policy(keep_last, keep_every, keep, tmp_grace, validate):
     _check_level(validate)
 
 
-def prune(path, keep_last, keep_every=0, keep=(), min_free=None, tmp_grace=TMP_GRACE, validate=SIZES,
-          dry_run=False, log=None, lock_file=None, now=None, fsync=True):
-    # type: (str, int, int, Sequence[str], Any, Optional[float], str, bool, Any, Optional[str], Optional[float], bool) -> PruneResult
+def prune(path: str, keep_last: int, keep_every: int = 0, keep: Sequence[str] = (), min_free: Any = None,
+          tmp_grace: Optional[float] = TMP_GRACE, validate: str = SIZES, dry_run: bool = False, log: Any = None,
+          lock_file: Optional[str] = None, now: Optional[float] = None, fsync: bool = True) -> PruneResult:
     """Delete old checkpoints of a run folder by policy; never one that a resume could need.
 
     Kept whatever the policy:
@@ -296,9 +281,9 @@ def prune(path, keep_last, keep_every=0, keep=(), min_free=None, tmp_grace=TMP_G
     return result
 
 
-def _prune_locked(root, result, keep_last, keep_every, keep, threshold, tmp_grace, validate, dry_run, log, now,
-                  fsync):
-    # type: (str, PruneResult, int, int, List[str], Optional[Tuple[str, float]], Optional[float], str, bool, Callable[[str], None], float, bool) -> None
+def _prune_locked(root: str, result: PruneResult, keep_last: int, keep_every: int, keep: List[str],
+                  threshold: Optional[Tuple[str, float]], tmp_grace: Optional[float], validate: str, dry_run: bool,
+                  log: Callable[[str], None], now: float, fsync: bool) -> None:
     report = inspect(root, validate, list_all=True)
     root_real = os.path.realpath(root)
     result.warnings.extend(report.warnings)
@@ -307,15 +292,15 @@ def _prune_locked(root, result, keep_last, keep_every, keep, threshold, tmp_grac
     result.latest_valid = best.name if best else None
     result.before = [c.name for c in candidates] + [name for name, _path in report.temporary]
     by_name = dict((c.name, c) for c in candidates)
-    reasons = {}  # type: Dict[str, str]
+    reasons: Dict[str, str] = {}
 
     # Checkpoints: what must stay whatever the policy, then the policy.
-    linked = {}  # type: Dict[str, str]
+    linked: Dict[str, str] = {}
     for name, link in report.symlinks:
         top = _top_entry(link, root_real)
         if top in by_name and top not in linked:
             linked[top] = "the symlink %s leads to it" % name
-    victims = []  # type: List[Checkpoint]
+    victims: List[Checkpoint] = []
     if keep_last <= 0:
         for ckpt in candidates:
             reasons[ckpt.name] = "keep_last %d: every checkpoint is kept" % keep_last
@@ -383,7 +368,7 @@ def _prune_locked(root, result, keep_last, keep_every, keep, threshold, tmp_grac
             reasons[ckpt.name] = why
 
     # Temporary entries.
-    stale = []  # type: List[Tuple[str, str, str]]
+    stale: List[Tuple[str, str, str]] = []
     for name, entry in report.temporary:
         try:
             is_link = os.path.islink(entry)
@@ -405,7 +390,8 @@ def _prune_locked(root, result, keep_last, keep_every, keep, threshold, tmp_grac
         result.kept.append(dict(name=name, kind="temporary", step=None, reason=why))
 
     # Free space.
-    free = total = None  # type: Optional[int]
+    free: Optional[int] = None
+    total: Optional[int] = None
     if threshold is not None or not dry_run:
         try:
             free, total = _free_space(root)
@@ -416,8 +402,7 @@ def _prune_locked(root, result, keep_last, keep_every, keep, threshold, tmp_grac
     if threshold is not None:
         result.min_free_bytes = int(threshold[1] if threshold[0] == "bytes" else (total or 0) * threshold[1] / 100.0)
 
-    def enough(freed):
-        # type: (int) -> bool
+    def enough(freed: int) -> bool:
         if threshold is None:
             return False
         measured = free
@@ -429,7 +414,7 @@ def _prune_locked(root, result, keep_last, keep_every, keep, threshold, tmp_grac
         return max(measured or 0, (free or 0) + freed) >= (result.min_free_bytes or 0)
 
     # Delete: stale temporaries, then checkpoints oldest first.
-    gone = set()  # type: Set[str]
+    gone: Set[str] = set()
     freed = 0
     verb = "would delete" if dry_run else "deleted"
     for name, entry, why in stale:
@@ -491,8 +476,7 @@ def _prune_locked(root, result, keep_last, keep_every, keep, threshold, tmp_grac
             pass
 
 
-def _delete_checkpoint(root, ckpt):
-    # type: (str, Checkpoint) -> None
+def _delete_checkpoint(root: str, ckpt: Checkpoint) -> None:
     """Rename ``ckpt`` to ``tmp-deleting-<name>`` (atomic: no reader chooses it any more), then remove it."""
     st = os.lstat(ckpt.path)
     if stat.S_ISLNK(st.st_mode):

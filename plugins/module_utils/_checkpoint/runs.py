@@ -8,9 +8,7 @@
 
 """Run folders: list the candidates, resolve pointers, choose the newest valid checkpoint, verify one."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import json
 import os
@@ -51,8 +49,7 @@ from .fsutil import _inside
 from .layouts import _check
 
 
-def _check_level(validate):
-    # type: (str) -> None
+def _check_level(validate: str) -> None:
     if validate not in LEVELS:
         raise ValueError("validate must be one of %s, not %r" % (", ".join(LEVELS), validate))
     if validate == LOAD:
@@ -63,8 +60,7 @@ def _check_level(validate):
                                   % (LOAD, exc))
 
 
-def _read_text(path, limit=4096):
-    # type: (str, int) -> Optional[str]
+def _read_text(path: str, limit: int = 4096) -> Optional[str]:
     try:
         with open(path, "rb") as handle:
             return handle.read(limit).decode("utf-8", "replace").strip()
@@ -72,8 +68,7 @@ def _read_text(path, limit=4096):
         return None
 
 
-def _lightning_candidate(entry, is_dir, template, report):
-    # type: (Any, bool, Any, Report) -> Optional[Checkpoint]
+def _lightning_candidate(entry: Any, is_dir: bool, template: Any, report: Report) -> Optional[Checkpoint]:
     """A ``.ckpt`` entry as a candidate ordered by its global step, or None (then it is in
     ``report.unordered``): the step comes from the name (or ``template``), else from the file."""
     found = parse_lightning_name(entry.name, template)
@@ -101,10 +96,9 @@ def _lightning_candidate(entry, is_dir, template, report):
     return ckpt
 
 
-def _list_run(root, root_real, report, template=None):
-    # type: (str, str, Report, Any) -> Tuple[List[Checkpoint], List[Dict[str, Any]]]
-    candidates = []  # type: List[Checkpoint]
-    pointers = []  # type: List[Dict[str, Any]]
+def _list_run(root: str, root_real: str, report: Report, template: Any = None) -> Tuple[List[Checkpoint], List[Dict[str, Any]]]:
+    candidates: List[Checkpoint] = []
+    pointers: List[Dict[str, Any]] = []
     try:
         entries = sorted(os.scandir(root), key=lambda e: e.name)
     except OSError as exc:
@@ -155,8 +149,7 @@ def _list_run(root, root_real, report, template=None):
     return candidates, pointers
 
 
-def _read_finished(path):
-    # type: (str) -> Dict[str, Any]
+def _read_finished(path: str) -> Dict[str, Any]:
     text = _read_text(path, 1 << 16)
     try:
         data = json.loads(text) if text else {}
@@ -165,14 +158,13 @@ def _read_finished(path):
     return data if isinstance(data, dict) else {}
 
 
-def _resolve_pointers(raw_pointers, candidates, root, root_real, report):
-    # type: (List[Dict[str, Any]], List[Checkpoint], str, str, Report) -> None
+def _resolve_pointers(raw_pointers: List[Dict[str, Any]], candidates: List[Checkpoint], root: str, root_real: str, report: Report) -> None:
     by_name = dict((c.name, c) for c in candidates)
     best = report.latest_valid
     for raw in raw_pointers:
         name, path = raw["name"], raw["path"]
         pointer = dict(name=name, kind="", target=None, resolves_to=None, status="", message="")
-        target = None  # type: Optional[Checkpoint]
+        target: Optional[Checkpoint] = None
         if raw["is_link"]:
             pointer["kind"] = "symlink"
             pointer["target"] = os.readlink(path)
@@ -231,8 +223,7 @@ def _resolve_pointers(raw_pointers, candidates, root, root_real, report):
         report.pointers.append(pointer)
 
 
-def inspect(path, validate=SIZES, validate_all=False, list_all=True, name_template=None):
-    # type: (str, str, bool, bool, Optional[str]) -> Report
+def inspect(path: str, validate: str = SIZES, validate_all: bool = False, list_all: bool = True, name_template: Optional[str] = None) -> Report:
     """Everything about a run folder: candidates, the newest valid one, pointers, warnings.
 
     Args:
@@ -299,9 +290,8 @@ def inspect(path, validate=SIZES, validate_all=False, list_all=True, name_templa
     return report
 
 
-def _warn_ties_and_mixes(candidates, report):
-    # type: (List[Checkpoint], Report) -> None
-    by_key = {}  # type: Dict[Tuple[int, int, bool, int], List[str]]
+def _warn_ties_and_mixes(candidates: List[Checkpoint], report: Report) -> None:
+    by_key: Dict[Tuple[int, int, bool, int], List[str]] = {}
     for ckpt in candidates:
         by_key.setdefault(ckpt.key + (ckpt.last, ckpt.version), []).append(ckpt.name)
     for key, names in sorted(by_key.items()):
@@ -315,20 +305,17 @@ def _warn_ties_and_mixes(candidates, report):
                                "a missing epoch counts as -1" % ", ".join(sorted(with_epoch | without)))
 
 
-def scan(path, validate=STRUCTURE, name_template=None):
-    # type: (str, str, Optional[str]) -> List[Checkpoint]
+def scan(path: str, validate: str = STRUCTURE, name_template: Optional[str] = None) -> List[Checkpoint]:
     """Every checkpoint candidate of a run folder, oldest first, each checked at ``validate``."""
     return inspect(path, validate, validate_all=True, name_template=name_template).checkpoints
 
 
-def latest_valid(path, validate=SIZES, name_template=None):
-    # type: (str, str, Optional[str]) -> Optional[Checkpoint]
+def latest_valid(path: str, validate: str = SIZES, name_template: Optional[str] = None) -> Optional[Checkpoint]:
     """The newest checkpoint that passes ``validate``, or None; checks only what choosing needs."""
     return inspect(path, validate, list_all=False, name_template=name_template).latest_valid
 
 
-def verify(path, validate=SHA256):
-    # type: (Union[str, Checkpoint], str) -> Checkpoint
+def verify(path: Union[str, Checkpoint], validate: str = SHA256) -> Checkpoint:
     """Check one checkpoint (a folder or file named after a layout, or a :class:`Checkpoint`).
 
     Raises:

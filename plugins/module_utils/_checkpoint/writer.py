@@ -8,9 +8,7 @@
 
 """Writing checkpoints by the contract: staging, manifest, fsync, atomic rename, the FINISHED marker."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import binascii
 import json
@@ -31,13 +29,11 @@ from .fsutil import _fsync_dir, atomic_write_json, hash_file
 from .runs import verify
 
 
-def _utc_now():
-    # type: () -> str
+def _utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def _refuse_existing(final):
-    # type: (str) -> bool
+def _refuse_existing(final: str) -> bool:
     """True when an invalid checkpoint folder is in the way; raise when a valid one (or a file,
     or a symlink) is; False when nothing is."""
     if not os.path.lexists(final):
@@ -49,8 +45,7 @@ def _refuse_existing(final):
     return True
 
 
-def _set_aside_invalid(final, root):
-    # type: (str, str) -> Optional[str]
+def _set_aside_invalid(final: str, root: str) -> Optional[str]:
     """Rename an invalid ``final`` out of the way (see :func:`commit_checkpoint`); return where to."""
     if not _refuse_existing(final):
         return None
@@ -60,8 +55,7 @@ def _set_aside_invalid(final, root):
     return aside
 
 
-def commit_checkpoint(staging, root, step, epoch=None, extra=None, fsync=True):
-    # type: (str, str, int, Optional[int], Optional[Dict[str, Any]], bool) -> str
+def commit_checkpoint(staging: str, root: str, step: int, epoch: Optional[int] = None, extra: Optional[Dict[str, Any]] = None, fsync: bool = True) -> str:
     """Commit a filled staging folder as ``root/step_<S>`` and return its path.
 
     Every file is read once to hash it and fsynced through the same descriptor; then
@@ -85,7 +79,7 @@ def commit_checkpoint(staging, root, step, epoch=None, extra=None, fsync=True):
             not is_temporary(os.path.basename(staging)):
         raise ValueError("staging folder %s must be a tmp-* folder directly inside %s" % (staging, root))
     _set_aside_invalid(final, root)
-    files = []  # type: List[Dict[str, Any]]
+    files: List[Dict[str, Any]] = []
     for dirpath, dirnames, filenames in os.walk(staging):
         dirnames.sort()
         for name in sorted(filenames) + sorted(dirnames):
@@ -138,19 +132,17 @@ class CheckpointWriter(object):
     a ``tmp-*`` folder that no reader chooses (a pruning job may delete it).
     """
 
-    def __init__(self, root, step, epoch=None, extra=None, fsync=True):
-        # type: (str, int, Optional[int], Optional[Dict[str, Any]], bool) -> None
+    def __init__(self, root: str, step: int, epoch: Optional[int] = None, extra: Optional[Dict[str, Any]] = None, fsync: bool = True) -> None:
         self.root = os.path.abspath(root)
         self.name = checkpoint_name(step)
         self.step = step
         self.epoch = epoch
         self.extra = extra
         self.fsync = fsync
-        self.staging = None  # type: Optional[str]
-        self.path = None  # type: Optional[str]
+        self.staging: Optional[str] = None
+        self.path: Optional[str] = None
 
-    def __enter__(self):
-        # type: () -> str
+    def __enter__(self) -> str:
         if not os.path.isdir(self.root):
             os.makedirs(self.root)
             if self.fsync:
@@ -161,8 +153,7 @@ class CheckpointWriter(object):
         os.mkdir(self.staging)
         return self.staging
 
-    def __exit__(self, exc_type, exc, tb):
-        # type: (Any, Any, Any) -> Literal[False]
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         if self.staging is None:  # __enter__ did not run: nothing was staged
             return False
         if exc_type is None:
@@ -176,8 +167,12 @@ class CheckpointWriter(object):
         return False
 
 
-def write_checkpoint(root, step, epoch, files_or_callback, extra=None, fsync=True):
-    # type: (str, int, Optional[int], Union[Mapping[str, bytes], Callable[[str], Any]], Optional[Dict[str, Any]], bool) -> str
+def write_checkpoint(root: str,
+                     step: int,
+                     epoch: Optional[int],
+                     files_or_callback: Union[Mapping[str, bytes], Callable[[str], Any]],
+                     extra: Optional[Dict[str, Any]] = None,
+                     fsync: bool = True) -> str:
     """Write a contract checkpoint and return its path.
 
     ``files_or_callback`` is a mapping ``{relative posix path: bytes}``, or a callable given the
@@ -199,8 +194,12 @@ def write_checkpoint(root, step, epoch, files_or_callback, extra=None, fsync=Tru
     return writer.path or ""
 
 
-def mark_finished(root, step=None, epoch=None, checkpoint=None, extra=None, fsync=True):
-    # type: (str, Optional[int], Optional[int], Optional[str], Optional[Dict[str, Any]], bool) -> str
+def mark_finished(root: str,
+                  step: Optional[int] = None,
+                  epoch: Optional[int] = None,
+                  checkpoint: Optional[str] = None,
+                  extra: Optional[Dict[str, Any]] = None,
+                  fsync: bool = True) -> str:
     """Write the run-level ``FINISHED`` marker atomically (temporary file, fsync, rename, fsync)."""
     data = dict(format=FORMAT, format_version=FORMAT_VERSION, step=step, epoch=epoch, checkpoint=checkpoint,
                 time=_utc_now())

@@ -13,6 +13,4 @@
   act, write the state.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations

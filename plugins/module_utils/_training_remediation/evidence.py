@@ -11,9 +11,7 @@ run's owner: ``py-spy dump`` of each rank, and where py-spy fails a ``SIGUSR2`` 
 trainer's ``faulthandler`` dump, in the job's log, whose tail is then copied).
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import glob
 import os
@@ -70,7 +68,8 @@ def group_by_task(text):
     """``srun --label`` output (the tasks' lines interleave as they arrive) regrouped: every line
     of task 0, then of task 1 ..., each task's lines in their order, labels removed; lines without
     a label (srun's own) first. One task per node here, so one block per node."""
-    tasks, other = {}, []  # type: Dict[int, List[str]], List[str]
+    tasks: Dict[int, List[str]] = {}
+    other: List[str] = []
     for line in text.splitlines():
         match = _TASK_LINE.match(line)
         if match:

@@ -12,9 +12,7 @@ status and progress (``runner.checkpoint_status``, ``runner.read_progress``), th
 state (:mod:`.registry`) in, a decision out.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import re
 import time
@@ -62,15 +60,13 @@ SUSPECT_REASON_PREFIX = "clusterops: suspect: "
 # The decision (pure)
 # ---------------------------------------------------------------------------------------------
 
-def run_jobs(run, jobs):
-    # type: (Dict[str, Any], List[Dict[str, Any]]) -> List[Dict[str, Any]]
+def run_jobs(run: Dict[str, Any], jobs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """The jobs of one run (its job name and its owner), oldest submission first."""
     mine = [j for j in jobs if j["name"] == run["name"] and j["user"] == run["owner"]]
     return sorted(mine, key=lambda j: (j.get("submit_time") or 0, j["job_id_raw"]))
 
 
-def _job_brief(job):
-    # type: (Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]
+def _job_brief(job: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     if job is None:
         return None
     return {"job_id": job["job_id"], "job_id_raw": job["job_id_raw"], "state": job["state"],
@@ -83,8 +79,7 @@ def _job_brief(job):
             "start_time": job.get("start_time"), "end_time": job.get("end_time")}
 
 
-def hang_cancelled(state, job_id_raw):
-    # type: (Dict[str, Any], Any) -> Optional[Dict[str, Any]]
+def hang_cancelled(state: Dict[str, Any], job_id_raw: Any) -> Optional[Dict[str, Any]]:
     """The ``hang_cancels`` entry of job ``job_id_raw``: remediation cancelled it because it hung."""
     for entry in state.get("hang_cancels") or []:
         if str(entry.get("job_id")) == str(job_id_raw):
@@ -92,8 +87,7 @@ def hang_cancelled(state, job_id_raw):
     return None
 
 
-def hang_check(run, job, progress, now):
-    # type: (Dict[str, Any], Dict[str, Any], Optional[Dict[str, Any]], float) -> Optional[Dict[str, Any]]
+def hang_check(run: Dict[str, Any], job: Dict[str, Any], progress: Optional[Dict[str, Any]], now: float) -> Optional[Dict[str, Any]]:
     """Whether the RUNNING ``job`` of ``run`` is hung: None, or ``{"idle", "since", "step"}``.
 
     Hung: the run has a watchdog (``hang_timeout`` > 0), the job is RUNNING and neither its last
@@ -117,8 +111,12 @@ def hang_check(run, job, progress, now):
     return {"idle": int(idle), "since": since, "step": step}
 
 
-def decide(run, jobs, ckpt, state, progress=None, now=None):
-    # type: (Dict[str, Any], List[Dict[str, Any]], Dict[str, Any], Dict[str, Any], Optional[Dict[str, Any]], Optional[float]) -> Dict[str, Any]
+def decide(run: Dict[str, Any],
+           jobs: List[Dict[str, Any]],
+           ckpt: Dict[str, Any],
+           state: Dict[str, Any],
+           progress: Optional[Dict[str, Any]] = None,
+           now: Optional[float] = None) -> Dict[str, Any]:
     """What to do for one run.
 
     ``progress`` (:func:`read_progress`) and ``now`` (Unix seconds) feed the hang watchdog: a
@@ -264,8 +262,7 @@ def decide(run, jobs, ckpt, state, progress=None, now=None):
 # Suspect nodes (pure)
 # ---------------------------------------------------------------------------------------------
 
-def failed_attempts(run, jobs):
-    # type: (Dict[str, Any], List[Dict[str, Any]]) -> List[Dict[str, Any]]
+def failed_attempts(run: Dict[str, Any], jobs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """The run's job runs that ended FAILED or NODE_FAIL (:data:`SUSPECT_STATES`), oldest first:
     ``[{"job_id": str, "state": str, "nodes": [str, ...]}]``.
 
@@ -274,7 +271,7 @@ def failed_attempts(run, jobs):
     the expanded allocation (sacct ``NodeList``, a compressed hostlist read by
     ``_hostlist.expand_hostlist``); a job whose node list could not be read has none.
     """
-    out = []  # type: List[Dict[str, Any]]
+    out: List[Dict[str, Any]] = []
     for job in run_jobs(run, jobs):
         for entry in list(job.get("history") or []) + [job]:
             if entry.get("state") in SUSPECT_STATES:
@@ -283,8 +280,7 @@ def failed_attempts(run, jobs):
     return out
 
 
-def run_suspects(run, jobs, suspect_after=SUSPECT_AFTER):
-    # type: (Dict[str, Any], List[Dict[str, Any]], int) -> List[Dict[str, Any]]
+def run_suspects(run: Dict[str, Any], jobs: List[Dict[str, Any]], suspect_after: int = SUSPECT_AFTER) -> List[Dict[str, Any]]:
     """The nodes the run's last ``k`` failed jobs all ran on: ``[{"node", "jobs": [job id, ...]}]``
     by node name (empty when there is none).
 
@@ -311,29 +307,26 @@ def run_suspects(run, jobs, suspect_after=SUSPECT_AFTER):
         common &= set(attempt["nodes"])
     if len(common) > 1 and all(set(a["nodes"]) == common for a in last):
         return []
-    job_ids = []  # type: List[str]
+    job_ids: List[str] = []
     for attempt in last:
         if attempt["job_id"] not in job_ids:
             job_ids.append(attempt["job_id"])
     return [{"node": name, "jobs": list(job_ids)} for name in sorted(common)]
 
 
-def suspect_reason(runs, job_ids):
-    # type: (List[str], List[str]) -> str
+def suspect_reason(runs: List[str], job_ids: List[str]) -> str:
     """``clusterops: suspect: runs A,B failed on it (jobs 12,15)`` (``run A`` for one run)."""
     return "%s%s %s failed on it (job%s %s)" % (
         SUSPECT_REASON_PREFIX, "runs" if len(runs) > 1 else "run", ",".join(runs),
         "s" if len(job_ids) > 1 else "", ",".join(job_ids))
 
 
-def _job_order(job_id):
-    # type: (str) -> Tuple[int, str]
+def _job_order(job_id: str) -> Tuple[int, str]:
     digits = re.match(r"\d+", job_id)
     return (int(digits.group(0)) if digits else 0, job_id)
 
 
-def plan_suspects(by_run, nodes, limit):
-    # type: (Dict[str, List[Dict[str, Any]]], List[Dict[str, Any]], int) -> Dict[str, Any]
+def plan_suspects(by_run: Dict[str, List[Dict[str, Any]]], nodes: List[Dict[str, Any]], limit: int) -> Dict[str, Any]:
     """Which suspect nodes to drain now, within ``limit``, grouped into scontrol calls.
 
     Args:
@@ -352,7 +345,7 @@ def plan_suspects(by_run, nodes, limit):
         hostlist) per distinct reason. ``exclude`` lists, per run, its suspect nodes Slurm knows
         (``sbatch --exclude`` refuses a name it does not know), drained or not.
     """
-    merged = {}  # type: Dict[str, Dict[str, Any]]
+    merged: Dict[str, Dict[str, Any]] = {}
     for run_name in sorted(by_run):
         for entry in by_run[run_name]:
             item = merged.setdefault(entry["node"], {"node": entry["node"], "runs": [], "jobs": []})
@@ -364,7 +357,7 @@ def plan_suspects(by_run, nodes, limit):
     by_name = dict((n["name"], n) for n in nodes)
     ordered = sorted(merged.values(), key=lambda i: (-len(i["runs"]), -len(i["jobs"]), i["node"]))
     room = max(0, int(limit))
-    groups = {}  # type: Dict[str, List[str]]
+    groups: Dict[str, List[str]] = {}
     for item in ordered:
         item["jobs"].sort(key=_job_order)
         item["reason"] = suspect_reason(item["runs"], item["jobs"])
@@ -387,7 +380,7 @@ def plan_suspects(by_run, nodes, limit):
     for reason in sorted(groups):
         changes += plan_node_changes(nodes, groups[reason], "drain", reason=reason,
                                      reason_policy="replace")["changes"]
-    exclude = {}  # type: Dict[str, List[str]]
+    exclude: Dict[str, List[str]] = {}
     for run_name in sorted(by_run):
         known = sorted(set(e["node"] for e in by_run[run_name] if e["node"] in by_name))
         if known:
@@ -396,14 +389,12 @@ def plan_suspects(by_run, nodes, limit):
     return {"suspects": suspects, "changes": changes, "exclude": exclude, "limit": max(0, int(limit))}
 
 
-def exclude_option(names):
-    # type: (List[str]) -> List[str]
+def exclude_option(names: List[str]) -> List[str]:
     """sbatch's ``--exclude=<hostlist>`` for ``names`` (none: no option)."""
     return ["--exclude=%s" % compress_hostlist(sorted(names))] if names else []
 
 
-def record_resubmission(state, decision, job_id, now):
-    # type: (Dict[str, Any], Dict[str, Any], Any, float) -> Dict[str, Any]
+def record_resubmission(state: Dict[str, Any], decision: Dict[str, Any], job_id: Any, now: float) -> Dict[str, Any]:
     """The state after resubmitting ``decision``'s run as ``job_id`` (a new dict)."""
     new = dict(state)
     last = decision["last_job"] or {}
@@ -416,8 +407,7 @@ def record_resubmission(state, decision, job_id, now):
     return new
 
 
-def record_hang_cancel(state, decision, now, evidence):
-    # type: (Dict[str, Any], Dict[str, Any], float, Optional[str]) -> Dict[str, Any]
+def record_hang_cancel(state: Dict[str, Any], decision: Dict[str, Any], now: float, evidence: Optional[str]) -> Dict[str, Any]:
     """The state after deciding to cancel ``decision``'s hung job (a new dict; written before scancel)."""
     new = dict(state)
     last = decision["last_job"] or {}
@@ -428,8 +418,7 @@ def record_hang_cancel(state, decision, now, evidence):
     return new
 
 
-def record_stop(state, decision, now):
-    # type: (Dict[str, Any], Dict[str, Any], float) -> Dict[str, Any]
+def record_stop(state: Dict[str, Any], decision: Dict[str, Any], now: float) -> Dict[str, Any]:
     """The state after remediation stopped ``decision``'s run (a new dict)."""
     new = dict(state)
     last = decision["last_job"] or {}
@@ -441,15 +430,13 @@ def record_stop(state, decision, now):
 # The report (pure)
 # ---------------------------------------------------------------------------------------------
 
-def brief(decision):
-    # type: (Dict[str, Any]) -> str
+def brief(decision: Dict[str, Any]) -> str:
     """The run's status and last job in a few words (the diff's ``before``): ``failed (job 41 NODE_FAIL)``."""
     last = decision["last_job"]
     return "%s%s" % (decision["status"], " (job %s %s)" % (last["job_id"], last["state"]) if last else "")
 
 
-def report_line(decision):
-    # type: (Dict[str, Any]) -> str
+def report_line(decision: Dict[str, Any]) -> str:
     """One line for the summary: name, status, newest valid step, action and why."""
     action = decision["action"]
     if action == RESUBMIT:
@@ -479,8 +466,7 @@ def report_line(decision):
     return line
 
 
-def needs_human(decisions, errors):
-    # type: (List[Dict[str, Any]], List[Dict[str, str]]) -> List[Dict[str, str]]
+def needs_human(decisions: List[Dict[str, Any]], errors: List[Dict[str, str]]) -> List[Dict[str, str]]:
     """What a person has to look at, one item per run: ``[{"run": name, "why": str}]``.
 
     ``errors`` (unusable registry entries, ``{"name", "error"}``) first, then every decision

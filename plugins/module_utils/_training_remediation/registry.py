@@ -36,9 +36,7 @@ remediation's, not a user's, and it is resubmitted; a job in this list is never 
 The entries are made by ``policy.record_*``.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import errno
 import json
@@ -80,25 +78,23 @@ RUN_REQUIRED = {
     "name": str, "owner": str, "launcher": str, "checkpoint_dir": str,
 }
 #: The optional fields of ``run.json`` and their defaults: the one home of these defaults.
-RUN_DEFAULTS = {
+RUN_DEFAULTS: Dict[str, Any] = {
     "workdir": None, "nodes": None, "requeue": False, "checkpoint_validate": "sizes", "checkpoint_name_template": None,
     "max_resubmissions": 5, "no_progress_limit": 2, "enabled": True,
     "log_dir": None, "hang_timeout": 0, "progress": "log", "heartbeat_file": None, "py_spy": "py-spy",
     "suspect_nodes": True, "suspect_after": 0,
-}  # type: Dict[str, Any]
+}
 
 
 class RegistryError(Exception):
     """A registry entry or state file that cannot be used, or a run spec that is not valid."""
 
 
-def _is_int(value):
-    # type: (Any) -> bool
+def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def validate_run(spec, folder):
-    # type: (Any, str) -> Dict[str, Any]
+def validate_run(spec: Any, folder: str) -> Dict[str, Any]:
     """``spec`` (a parsed ``run.json``) checked and completed with :data:`RUN_DEFAULTS`: a new dict.
 
     ``folder`` is the run's registry folder (its base name must be the run's name); it starts
@@ -168,8 +164,7 @@ def validate_run(spec, folder):
     return run
 
 
-def run_document(run):
-    # type: (Dict[str, Any]) -> Dict[str, Any]
+def run_document(run: Dict[str, Any]) -> Dict[str, Any]:
     """What ``run.json`` holds for the validated ``run`` (:func:`validate_run`): format, version,
     the required fields and every optional one, defaults written out."""
     doc = {"format": RUN_FORMAT, "format_version": FORMAT_VERSION}
@@ -178,14 +173,12 @@ def run_document(run):
     return doc
 
 
-def _read_json(path, limit):
-    # type: (str, int) -> Any
+def _read_json(path: str, limit: int) -> Any:
     with open(path, "rb") as handle:
         return json.loads(handle.read(limit).decode("utf-8"))
 
 
-def read_run(folder):
-    # type: (str) -> Dict[str, Any]
+def read_run(folder: str) -> Dict[str, Any]:
     """The validated run of one registry folder (:func:`validate_run`).
 
     Raises:
@@ -201,8 +194,7 @@ def read_run(folder):
     return validate_run(spec, folder)
 
 
-def read_registry(path, names=None):
-    # type: (str, Optional[List[str]]) -> Tuple[List[Dict[str, Any]], List[Dict[str, str]]]
+def read_registry(path: str, names: Optional[List[str]] = None) -> Tuple[List[Dict[str, Any]], List[Dict[str, str]]]:
     """Every run of the registry folder ``path``: ``(runs, errors)``, runs sorted by name.
 
     A run whose ``run.json`` is unreadable or wrong is not returned; it is an error entry
@@ -213,10 +205,10 @@ def read_registry(path, names=None):
     Raises:
         RegistryError: ``path`` exists but is not a readable folder.
     """
-    runs = []  # type: List[Dict[str, Any]]
-    errors = []  # type: List[Dict[str, str]]
+    runs: List[Dict[str, Any]] = []
+    errors: List[Dict[str, str]] = []
     if not os.path.exists(path):
-        entries = []  # type: List[str]
+        entries: List[str] = []
     else:
         try:
             entries = sorted(os.listdir(path))
@@ -240,15 +232,13 @@ def read_registry(path, names=None):
     return runs, errors
 
 
-def empty_state():
-    # type: () -> Dict[str, Any]
+def empty_state() -> Dict[str, Any]:
     """The bookkeeping of a run remediation has not touched yet."""
     return {"format": STATE_FORMAT, "format_version": FORMAT_VERSION, "resubmissions": [], "stopped": None,
             "hang_cancels": []}
 
 
-def read_state(run_folder):
-    # type: (str) -> Dict[str, Any]
+def read_state(run_folder: str) -> Dict[str, Any]:
     """Remediation's bookkeeping of one run (an empty one when there is no ``state.json``).
 
     Raises:
@@ -273,15 +263,13 @@ def read_state(run_folder):
     return state
 
 
-def write_state(run_folder, state):
-    # type: (str, Dict[str, Any]) -> None
+def write_state(run_folder: str, state: Dict[str, Any]) -> None:
     """Replace the run's ``state.json`` atomically (``_checkpoint.fsutil.atomic_write_json``: a
     temporary file in the folder, fsync, mode 0644, rename, fsync of the folder)."""
     atomic_write_json(os.path.join(run_folder, STATE_FILE), state, indent=1, mode=0o644)
 
 
-def write_run(folder, run):
-    # type: (str, Dict[str, Any]) -> None
+def write_run(folder: str, run: Dict[str, Any]) -> None:
     """Write the validated ``run`` as the folder's ``run.json`` atomically (:func:`run_document`,
     as :func:`write_state` writes), creating the folder (mode 0755) when missing."""
     if not os.path.isdir(folder):
@@ -289,8 +277,7 @@ def write_run(folder, run):
     atomic_write_json(os.path.join(folder, RUN_FILE), run_document(run), indent=1, mode=0o644)
 
 
-def remove_run(folder):
-    # type: (str) -> None
+def remove_run(folder: str) -> None:
     """Remove a run's registry folder: ``run.json``, its ``state.json`` and whatever else it holds."""
     shutil.rmtree(folder)
 
@@ -308,12 +295,11 @@ class RegistryLock(object):
     def __init__(self, registry, timeout=0.0, sleep=time.sleep, clock=time.time):
         self.path = os.path.join(registry, LOCK_FILE)
         self.timeout = timeout
-        self._fd = None  # type: Optional[int]
+        self._fd: Optional[int] = None
         self._sleep = sleep
         self._clock = clock
 
-    def acquire(self):
-        # type: () -> bool
+    def acquire(self) -> bool:
         """True when the lock is held, False when another holder kept it past ``timeout``."""
         self._fd = open_lock_file(self.path)
         deadline = self._clock() + max(0.0, self.timeout)
@@ -327,8 +313,7 @@ class RegistryLock(object):
         os.write(self._fd, ("%d\n" % os.getpid()).encode("ascii"))
         return True
 
-    def release(self):
-        # type: () -> None
+    def release(self) -> None:
         """Drop the lock (nothing when not held)."""
         if self._fd is not None:
             os.close(self._fd)

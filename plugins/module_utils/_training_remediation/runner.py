@@ -12,9 +12,7 @@ Private to the collection (the leading underscore of the package): no API promis
 the whole task, run by ``_slurm_cli.run_module`` (one failure path with every module).
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import json
 import os
@@ -71,8 +69,7 @@ except ImportError:  # pragma: no cover
 # What a run's folders say (file system)
 # ---------------------------------------------------------------------------------------------
 
-def checkpoint_status(checkpoint_dir, validate, name_template=None):
-    # type: (str, str, Optional[str]) -> Dict[str, Any]
+def checkpoint_status(checkpoint_dir: str, validate: str, name_template: Optional[str] = None) -> Dict[str, Any]:
     """What the run folder says (the checkpoint library's ``inspect``): finished, and the newest
     valid checkpoint at level ``validate`` (``name_template``: the run's Lightning filename template).
 
@@ -83,8 +80,8 @@ def checkpoint_status(checkpoint_dir, validate, name_template=None):
         exist but none is valid, or one cannot be ordered (a human decides); ``missing`` the folder does not exist yet; ``error`` it cannot
         be read.
     """
-    result = {"finished": False, "status": "none", "step": None, "checkpoint": None,
-              "detail": "", "warnings": []}  # type: Dict[str, Any]
+    result: Dict[str, Any] = {"finished": False, "status": "none", "step": None, "checkpoint": None,
+                              "detail": "", "warnings": []}
     if not os.path.exists(checkpoint_dir):
         result.update(status="missing", detail="%s does not exist yet" % checkpoint_dir)
         return result
@@ -111,16 +108,14 @@ def checkpoint_status(checkpoint_dir, validate, name_template=None):
     return result
 
 
-def _mtime(path):
-    # type: (str) -> Optional[float]
+def _mtime(path: str) -> Optional[float]:
     try:
         return os.stat(path).st_mtime
     except OSError:
         return None
 
 
-def read_progress(run, job_id_raw=None):
-    # type: (Dict[str, Any], Optional[Any]) -> Dict[str, Any]
+def read_progress(run: Dict[str, Any], job_id_raw: Optional[Any] = None) -> Dict[str, Any]:
     """The run's last sign of progress, by its ``progress`` source (file system only).
 
     Returns:
@@ -131,7 +126,7 @@ def read_progress(run, job_id_raw=None):
         id>*`` (the launcher's batch log and its per-node logs).
     """
     source = run.get("progress") or "log"
-    out = {"source": source, "path": None, "time": None, "step": None}  # type: Dict[str, Any]
+    out: Dict[str, Any] = {"source": source, "path": None, "time": None, "step": None}
     if source == "heartbeat":
         path = run.get("heartbeat_file")
         out["path"] = path
@@ -246,7 +241,7 @@ def suspect_nodes(module, cli, planned, jobs):
     and set each run's ``suspects``/``exclude``. The result keys ``suspects``, ``suspect_commands``
     and ``suspect_report``."""
     params = module.params
-    out = {"suspects": [], "suspect_commands": [], "suspect_report": []}  # type: Dict[str, Any]
+    out: Dict[str, Any] = {"suspects": [], "suspect_commands": [], "suspect_report": []}
     if not params["suspect_nodes"]:
         return out
     by_run = {}
@@ -308,7 +303,7 @@ def _decide_all(cli, runs, start):
                                  run.get("checkpoint_name_template"))
         mine = run_jobs(run, jobs)
         progress = read_progress(run, mine[-1]["job_id_raw"] if mine else None)
-        state = None  # type: Optional[Dict[str, Any]]
+        state: Optional[Dict[str, Any]] = None
         try:
             state = read_state(run["folder"])
         except RegistryError as exc:
@@ -357,8 +352,8 @@ def restart(module, cli):
     """
     params = module.params
     registry = params["registry"]
-    result = dict(changed=False, runs=[], resubmitted=[], hung=[], needs_human=[], errors=[], locked=False,
-                  report=[], suspects=[], suspect_commands=[], suspect_report=[])  # type: Dict[str, Any]
+    result: Dict[str, Any] = dict(changed=False, runs=[], resubmitted=[], hung=[], needs_human=[], errors=[], locked=False,
+                                  report=[], suspects=[], suspect_commands=[], suspect_report=[])
     try:
         start = parse_time_option(params["history"])
     except ValueError as exc:
@@ -381,7 +376,7 @@ def restart(module, cli):
             result["locked"] = True
             module.warn("another remediation holds %s: training runs were left alone this time" % lock.path)
             return result
-    diff = {"before": {}, "after": {}}  # type: Dict[str, Dict[str, Any]]
+    diff: Dict[str, Dict[str, Any]] = {"before": {}, "after": {}}
     try:
         planned, jobs, diff["before"] = _decide_all(cli, runs, start)
         result.update(suspect_nodes(module, cli, planned, jobs))

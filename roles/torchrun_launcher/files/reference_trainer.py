@@ -70,7 +70,7 @@ checkpoint), anything else a crash. ``FINISHED`` and the ``--resume`` checks are
 torch is imported and before any process group exists: every rank exits at once, the same way.
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import argparse
 import datetime
@@ -275,7 +275,7 @@ class Plan:
         self.meta = dict(world_size=self.world_size, seed=args.seed, batch_size=args.batch_size,
                          dataset_size=args.dataset_size, steps_per_epoch=self.steps_per_epoch)
         self.pos = Position(0, 0, 0)
-        self.resumed_from = None  # type: Optional[str]
+        self.resumed_from: Optional[str] = None
 
 
 def make_plan(argv: Optional[List[str]] = None) -> Optional[Plan]:
@@ -363,7 +363,7 @@ class Dist:
         """The process group; collectives time out after $CLUSTEROPS_COLLECTIVE_TIMEOUT seconds
         (the launcher sets it; unset: torch's default, 10 min for nccl, 30 min for gloo)."""
         if self.distributed:
-            kwargs = {}  # type: Dict[str, Any]
+            kwargs: Dict[str, Any] = {}
             timeout = os.environ.get("CLUSTEROPS_COLLECTIVE_TIMEOUT")
             if timeout:
                 kwargs["timeout"] = datetime.timedelta(seconds=int(timeout))
@@ -498,7 +498,7 @@ def make_data(seed: int, size: int) -> Tuple[torch.Tensor, torch.Tensor]:
 
 
 def rng_state(dev: Dist) -> Dict[str, Any]:
-    state = {"torch": torch.get_rng_state(), "python": random.getstate()}  # type: Dict[str, Any]
+    state: Dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
     if dev.device.type == "cuda":
         state["cuda"] = torch.cuda.get_rng_state(dev.device)
     return state

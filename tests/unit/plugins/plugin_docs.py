@@ -6,9 +6,7 @@
 ``extends_documentation_fragment`` merged by ansible-core's own ``add_fragments``, without the
 collection loader (the fragments are imported from this checkout and from ansible-core)."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import importlib
 import os

@@ -6,9 +6,7 @@
 the unit tests: a ': ' at the end of a line of a plain scalar broke ansible-doc twice (eda1996, the
 remediation_plan filter's RETURN), found only by sanity and packaging runs."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import pytest
 import yaml

@@ -6,9 +6,7 @@
 from tables of cases, fed with the dev cluster's real-format samples (dev/cluster/gpu-samples/);
 one end-to-end run with a fake scontrol; the role's defaults equal its argument spec."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import importlib.machinery
 import importlib.util

@@ -12,9 +12,7 @@ and 16 per batch an epoch is 20 steps, so step_20 and step_40 close an epoch and
 middle of one.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import json
 import os

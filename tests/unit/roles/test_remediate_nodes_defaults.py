@@ -7,9 +7,7 @@ documentation or role input (role defaults, role argument spec, the remediation_
 fragment as the filter and the module show it, the module's argument spec) must say the same, or
 a release's new reason form is fixed in one place and missed in another."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import inspect
 import os

@@ -8,9 +8,7 @@ host per cluster, no Slurm. What needs a human comes from training_remediation's
 why} and its suspect_report, never from the report's words; the fleet's
 set_stats, the summary lines, the Prometheus textfile and the failure that names the cluster."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import json
 import os

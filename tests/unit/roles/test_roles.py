@@ -8,9 +8,7 @@ value (a Jinja expression, computed from other variables, is described in words 
 defaults whose one home is in plugins/ are checked against the code by the roles' own tests
 (test_remediate_nodes_defaults.py, test_training*.py, test_node_health.py)."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import glob
 import os

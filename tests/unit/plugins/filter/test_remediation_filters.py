@@ -4,9 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The remediation_plan and slurm_state filters: JMESPath scope and errors."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import pytest
 

@@ -5,9 +5,7 @@
 """_hostlist.py against the recorded answers of the real scontrol of each release
 (tests/unit/fixtures/hostlist/, see its README): no Slurm needed."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import glob
 import json

@@ -5,9 +5,7 @@
 """squeue and sacct parsers, and merging them into one entry per job: the inputs that break
 naive tools (array and het ids, steps, ``CANCELLED by``, OUT_OF_MEMORY with 0:0, requeues)."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import time
 

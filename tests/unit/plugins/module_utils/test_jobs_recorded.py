@@ -5,9 +5,7 @@
 """Job parsers fed with squeue/sacct/sbatch outputs recorded on the real dev cluster
 (tests/unit/fixtures/devcluster, written by dev/cluster/record-jobs.sh)."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import glob
 import io

@@ -4,9 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Planning slurm_node changes: only nodes that need it, one scontrol call per distinct change."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import pytest
 

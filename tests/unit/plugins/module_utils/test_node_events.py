@@ -6,9 +6,7 @@
 22.05, 24.11 and 26.05 recorded (tests/unit/fixtures/slurm-<release>/node-events-<scenario>/,
 written by dev/cluster/record-node-events.sh; each folder's README says the commands)."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import io
 import os

@@ -4,9 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Reason classes, the healing budget, the circuit breaker and reboots in flight."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import io
 import os

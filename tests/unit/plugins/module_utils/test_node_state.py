@@ -4,9 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The node-state model: every spelling Slurm uses maps to base + flags."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import pytest
 

@@ -5,9 +5,7 @@
 """_slurm_cli.read_large against AnsibleModule.run_command on real processes: the same answer
 (rc, stdout, stderr, environment, bytes that are not UTF-8), only faster for large outputs."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import sys
 

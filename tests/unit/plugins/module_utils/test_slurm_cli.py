@@ -5,9 +5,7 @@
 """The one summary of a failed Slurm command (slurm_words) and the option checks every module
 shares, from tables of cases; stderr texts as the dev clusters printed them."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import pytest
 

@@ -9,9 +9,7 @@ given a job id and the py-spy command; here it runs under bash directly, with "r
 Python processes carrying that job id and a RANK in their environment, as torchrun's workers do.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import os
 import shutil

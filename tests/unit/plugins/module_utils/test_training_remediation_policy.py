@@ -4,9 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Training-run policy (pure): the decision table, jobs read from recorded Slurm outputs, the bookkeeping entries."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import io
 import os

@@ -6,9 +6,7 @@
 ``_jobs.parse_sacct``, node lists in the compressed hostlist forms Slurm writes), the nodes from
 ``sinfo --json`` recorded on the dev cluster (tests/unit/fixtures/devcluster/README.md)."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import os
 

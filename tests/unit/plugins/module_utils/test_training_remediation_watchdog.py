@@ -5,9 +5,7 @@
 """The hang watchdog of training remediation: when a RUNNING job is hung, what follows its cancel,
 the registry fields and the progress read from the file system (table-driven)."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import json
 import os

@@ -5,9 +5,7 @@
 """Training-run cases shared by the policy, registry and runner tests: a run spec, jobs, a
 checkpoint status and a state, each with the fields the code reads."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import registry as training_registry
 

@@ -5,9 +5,7 @@
 """Running a module as data (community.general style): the expected run_command calls, each
 with the rc/stdout/stderr recorded from the real dev cluster, and nothing else mocked."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import json
 

@@ -10,9 +10,7 @@ module, and there the same is done by hand: the JSON ``{"ANSIBLE_MODULE_ARGS": a
 before 2.19). Drop the fallback when requires_ansible reaches 2.19.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import contextlib
 import json

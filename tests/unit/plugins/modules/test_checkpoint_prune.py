@@ -10,9 +10,7 @@ with an empty list of expected calls, so any command would fail the test. The ha
 passed here with the same ``patch_module_args``.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import json
 import os

@@ -8,9 +8,7 @@ run_command call expected, with rc/stdout/stderr recorded from the real dev clus
 ``--name=X --user=root`` is the recorded ``squeue --states=all`` output cut down to X's records,
 as squeue itself filters."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import io
 import json

@@ -7,9 +7,7 @@ rc/stdout/stderr recorded from the real dev cluster (dev/cluster/record-jobs.sh)
 answer (``--name``, ``--jobs``) is the recorded output cut down to those jobs, as the command
 itself filters."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import io
 import os

@@ -5,9 +5,7 @@
 """slurm_node_event_info as data: the one sacctmgr call it must make, answered with what real
 Slurm 22.05, 24.11 and 26.05 printed (dev/cluster/record-node-events.sh)."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import io
 import os

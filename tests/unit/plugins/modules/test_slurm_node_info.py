@@ -5,9 +5,7 @@
 """slurm_node_info as data: for each case, the module arguments and every run_command call expected,
 with the rc/stdout/stderr recorded from the real dev cluster (22.05)."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import os
 

@@ -6,9 +6,7 @@
 read when a healing budget is set, one scontrol call per kind of change), answered with what the
 real dev cluster printed; it returns the plan, never the node list."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import io
 import os

@@ -6,9 +6,7 @@
 output recorded on the dev cluster (a 2-node job, 58 ``rec-node-fail-2n``, that ended NODE_FAIL
 when one of its nodes lost power)."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import json
 import os

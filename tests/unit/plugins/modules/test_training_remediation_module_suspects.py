@@ -5,9 +5,7 @@
 """training_remediation's suspect nodes as data: a registry on disk, every Slurm command expected in
 order (sacct text in the module's format, ``sinfo --json`` recorded on the dev cluster)."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import json
 import os

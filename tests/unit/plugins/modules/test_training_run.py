@@ -5,9 +5,7 @@
 """training_run: run.json written with the registry's validator and defaults, check mode, diff,
 absent; no Slurm command at all."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import json
 import os

@@ -6,9 +6,7 @@
 zipfile the way torch.save lays them out, ``<name>/data.pkl``, ``<name>/data/0``, ..., stored, with data
 descriptors; safetensors; torch.distributed.checkpoint metadata stand-ins; every layout's folders)."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import io
 import json

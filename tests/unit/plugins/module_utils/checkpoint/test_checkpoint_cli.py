@@ -5,9 +5,7 @@
 """_checkpoint.cli: exit codes, and the installed package run by the system python without Ansible
 (``python3 <dir>/clusterops_checkpoint``)."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import io
 import json

@@ -5,9 +5,7 @@
 """_checkpoint.layouts and .formats on real torch files (when torch is installed), and the ``load``
 validation level."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import io
 import os

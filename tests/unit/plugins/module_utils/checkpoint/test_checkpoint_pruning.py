@@ -10,9 +10,7 @@ leave temporary or half-written folders, pointer updates and prunes with random 
 safety properties checked after every step.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import hashlib
 import io

@@ -5,9 +5,7 @@
 """_checkpoint.runs (and the layouts' checks under it): run folders built for real in tmp_path, one
 table row per situation; pointers; every common naming as a kind; properties of the choice."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import io
 import json

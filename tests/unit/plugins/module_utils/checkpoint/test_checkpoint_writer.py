@@ -4,9 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """_checkpoint.writer: CheckpointWriter, write_checkpoint, commit_checkpoint, crashes before the rename."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import importlib.util
 import io
