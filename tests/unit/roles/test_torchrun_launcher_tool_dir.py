@@ -6,9 +6,7 @@
 checkpoint_tool_dir (set in the play, else the role checkpoint_tool's default). ansible-playbook of the
 role on this machine (connection local, every folder under tmp_path, no Slurm, nothing installed)."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import getpass
 import os
