@@ -134,11 +134,14 @@ _value:
       description: RV(_value.resume) as a hostlist expression.
       type: str
     actions:
-      description: One C({name, action, class, state, reason}) per node acted on.
+      description:
+        - The nodes acted on, grouped - one C({action, class, state, reason, count, hostlist}) per distinct action, class, state and reason, largest first
+          (the plan's size does not grow with the cluster).
+      sample: [{"action": "reboot", "class": "kill_task_failed", "state": "IDLE+DRAIN", "reason": "Kill task failed", "count": 2, "hostlist": "n[3-4]"}]
       type: list
       elements: dict
     flapping:
-      description: Nodes whose healing budget is spent, C({name, state, reason, heals, new_reason}).
+      description: Nodes whose healing budget is spent, grouped - C({state, reason, heals, new_reason, count, hostlist}).
       type: list
       elements: dict
     flapping_groups:
@@ -146,7 +149,7 @@ _value:
       type: list
       elements: dict
     human:
-      description: Nodes whose class says a human must act, C({name, class, state, reason}).
+      description: Nodes whose class says a human must act, grouped - C({class, state, reason, count, hostlist}).
       type: list
       elements: dict
     skipped:
@@ -157,17 +160,19 @@ _value:
       elements: dict
       sample: [{"why": "reason matches no class (drained on purpose?)", "reason": "RMA 4711", "count": 2, "hostlist": "n[7,9]"}]
     overflow:
-      description: Nodes that would be acted on but exceed the blast-radius limit (C({name, action, class, state, reason})).
+      description: Nodes that would be acted on but exceed the blast-radius limit, grouped as RV(_value.actions).
       type: list
       elements: dict
     held:
-      description: Nodes that would be acted on but the circuit breaker is open.
+      description: Nodes that would be acted on but the circuit breaker is open, grouped as RV(_value.actions).
       type: list
       elements: dict
     in_flight:
-      description: Nodes rebooting now (a reboot requested or issued, or still broken with O(reboot_reason)); they count against the blast radius.
-      type: list
-      elements: str
+      description:
+        - Nodes rebooting now (a reboot requested or issued, or still broken with O(reboot_reason)); they count against
+          the blast radius. C({count, hostlist}).
+      type: dict
+      sample: {"count": 2, "hostlist": "n[5-6]"}
     circuit:
       description: The circuit breaker.
       type: dict
@@ -189,7 +194,9 @@ _value:
           type: list
           elements: dict
     needs_human:
-      description: What needs a human, C({name, why}); C(name) is a node or a hostlist.
+      description:
+        - What needs a human, C({name, count, why}); C(name) is a hostlist (one item per human class and reason, per
+          flapping reason, and one for an open circuit breaker, whose C(count) is the nodes it holds).
       type: list
       elements: dict
     total:
@@ -201,11 +208,19 @@ _value:
     limit:
       description: Most nodes rebooting or acted on at once.
       type: int
+    room:
+      description:
+        - What this run leaves of RV(_value.limit) (limit less the nodes in flight and acted on; V(0) while the circuit
+          is open); the training part's suspect drains take at most this many.
+      type: int
+    counts:
+      description: Nodes (not groups) C(acted), C(overflow), C(held), C(human), C(flapping), C(in_flight), C(skipped), C(needs_human).
+      type: dict
     report:
-      description: One line of text per node acted on, over the limit, held, flapping or needing a human, and one per group of skipped nodes.
+      description: One line of text per group of nodes acted on, over the limit, held, flapping, needing a human or skipped.
       type: list
       elements: str
-      sample: ["n2: reboot (DOWN+NOT_RESPONDING, class not_responding, reason 'Not responding')"]
+      sample: ["n2: reboot (1 node, DOWN+NOT_RESPONDING, class not_responding, reason 'Not responding')"]
 """
 
 from ansible.errors import AnsibleFilterError

@@ -360,15 +360,28 @@ def _int_setting(value, what, minimum=0):
     return number
 
 
+def group_nodes(entries: List[Dict[str, Any]], keys: Sequence[str]) -> List[Dict[str, Any]]:
+    """Node entries ``{name, <keys>...}`` as one ``{<keys>..., count, hostlist}`` per distinct value
+    of ``keys``, largest group first (then by the keys): what the plan returns instead of one entry
+    per node, so that its size does not grow with the cluster (thousands of nodes drained for the
+    same reason say the same)."""
+    groups: Dict[Tuple[Any, ...], List[str]] = {}
+    for entry in entries:
+        groups.setdefault(tuple(entry[key] for key in keys), []).append(entry["name"])
+    return [dict(zip(keys, values), count=len(names), hostlist=compress_hostlist(sorted(names, key=_name_order)))
+            for values, names in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
+
+
+def _name_order(name: str) -> Tuple[Any, ...]:
+    """Sort key of a node name that puts its numbers in numeric order (``n2`` before ``n10``), so
+    that a group's hostlist is as short as Slurm's own (``n[1-11]``, not ``n[1,10-11,2-9]``)."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", name) if part)
+
+
 def summarise_skipped(skipped: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """The skipped nodes ``{name, why, reason, ...}`` as ``{why, reason, count, hostlist}``, one per
-    distinct why and reason, largest first (then by why, reason): a cluster's admin drains and
-    powered-down nodes make thousands of entries that say the same."""
-    groups: Dict[Any, List[str]] = {}
-    for entry in skipped:
-        groups.setdefault((entry["why"], entry["reason"]), []).append(entry["name"])
-    return [{"why": why, "reason": reason, "count": len(names), "hostlist": compress_hostlist(names)}
-            for (why, reason), names in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
+    distinct why and reason (:func:`group_nodes`)."""
+    return group_nodes(skipped, ("why", "reason"))
 
 
 def resolve_classes(classes: Optional[Sequence[Dict[str, Any]]] = None,
@@ -436,6 +449,14 @@ def scope_names(nodes: List[Dict[str, Any]], expression: str) -> List[str]:
     return names
 
 
+def _n_nodes(count: int) -> str:
+    return "%d node%s" % (count, "" if count == 1 else "s")
+
+
+#: What groups the nodes to act on (and those over the blast radius or held) in the plan.
+_ACTION_KEYS = ("action", "class", "state", "reason")
+
+
 def plan_remediation(nodes: List[Dict[str, Any]],
                      classes: Sequence[Dict[str, Any]] = DEFAULT_REASON_CLASSES,
                      in_scope: Optional[Sequence[str]] = None,
@@ -472,16 +493,22 @@ def plan_remediation(nodes: List[Dict[str, Any]],
         now: Unix seconds (default: the clock).
 
     Returns:
-        A dict: ``reboot`` and ``resume`` (names to act on now) with ``reboot_hostlist`` and
-        ``resume_hostlist``; ``actions`` (``{name, action, class, state, reason}`` each);
-        ``flapping`` (``{name, state, reason, heals, new_reason}``) and ``flapping_groups``
-        (``{reason, nodes, hostlist}``: one drain call each); ``human`` (``{name, class, state,
-        reason}``, a class says a human must act); ``overflow`` (over the blast radius); ``skipped`` is summarised, one
-        ``{why, reason, count, hostlist}`` per distinct why and reason, largest first, as its size
-        grows with the cluster (admins' drains, powered-down nodes); ``in_flight`` (names rebooting); ``circuit``
-        (``{open, broken, threshold, window, groups: [{class, count, hostlist, reason}]}``);
-        ``needs_human`` (``{name, why}``: circuit open, human classes, flapping); ``total``,
-        ``considered``, ``limit`` (blast radius) and ``report`` (lines for people).
+        A dict whose size does not grow with the cluster beyond the names to act on: every list of
+        nodes is grouped (:func:`group_nodes`: one entry per distinct value of its keys, with
+        ``count`` and ``hostlist``, largest first). ``reboot`` and ``resume`` (names to act on now)
+        with ``reboot_hostlist`` and ``resume_hostlist``; ``actions``, ``overflow`` (over the blast
+        radius) and ``held`` (by the circuit breaker) as ``{action, class, state, reason, count,
+        hostlist}``; ``flapping`` (``{state, reason, heals, new_reason, count, hostlist}``) and
+        ``flapping_groups`` (``{reason, nodes, hostlist}``: one drain call each, none while the
+        breaker is open); ``human`` (``{class, state, reason, count, hostlist}``, a class says a
+        human must act); ``skipped`` (``{why, reason, count, hostlist}``); ``in_flight``
+        (``{count, hostlist}``: rebooting, from this or earlier runs); ``circuit`` (``{open, broken,
+        threshold, window, groups: [{class, count, hostlist, reason}]}``); ``needs_human``
+        (``{name, count, why}``, ``name`` a hostlist: circuit open (``count``: the nodes it holds),
+        human classes, flapping); ``total``, ``considered``, ``limit`` (blast radius), ``room``
+        (what is left of it after this run: 0 while the breaker is open), ``counts`` (nodes:
+        ``acted``, ``overflow``, ``held``, ``human``, ``flapping``, ``in_flight``, ``skipped``,
+        ``needs_human``) and ``report`` (lines for people, one per group).
 
     Raises:
         RemediationError: invalid classes, limits or settings.
@@ -582,16 +609,23 @@ def plan_remediation(nodes: List[Dict[str, Any]],
     else:
         flapping_now = flapping
 
+    acted_groups = group_nodes(acted, _ACTION_KEYS)
+    overflow_groups = group_nodes(overflow, _ACTION_KEYS)
+    held_groups = group_nodes(held, _ACTION_KEYS)
+    human_groups = group_nodes(human, ("class", "state", "reason"))
+    flapping_view = group_nodes(flapping, ("state", "reason", "heals", "new_reason"))
+
     needs_human = []
     if circuit_open:
         grouped = "; ".join("%s %s (%d, e.g. %r)" % (g["class"], g["hostlist"], g["count"], g["reason"])
                             for g in circuit_view["groups"])
-        needs_human.append({"name": compress_hostlist([b["name"] for b in broken]),
+        needs_human.append({"name": compress_hostlist([b["name"] for b in broken]), "count": len(held),
                             "why": "cluster-wide failure suspected: %d nodes broke within %s (more than %d); "
                                    "nothing healed: %s" % (len(broken), _duration(window), threshold, grouped)})
-    needs_human += [{"name": h["name"], "why": "class %s: %s" % (h["class"], h["reason"])} for h in human]
-    needs_human += [{"name": f["name"], "why": "flapping: healed %d times in %s, last: %s"
-                     % (f["heals"], _duration(heal_window), f["reason"])} for f in flapping]
+    needs_human += [{"name": h["hostlist"], "count": h["count"], "why": "class %s: %s" % (h["class"], h["reason"])}
+                    for h in human_groups]
+    needs_human += [{"name": f["hostlist"], "count": f["count"], "why": "flapping: healed %d times in %s, last: %s"
+                     % (f["heals"], _duration(heal_window), f["reason"])} for f in flapping_view]
 
     flapping_groups: Dict[str, List[str]] = {}
     for entry in flapping_now:
@@ -600,20 +634,22 @@ def plan_remediation(nodes: List[Dict[str, Any]],
     report = []
     if circuit_open:
         report.append(needs_human[0]["why"])
-    report += ["%s: %s (%s, class %s, reason %r)" % (c["name"], c["action"], c["state"], c["class"], c["reason"])
-               for c in acted]
+    report += ["%s: %s (%s, %s, class %s, reason %r)"
+               % (g["hostlist"], g["action"], _n_nodes(g["count"]), g["state"], g["class"], g["reason"])
+               for g in acted_groups]
     report += ["%s: over the blast radius of %d node(s) rebooting or acted on at once (%d in flight), "
-               "not acted on (%s)" % (c["name"], limit, len(in_flight), c["action"]) for c in overflow]
-    report += ["%s: held by the circuit breaker, not acted on (%s)" % (c["name"], c["action"]) for c in held]
-    report += ["%s: flapping, healed %d times in %s; %s (reason %r) [needs a human]"
-               % (f["name"], f["heals"], _duration(heal_window),
+               "not acted on (%s, %s)" % (g["hostlist"], limit, len(in_flight), g["action"], _n_nodes(g["count"]))
+               for g in overflow_groups]
+    report += ["%s: held by the circuit breaker, not acted on (%s, %s)" % (g["hostlist"], g["action"], _n_nodes(g["count"]))
+               for g in held_groups]
+    report += ["%s: flapping, healed %d times in %s; %s (%s, reason %r) [needs a human]"
+               % (f["hostlist"], f["heals"], _duration(heal_window),
                   "set reason %r" % f["new_reason"] if not circuit_open else "held by the circuit breaker",
-                  f["reason"]) for f in flapping]
-    report += ["%s: class %s needs a human (%s, reason %r) [needs a human]"
-               % (h["name"], h["class"], h["state"], h["reason"]) for h in human]
+                  _n_nodes(f["count"]), f["reason"]) for f in flapping_view]
+    report += ["%s: class %s needs a human (%s, %s, reason %r) [needs a human]"
+               % (h["hostlist"], h["class"], _n_nodes(h["count"]), h["state"], h["reason"]) for h in human_groups]
     skipped_groups = summarise_skipped(skipped)
-    report += ["%s: skipped, %s (%d node%s, reason %r)"
-               % (g["hostlist"], g["why"], g["count"], "" if g["count"] == 1 else "s", g["reason"])
+    report += ["%s: skipped, %s (%s, reason %r)" % (g["hostlist"], g["why"], _n_nodes(g["count"]), g["reason"])
                for g in skipped_groups]
     reboot_names = [c["name"] for c in acted if c["action"] == "reboot"]
     resume_names = [c["name"] for c in acted if c["action"] == "resume"]
@@ -622,19 +658,23 @@ def plan_remediation(nodes: List[Dict[str, Any]],
         "resume": resume_names,
         "reboot_hostlist": compress_hostlist(reboot_names),
         "resume_hostlist": compress_hostlist(resume_names),
-        "actions": acted,
-        "flapping": flapping,
+        "actions": acted_groups,
+        "flapping": flapping_view,
         "flapping_groups": [{"reason": reason, "nodes": names, "hostlist": compress_hostlist(names)}
                             for reason, names in sorted(flapping_groups.items())],
-        "human": human,
+        "human": human_groups,
         "skipped": skipped_groups,
-        "overflow": overflow,
-        "held": held,
-        "in_flight": in_flight,
+        "overflow": overflow_groups,
+        "held": held_groups,
+        "in_flight": {"count": len(in_flight), "hostlist": compress_hostlist(in_flight)},
         "circuit": circuit_view,
         "needs_human": needs_human,
         "total": len(nodes),
         "considered": considered,
         "limit": limit,
+        "room": 0 if circuit_open else max(0, limit - len(in_flight) - len(acted)),
+        "counts": {"acted": len(acted), "overflow": len(overflow), "held": len(held), "human": len(human),
+                   "flapping": len(flapping), "in_flight": len(in_flight), "skipped": len(skipped),
+                   "needs_human": sum(item["count"] for item in needs_human)},
         "report": report,
     }

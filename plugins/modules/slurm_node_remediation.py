@@ -76,9 +76,9 @@ plan:
   description:
     - The plan, as the P(clusterops.slurm.remediation_plan#filter) filter returns it
       (RV(clusterops.slurm.remediation_plan#filter:_value)) - C(reboot), C(resume), C(actions),
-      C(flapping), C(flapping_groups), C(human), C(skipped) (summarised C({why, reason, count,
-      hostlist})), C(overflow), C(held), C(in_flight), C(circuit), C(needs_human), C(total),
-      C(considered), C(limit), C(report).
+      C(flapping), C(flapping_groups), C(human), C(skipped), C(overflow), C(held), C(in_flight),
+      C(circuit), C(needs_human), C(total), C(considered), C(limit), C(room), C(counts), C(report);
+      every list of nodes grouped C({..., count, hostlist}), so the plan does not grow with the cluster.
   returned: success
   type: dict
 rebooted:

@@ -28,7 +28,9 @@ WHY = "budget of 1 resubmission(s) used up"
 LINE = "run-a: %s [needs a human]" % WHY
 SUSPECT = "suspect node n4: run run-a failed on it (jobs 11,12) -> drained (was IDLE) [needs a human]"
 NODES = {"rebooted": ["n1"], "resumed": ["n2", "n3"], "skipped_count": 4, "overflow": [], "flapping": [],
-         "needs_human": [], "in_flight": ["n1"], "circuit": {"open": False}, "failed": {}, "errors": []}
+         "needs_human": [], "in_flight": {"count": 1, "hostlist": "n1"}, "circuit": {"open": False}, "failed": {},
+         "errors": [], "counts": {"acted": 3, "overflow": 0, "held": 0, "human": 0, "flapping": 0, "in_flight": 1,
+                                  "skipped": 4, "needs_human": 0}}
 TRAINING = {"resubmitted": ["run-b"], "hung": [], "suspect_drained": ["n4"],
             "suspects": [{"node": "n4", "runs": ["run-a"], "jobs": ["11", "12"], "action": "drain"}],
             "suspect_report": [SUSPECT],

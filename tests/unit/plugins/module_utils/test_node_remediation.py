@@ -20,14 +20,19 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation
 )
 
 
-def skipped_by_name(plan):
-    """{name: its group} from the plan's summarised ``skipped`` ({why, reason, count, hostlist})."""
-    groups = {}
-    for group in plan["skipped"]:
+def by_name(groups):
+    """{name: its group} from one of the plan's grouped lists ({..., count, hostlist} each)."""
+    found = {}
+    for group in groups:
         names = expand_hostlist(group["hostlist"])
         assert len(names) == group["count"]
-        groups.update((name, group) for name in names)
-    return groups
+        found.update((name, group) for name in names)
+    return found
+
+
+def skipped_by_name(plan):
+    """{name: its group} from the plan's summarised ``skipped`` ({why, reason, count, hostlist})."""
+    return by_name(plan["skipped"])
 
 
 def skipped_names(plan):
@@ -56,10 +61,6 @@ CLUSTER = [
 ]
 
 
-def by_name(entries):
-    return dict((e["name"], e) for e in entries)
-
-
 def test_policy_without_limits():
     plan = plan_remediation(CLUSTER, max_nodes=100, max_percent=100)
     assert plan["reboot"] == ["n2", "n3"]
@@ -84,20 +85,28 @@ def test_admin_drained_nodes_are_never_planned():
 def test_blast_radius_oldest_first_and_reboots_in_flight_count():
     # n6 is rebooting (REBOOT_REQUESTED): it takes one of the three places.
     plan = plan_remediation(CLUSTER, max_nodes=3, max_percent=100)
-    assert plan["in_flight"] == ["n6"]
-    assert [a["name"] for a in plan["actions"]] == ["n2", "n3"]
-    assert [o["name"] for o in plan["overflow"]] == ["n5", "n10"]
-    assert plan["limit"] == 3
+    assert plan["in_flight"] == {"count": 1, "hostlist": "n6"}
+    assert sorted(by_name(plan["actions"])) == ["n2", "n3"]
+    assert sorted(by_name(plan["overflow"])) == ["n10", "n5"]
+    assert plan["limit"] == 3 and plan["room"] == 0
+    assert plan["counts"]["acted"] == 2 and plan["counts"]["overflow"] == 2 and plan["counts"]["in_flight"] == 1
 
 
 def test_blast_radius_percent():
     # 12 nodes, 10 % -> 1 node, and that one place is taken by n6's reboot in flight
     plan = plan_remediation(CLUSTER, max_nodes=16, max_percent=10)
     assert plan["limit"] == 1
-    assert plan["actions"] == [] and len(plan["overflow"]) == 4
+    assert plan["actions"] == [] and len(by_name(plan["overflow"])) == 4
     without_reboot = [n for n in CLUSTER if n["name"] != "n6"]
     plan = plan_remediation(without_reboot, max_nodes=16, max_percent=10)
-    assert len(plan["actions"]) == 1 and len(plan["overflow"]) == 3
+    assert len(by_name(plan["actions"])) == 1 and len(by_name(plan["overflow"])) == 3
+
+
+def test_room_is_what_the_blast_radius_leaves():
+    # 5 places: n6 in flight, four acted on -> none left; 16 places (12, the cluster) -> 7 left.
+    assert plan_remediation(CLUSTER, max_nodes=5, max_percent=100)["room"] == 0
+    plan = plan_remediation(CLUSTER, max_nodes=16, max_percent=100)
+    assert plan["counts"]["acted"] == 4 and plan["counts"]["in_flight"] == 1 and plan["limit"] == 12 and plan["room"] == 12 - 1 - 4
 
 
 @pytest.mark.parametrize("total, max_nodes, pct, expected", [
@@ -134,13 +143,26 @@ def test_custom_classes():
     assert "no class" in skipped_by_name(plan)["n2"]["why"]
 
 
-def test_report_has_one_line_per_listed_node():
+def test_report_has_one_line_per_group_and_every_listed_node():
     plan = plan_remediation(CLUSTER, max_nodes=2, max_percent=100)
-    lines = dict((line.split(":", 1)[0], line) for line in plan["report"])
+    lines = {}
+    for line in plan["report"]:
+        lines.update((name, line) for name in expand_hostlist(line.split(":", 1)[0]))
     assert sorted(lines) == sorted(["n2", "n3", "n5", "n10", "n4", "n6", "n7", "n8", "n9"])
-    assert lines["n2"].startswith("n2: reboot (DOWN+NOT_RESPONDING")
+    assert lines["n2"].startswith("n2: reboot (1 node, DOWN+NOT_RESPONDING")
     assert "over the blast radius" in lines["n3"] and "1 in flight" in lines["n3"]
     assert "skipped" in lines["n4"] and "maintenance CHG-1" in lines["n4"]
+
+
+def test_nodes_that_say_the_same_share_one_entry():
+    """What the plan returns does not grow with the cluster: 500 nodes drained for one reason are one
+    action, one report line, whatever the blast radius lets through."""
+    many = [node("k%d" % i, "IDLE+DRAIN", "Kill task failed", 100 + i) for i in range(500)]
+    plan = plan_remediation(many, max_nodes=1000, max_percent=100)
+    assert len(plan["reboot"]) == 500 and plan["reboot_hostlist"] == "k[0-499]"
+    assert plan["actions"] == [{"action": "reboot", "class": "kill_task_failed", "state": "IDLE+DRAIN",
+                                "reason": "Kill task failed", "count": 500, "hostlist": "k[0-499]"}]
+    assert plan["report"] == ["k[0-499]: reboot (500 nodes, IDLE+DRAIN, class kill_task_failed, reason 'Kill task failed')"]
 
 
 @pytest.mark.parametrize("reason", [

@@ -85,8 +85,8 @@ def plan(nodes, **kwargs):
 def test_health_check_reasons_have_a_class(reason, action, klass):
     result = plan([node("n1", "IDLE+DRAIN", reason)], circuit=NO_CIRCUIT)
     if action == "human":
-        assert [h["name"] for h in result["human"]] == ["n1"] and result["human"][0]["class"] == klass
-        assert result["needs_human"] == [{"name": "n1", "why": "class %s: %s" % (klass, reason)}]
+        assert [h["hostlist"] for h in result["human"]] == ["n1"] and result["human"][0]["class"] == klass
+        assert result["needs_human"] == [{"name": "n1", "count": 1, "why": "class %s: %s" % (klass, reason)}]
         assert result["reboot"] == result["resume"] == []
     else:
         assert result[action] == ["n1"] and result["actions"][0]["class"] == klass
@@ -235,10 +235,10 @@ def test_flapping_node_is_left_for_a_human_after_the_budget():
     nodes = [node("n2", "IDLE+DRAIN", "Prolog error"), node("n3", "IDLE+DRAIN", "Prolog error")]
     result = plan(nodes, events=FLAPPING_HISTORY, heal_budget=3, heal_window=DAY, circuit=NO_CIRCUIT)
     assert result["resume"] == ["n3"]
-    assert [f["name"] for f in result["flapping"]] == ["n2"]
+    assert [(f["hostlist"], f["count"], f["heals"]) for f in result["flapping"]] == [("n2", 1, 3)]
     reason = "clusterops: flapping: healed 3 times in 24h, last: Prolog error"
     assert result["flapping_groups"] == [{"reason": reason, "nodes": ["n2"], "hostlist": "n2"}]
-    assert result["needs_human"] == [{"name": "n2", "why": "flapping: healed 3 times in 24h, last: Prolog error"}]
+    assert result["needs_human"] == [{"name": "n2", "count": 1, "why": "flapping: healed 3 times in 24h, last: Prolog error"}]
     # the reason set is one that no acting class matches: the next run leaves it to a human
     after = plan([node("n2", "IDLE+DRAIN", reason)], events=FLAPPING_HISTORY, circuit=NO_CIRCUIT)
     assert after["human"][0]["class"] == "clusterops_hold" and after["actions"] == []
@@ -322,7 +322,8 @@ def test_circuit_opens_when_too_many_break_at_once():
     result = plan(cluster(11), circuit={"window": 1800})
     assert result["circuit"]["open"] and result["circuit"]["broken"] == 11 and result["circuit"]["threshold"] == 10
     assert result["reboot"] == result["resume"] == [] and result["flapping_groups"] == []
-    assert len(result["held"]) == 11 and result["overflow"] == []
+    assert [(g["hostlist"], g["count"]) for g in result["held"]] == [("n[1-11]", 11)] and result["overflow"] == []
+    assert result["room"] == 0 and result["counts"]["held"] == 11 and result["needs_human"][0]["count"] == 11
     assert result["circuit"]["groups"] == [{"class": "kill_task_failed", "count": 11, "hostlist": "n[1-11]",
                                             "reason": "Kill task failed"}]
     why = result["needs_human"][0]["why"]
@@ -370,7 +371,7 @@ def test_reboots_in_flight_use_up_the_blast_radius():
     booting = [node("r3", "DOWN", "clusterops.slurm remediation: reboot : reboot issued")]
     broken = [node("k%d" % i, "IDLE+DRAIN", "Kill task failed", reason_time=NOW - 100 + i) for i in range(1, 4)]
     result = plan(rebooting + booting + broken, max_nodes=4, circuit=NO_CIRCUIT)
-    assert result["in_flight"] == ["r1", "r2", "r3"]
-    assert result["reboot"] == ["k1"] and [o["name"] for o in result["overflow"]] == ["k2", "k3"]
+    assert result["in_flight"] == {"count": 3, "hostlist": "r[1-3]"}
+    assert result["reboot"] == ["k1"] and [o["hostlist"] for o in result["overflow"]] == ["k[2-3]"]
     full = plan(rebooting + booting + broken, max_nodes=3, circuit=NO_CIRCUIT)
-    assert full["reboot"] == [] and len(full["overflow"]) == 3
+    assert full["reboot"] == [] and full["counts"]["overflow"] == 3

@@ -96,7 +96,8 @@ def test_skipped_nodes_are_summarised_and_reboots_in_flight_count(run_module):
     result = run_module(slurm_node_remediation, NO_BUDGET,
                         [VERSION_2205, (SINFO, 0, recorded("sinfo_json_mixed.json"), "")])
     assert result["changed"] is False and result["changes"] == []
-    assert result["plan"]["in_flight"] == ["n1"] and [o["name"] for o in result["plan"]["overflow"]] == ["n2"]
+    assert result["plan"]["in_flight"] == {"count": 1, "hostlist": "n1"}
+    assert [(o["hostlist"], o["count"]) for o in result["plan"]["overflow"]] == [("n2", 1)]
     assert sorted((g["hostlist"], g["count"], g["why"]) for g in result["plan"]["skipped"]) == [
         ("n1", 1, "a reboot is already requested"), ("n3", 1, "reason matches no class (drained on purpose?)")]
 
