@@ -228,7 +228,6 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible.utils.display import Display
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation import (
-    ALLOWLIST_DEPRECATION,
     DEFAULT_HEAL_BUDGET,
     DEFAULT_HEAL_SINCE,
     DEFAULT_HEAL_WINDOW,
@@ -237,12 +236,14 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation
     DEFAULT_REBOOT_REASON,
     DEFAULT_SCOPE,
     RemediationError,
-    plan_remediation,
-    resolve_classes,
-    scope_names,
+    plan_from_options,
 )
 
 display = Display()
+
+
+def _deprecate(message):
+    display.deprecated("remediation_plan: " + message, version="2.0.0", collection_name="clusterops.slurm")
 
 
 def remediation_plan(nodes, classes=None, scope=DEFAULT_SCOPE, max_nodes=DEFAULT_MAX_NODES,
@@ -256,16 +257,11 @@ def remediation_plan(nodes, classes=None, scope=DEFAULT_SCOPE, max_nodes=DEFAULT
     if events is not None and not isinstance(events, list):
         raise AnsibleFilterError("remediation_plan: events must be the event list of slurm_node_event_info")
     try:
-        classes, deprecated = resolve_classes(classes, allow_reasons, reboot_reasons)
-        if deprecated:
-            display.deprecated("remediation_plan: " + ALLOWLIST_DEPRECATION, version="2.0.0",
-                               collection_name="clusterops.slurm")
-        in_scope = scope_names(nodes, scope) if scope else None
-        return plan_remediation(
-            [dict(n) for n in nodes],
-            classes=classes, in_scope=in_scope, max_nodes=max_nodes, max_percent=max_percent, events=events,
-            heal_budget=heal_budget, heal_window=heal_window, heal_since=heal_since,
-            circuit=circuit, reboot_reason=reboot_reason)
+        return plan_from_options(
+            [dict(n) for n in nodes], classes=classes, allow_reasons=allow_reasons,
+            reboot_reasons=reboot_reasons, scope=scope, deprecate=_deprecate,
+            max_nodes=max_nodes, max_percent=max_percent, events=events, heal_budget=heal_budget,
+            heal_window=heal_window, heal_since=heal_since, circuit=circuit, reboot_reason=reboot_reason)
     except (RemediationError, KeyError, TypeError) as exc:
         raise AnsibleFilterError("remediation_plan: %s" % to_native(exc))
 

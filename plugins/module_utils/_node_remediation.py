@@ -50,7 +50,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import 
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import node_state
 
 try:
-    from typing import Any, Dict, List, Optional, Sequence, Tuple  # noqa: F401
+    from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple  # noqa: F401
 except ImportError:  # pragma: no cover
     pass
 
@@ -451,6 +451,38 @@ def scope_names(nodes: List[Dict[str, Any]], expression: str) -> List[str]:
 
 def _n_nodes(count: int) -> str:
     return "%d node%s" % (count, "" if count == 1 else "s")
+
+
+def plan_from_options(nodes: List[Dict[str, Any]],
+                      classes: Optional[Sequence[Dict[str, Any]]] = None,
+                      allow_reasons: Optional[Sequence[str]] = None,
+                      reboot_reasons: Optional[Sequence[str]] = None,
+                      scope: str = DEFAULT_SCOPE,
+                      deprecate: Optional[Callable[[str], None]] = None,
+                      **policy: Any) -> Dict[str, Any]:
+    """The one way the filter ``remediation_plan`` and the module ``slurm_node_remediation`` plan:
+    their options as the user gave them, resolved here, then :func:`plan_remediation`.
+
+    Args:
+        nodes: as for :func:`plan_remediation`.
+        classes, allow_reasons, reboot_reasons: see :func:`resolve_classes`; when the deprecated
+            allowlist gave the classes, ``deprecate`` (if given) is called once with
+            :data:`ALLOWLIST_DEPRECATION`.
+        scope: a JMESPath expression over ``nodes`` (:func:`scope_names`); empty means every node.
+        policy: the other keyword arguments of :func:`plan_remediation` (limits, events, budget,
+            circuit, reboot_reason, now).
+
+    Returns:
+        The plan (:func:`plan_remediation`).
+
+    Raises:
+        RemediationError: classes and the allowlist both given, a bad scope, or invalid settings.
+    """
+    resolved, deprecated = resolve_classes(classes, allow_reasons, reboot_reasons)
+    if deprecated and deprecate is not None:
+        deprecate(ALLOWLIST_DEPRECATION)
+    in_scope = scope_names(nodes, scope) if scope else None
+    return plan_remediation(nodes, classes=resolved, in_scope=in_scope, **policy)
 
 
 #: What groups the nodes to act on (and those over the blast radius or held) in the plan.

@@ -132,7 +132,6 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._node_actions imp
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_events import read_node_events
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import read_nodes
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation import (
-    ALLOWLIST_DEPRECATION,
     DEFAULT_CIRCUIT,
     DEFAULT_HEAL_BUDGET,
     DEFAULT_HEAL_SINCE,
@@ -142,9 +141,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation
     DEFAULT_REBOOT_REASON,
     DEFAULT_SCOPE,
     RemediationError,
-    plan_remediation,
-    resolve_classes,
-    scope_names,
+    plan_from_options,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
     TaskFailure,
@@ -155,9 +152,6 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import
 
 def remediate(module, cli):
     params = module.params
-    classes, deprecated = resolve_classes(params["classes"], params["allow_reasons"], params["reboot_reasons"])
-    if deprecated:
-        module.deprecate(ALLOWLIST_DEPRECATION, version="2.0.0", collection_name="clusterops.slurm")
     if params["heal_window"] < 1:
         raise TaskFailure("heal_window must be >= 1, not %d" % params["heal_window"])
 
@@ -168,11 +162,12 @@ def remediate(module, cli):
         # Heals before heal_since never count: the events before it are not read either (the
         # accounting of a cluster whose admins drain thousands of nodes holds as many events).
         events = read_node_events(cli, max(int(now) - params["heal_window"], params["heal_since"]))
-    in_scope = scope_names(nodes, params["scope"]) if params["scope"] else None
-    plan = plan_remediation(
-        nodes, classes=classes, in_scope=in_scope, max_nodes=params["max_nodes"],
-        max_percent=params["max_percent"], events=events, heal_budget=params["heal_budget"],
-        heal_window=params["heal_window"], heal_since=params["heal_since"],
+    plan = plan_from_options(
+        nodes, classes=params["classes"], allow_reasons=params["allow_reasons"],
+        reboot_reasons=params["reboot_reasons"], scope=params["scope"],
+        deprecate=lambda message: module.deprecate(message, version="2.0.0", collection_name="clusterops.slurm"),
+        max_nodes=params["max_nodes"], max_percent=params["max_percent"], events=events,
+        heal_budget=params["heal_budget"], heal_window=params["heal_window"], heal_since=params["heal_since"],
         circuit=params["circuit"], reboot_reason=params["reboot_reason"], now=now)
 
     # From the state read above: the three kinds of change touch disjoint nodes.
