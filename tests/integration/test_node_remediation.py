@@ -96,7 +96,7 @@ def test_crashed_node_is_rebooted_when_power_returns(healthy):
              "n2 DOWN+NOT_RESPONDING", timeout=90)
     drain("n4", ADMIN_REASON)
     proc, recap = playbook(REMEDIATE, *ALL)
-    assert "n2: reboot (DOWN+NOT_RESPONDING" in proc.stdout
+    assert "n2: reboot (1 node, DOWN+NOT_RESPONDING" in proc.stdout
     state = nodes()["n2"]
     assert state["flags"] & {"REBOOT_REQUESTED", "REBOOT_ISSUED"}, state
     # while the reboot is pending, another run leaves n2 alone
