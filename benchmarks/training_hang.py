@@ -30,14 +30,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from training_remediation import STATE, USER, attempts, cluster_info, heal_since, sh, until  # noqa: E402
+from training_remediation import STATE, USER, attempts, heal_since, sh, until  # noqa: E402
 from training_remediation import deploy as deploy_run  # noqa: E402
+from training_remediation import repeated  # noqa: E402
 
 HANG_AT, EVERY, STEPS = 50, 20, 100
 
@@ -100,15 +99,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--hang-timeout", type=int, default=30)
     args = ap.parse_args()
-    if not os.path.exists(os.path.join(STATE, "etc", "slurm.conf")):
-        raise SystemExit("the dev cluster is not up: make cluster-up")
-    base = tempfile.mkdtemp(prefix="clusterops-bench-", dir=cluster_info().get("shared_dir"))  # jobs see it
-    os.chmod(base, 0o755)
-    try:
-        results = [one(base, i, args.hang_timeout) for i in range(args.repeat)]
-    finally:
-        sh("scancel", "--quiet", "-u", USER, check=False)
-        shutil.rmtree(base, ignore_errors=True)
+    results = repeated(lambda base, i: one(base, i, args.hang_timeout), args.repeat)
     print("hang recovery on the dev cluster (2-node run, hang after step %d, checkpoint every %d steps, "
           "0.1 s/step, hang_timeout %d s)" % (HANG_AT, EVERY, args.hang_timeout))
     print("%-4s %12s %7s %9s %13s %10s %9s %9s %11s" % (

@@ -33,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: The dev cluster, as for `make cluster-up`: DEVCLUSTER_DIR, else the state dir of SLURM's release
@@ -175,19 +175,26 @@ def one(base, index):
                 total=t_again - t_crash, lost=lost, saves=saves, step_time=step_time)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
-    ap.add_argument("--repeat", type=int, default=1)
-    args = ap.parse_args()
+def repeated(run_one: Callable[[str, int], Dict[str, Any]], repeat: int) -> List[Dict[str, Any]]:
+    """``run_one(base, i)`` for i in 0..repeat-1, ``base`` a fresh folder in the cluster's shared
+    dir (the jobs see it); afterwards the user's jobs are cancelled and the folder removed.
+    Exits (SystemExit) when the dev cluster is not up."""
     if not os.path.exists(os.path.join(STATE, "etc", "slurm.conf")):
         raise SystemExit("the dev cluster is not up: make cluster-up")
     base = tempfile.mkdtemp(prefix="clusterops-bench-", dir=cluster_info().get("shared_dir"))  # jobs see it
     os.chmod(base, 0o755)
     try:
-        results = [one(base, i) for i in range(args.repeat)]
+        return [run_one(base, i) for i in range(repeat)]
     finally:
         sh("scancel", "--quiet", "-u", USER, check=False)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
+    ap.add_argument("--repeat", type=int, default=1)
+    args = ap.parse_args()
+    results = repeated(one, args.repeat)
     print("training remediation on the dev cluster (2-node run, checkpoint every 20 steps, 0.1 s/step of emulated compute)")
     print("%-4s %10s %10s %10s %10s %11s" % ("rep", "detection", "remediate", "restart", "total", "steps lost"))
     for i, r in enumerate(results):
