@@ -259,7 +259,7 @@ def remediation_plan(nodes, classes=None, scope=DEFAULT_SCOPE, max_nodes=DEFAULT
     try:
         return plan_from_options(
             [dict(n) for n in nodes], classes=classes, allow_reasons=allow_reasons,
-            reboot_reasons=reboot_reasons, scope=scope, deprecate=_deprecate,
+            reboot_reasons=reboot_reasons, scope=scope, on_allowlist=_deprecate,
             max_nodes=max_nodes, max_percent=max_percent, events=events, heal_budget=heal_budget,
             heal_window=heal_window, heal_since=heal_since, circuit=circuit, reboot_reason=reboot_reason)
     except (RemediationError, KeyError, TypeError) as exc:

@@ -458,7 +458,7 @@ def plan_from_options(nodes: List[Dict[str, Any]],
                       allow_reasons: Optional[Sequence[str]] = None,
                       reboot_reasons: Optional[Sequence[str]] = None,
                       scope: str = DEFAULT_SCOPE,
-                      deprecate: Optional[Callable[[str], None]] = None,
+                      on_allowlist: Optional[Callable[[str], None]] = None,
                       **policy: Any) -> Dict[str, Any]:
     """The one way the filter ``remediation_plan`` and the module ``slurm_node_remediation`` plan:
     their options as the user gave them, resolved here, then :func:`plan_remediation`.
@@ -466,7 +466,7 @@ def plan_from_options(nodes: List[Dict[str, Any]],
     Args:
         nodes: as for :func:`plan_remediation`.
         classes, allow_reasons, reboot_reasons: see :func:`resolve_classes`; when the deprecated
-            allowlist gave the classes, ``deprecate`` (if given) is called once with
+            allowlist gave the classes, ``on_allowlist`` (if given) is called once with
             :data:`ALLOWLIST_DEPRECATION`.
         scope: a JMESPath expression over ``nodes`` (:func:`scope_names`); empty means every node.
         policy: the other keyword arguments of :func:`plan_remediation` (limits, events, budget,
@@ -479,8 +479,8 @@ def plan_from_options(nodes: List[Dict[str, Any]],
         RemediationError: classes and the allowlist both given, a bad scope, or invalid settings.
     """
     resolved, deprecated = resolve_classes(classes, allow_reasons, reboot_reasons)
-    if deprecated and deprecate is not None:
-        deprecate(ALLOWLIST_DEPRECATION)
+    if deprecated and on_allowlist is not None:
+        on_allowlist(ALLOWLIST_DEPRECATION)
     in_scope = scope_names(nodes, scope) if scope else None
     return plan_remediation(nodes, classes=resolved, in_scope=in_scope, **policy)
 

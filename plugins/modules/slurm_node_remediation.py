@@ -165,7 +165,7 @@ def remediate(module, cli):
     plan = plan_from_options(
         nodes, classes=params["classes"], allow_reasons=params["allow_reasons"],
         reboot_reasons=params["reboot_reasons"], scope=params["scope"],
-        deprecate=lambda message: module.deprecate(message, version="2.0.0", collection_name="clusterops.slurm"),
+        on_allowlist=lambda message: module.deprecate(message, version="2.0.0", collection_name="clusterops.slurm"),
         max_nodes=params["max_nodes"], max_percent=params["max_percent"], events=events,
         heal_budget=params["heal_budget"], heal_window=params["heal_window"], heal_since=params["heal_since"],
         circuit=params["circuit"], reboot_reason=params["reboot_reason"], now=now)
