@@ -40,34 +40,11 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - clusterops.slurm.attributes.IDEMPOTENT
   - clusterops.slurm.attributes.INFO_MODULE
+  - clusterops.slurm.checkpoint
 attributes:
   platform:
     platforms: posix
 options:
-  path:
-    description:
-      - The run folder, the folder holding the checkpoints (not one checkpoint).
-    type: path
-    required: true
-  validate:
-    description:
-      - What a checkpoint must pass to be chosen. Each level includes the ones before it.
-      - V(structure) checks that the commit marker (C(manifest.json), C(.metadata),
-        C(trainer_state.json), ...) and the files the layout needs are there and not empty, and that
-        the manifest agrees with the folder name.
-      - V(sizes) also compares each file's size with the manifest, reads the zip central directory
-        and local headers of torch.save files (a file truncated by a few bytes fails), checks
-        safetensors headers against the file size, and the data files named by a
-        torch.distributed.checkpoint C(.metadata). It reads only headers.
-      - V(sha256) also reads every byte once, in chunks, to compare the sha256 of each file with the
-        manifest, and the CRC-32 of each entry of torch.save files. This reads the whole checkpoint.
-      - V(load) also opens every torch.save file with C(torch.load(weights_only=True)), as the reference
-        trainer does; one that fails (a numpy RNG state, a class that is not allowed) is invalid with
-        the error as the reason. It needs torch on the target (the task fails without it) and memory
-        maps each file; C(torch.distributed.checkpoint) data files are not loaded.
-    type: str
-    choices: [structure, sizes, sha256, load]
-    default: sizes
   name_template:
     description:
       - The C(filename) of the run's Lightning/NeMo C(ModelCheckpoint), such as V({epoch}-{step}), when
@@ -85,8 +62,6 @@ options:
     type: bool
     default: false
 notes:
-  - C(docs/checkpoint-contract.md) in the collection describes how checkpoints are written, each
-    layout's commit marker, and the exit codes of the command line.
   - The folder is read as it is at the time of the task. A checkpoint being written under a
     temporary name is not listed until it is renamed into place.
 seealso:
@@ -286,19 +261,13 @@ finished:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import (
-    LEVELS,
-    SIZES,
-    CheckpointError,
-    inspect,
-)
+from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import CheckpointError, inspect
+from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint_options import checkpoint_argument_spec
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path", required=True),
-            validate=dict(type="str", choices=list(LEVELS), default=SIZES),
+        argument_spec=checkpoint_argument_spec(
             validate_all=dict(type="bool", default=False),
             name_template=dict(type="str"),
         ),

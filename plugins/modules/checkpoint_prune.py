@@ -34,6 +34,7 @@ author:
   - clusterops.slurm maintainers (!UNKNOWN)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - clusterops.slurm.checkpoint
 attributes:
   check_mode:
     support: full
@@ -44,16 +45,13 @@ attributes:
   platform:
     platforms: posix
 options:
-  path:
-    description:
-      - The run folder, the folder holding the checkpoints (not one checkpoint).
-    type: path
-    required: true
   keep_last:
     description:
       - Keep the O(keep_last) newest valid checkpoints, and every checkpoint newer than the oldest of
         them (valid or not).
       - V(0) or less keeps every checkpoint (temporary entries are still removed after O(tmp_grace)).
+      - The newest checkpoints are checked at the O(validate) level down to the O(keep_last)-th valid
+        one; the older ones only at V(structure).
     type: int
     required: true
   keep_every:
@@ -83,14 +81,6 @@ options:
       - V(tmp-deleting-*) entries left by an interrupted prune are removed at once.
     type: int
     default: 86400
-  validate:
-    description:
-      - What a checkpoint must pass to count as valid (see M(clusterops.slurm.checkpoint_info)). The
-        newest ones are checked at this level down to the O(keep_last)-th valid one; the older ones
-        only at V(structure). V(load) needs torch on the target.
-    type: str
-    choices: [structure, sizes, sha256, load]
-    default: sizes
   lock_file:
     description:
       - The lock file. Defaults to C(.prune.lock) in O(path). Set it to a local path where the
@@ -216,25 +206,22 @@ from typing import List  # noqa: F401
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import (
-    LEVELS,
-    SIZES,
     TMP_GRACE,
     CheckpointError,
     parse_min_free,
     prune,
 )
+from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint_options import checkpoint_argument_spec
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path", required=True),
+        argument_spec=checkpoint_argument_spec(
             keep_last=dict(type="int", required=True),
             keep_every=dict(type="int", default=0),
             keep=dict(type="list", elements="str", default=[]),
             min_free=dict(type="str"),
             tmp_grace=dict(type="int", default=TMP_GRACE),
-            validate=dict(type="str", choices=list(LEVELS), default=SIZES),
             lock_file=dict(type="path"),
         ),
         supports_check_mode=True,
