@@ -59,7 +59,11 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._job_state import
     parse_job_state,
     state_matches,
 )
-from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import SlurmAnswerError, check_answer
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
+    SlurmAnswerError,
+    check_answer,
+    split_fields,
+)
 
 try:
     from typing import Any, Dict, List, Optional, Sequence, Tuple  # noqa: F401
@@ -302,11 +306,7 @@ def parse_squeue(text: str) -> List[Dict[str, Any]]:
         raise JobParseError("squeue output ends inside a record (cut short?): %r"
                             % text.rstrip("\r\n")[-200:])
     jobs = []
-    for number, record in enumerate(_split_records(text), 1):
-        fields = record.split(SEP, len(SQUEUE_FIELDS) - 1)
-        if len(fields) != len(SQUEUE_FIELDS):
-            raise JobParseError("squeue record %d has %d fields, expected %d: %r"
-                                % (number, len(fields), len(SQUEUE_FIELDS), record))
+    for number, fields in split_fields(_split_records(text), SEP, SQUEUE_FIELDS, "squeue record", JobParseError):
         row = dict(zip(SQUEUE_FIELDS, fields))
         ids = parse_job_id(row["JobArrayID"])
         raw_id = _int(row["JobID"])
@@ -387,13 +387,7 @@ def parse_sacct(text: str) -> List[Dict[str, Any]]:
         raise JobParseError("sacct output ends inside a line (cut short?): %r" % text[-200:])
     records: List[Dict[str, Any]] = []
     last_by_raw: Dict[int, Dict[str, Any]] = {}
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        fields = line.split(SEP, len(SACCT_FIELDS) - 1)
-        if len(fields) != len(SACCT_FIELDS):
-            raise JobParseError("sacct line %d has %d fields, expected %d: %r"
-                                % (number, len(fields), len(SACCT_FIELDS), line))
+    for number, fields in split_fields(text.splitlines(), SEP, SACCT_FIELDS, "sacct line", JobParseError):
         row = dict(zip(SACCT_FIELDS, fields))
         job_id = row["JobID"].strip()
         raw_text = row["JobIDRaw"].strip()

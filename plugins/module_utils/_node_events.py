@@ -45,7 +45,11 @@ from __future__ import annotations
 import calendar
 import time
 
-from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import SlurmAnswerError, check_answer
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
+    SlurmAnswerError,
+    check_answer,
+    split_fields,
+)
 
 try:
     from typing import Any, Dict, List, Optional, Sequence, Union  # noqa: F401
@@ -119,22 +123,17 @@ def parse_events(text: str) -> List[Dict[str, Any]]:
         a time, an end that is neither a time nor ``Unknown``, or an end before its start.
     """
     events = []
-    for number, line in enumerate((text or "").splitlines(), 1):
-        if not line.strip():
-            continue
-        fields = line.split("|", len(EVENT_FIELDS) - 1)
-        if len(fields) != len(EVENT_FIELDS):
-            raise NodeEventParseError("sacctmgr event line %d has %d fields, not %d: %r"
-                                      % (number, len(fields), len(EVENT_FIELDS), line))
+    for number, fields in split_fields((text or "").splitlines(), "|", EVENT_FIELDS, "sacctmgr event line",
+                                       NodeEventParseError):
         node, start_text, end_text, state, user, reason = fields
         start = parse_event_time(start_text)
         end = parse_event_time(end_text)
         if not node.strip() or start is None:
             raise NodeEventParseError("sacctmgr event line %d has no node or no start: %r"
-                                      % (number, line))
+                                      % (number, "|".join(fields)))
         if end is not None and end < start:
             raise NodeEventParseError("sacctmgr event line %d ends before it starts: %r"
-                                      % (number, line))
+                                      % (number, "|".join(fields)))
         events.append({"node": node.strip(), "start": start, "end": end,
                        "state": state.strip(), "user": user.strip(), "reason": reason})
     return events

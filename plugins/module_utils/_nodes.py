@@ -41,6 +41,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import
     SlurmAnswerError,
     json_errors,
     json_release,
+    split_fields,
 )
 
 try:
@@ -275,13 +276,7 @@ def parse_sinfo_text(text: str) -> List[Dict[str, Any]]:
     """
     nodes: List[Dict[str, Any]] = []
     by_name: Dict[str, Dict[str, Any]] = {}
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        fields = line.split(TEXT_SEP, len(TEXT_FIELDS) - 1)
-        if len(fields) != len(TEXT_FIELDS):
-            raise NodeParseError("sinfo line %d has %d fields, expected %d: %r"
-                                 % (number, len(fields), len(TEXT_FIELDS), line))
+    for number, fields in split_fields(text.splitlines(), TEXT_SEP, TEXT_FIELDS, "sinfo line", NodeParseError):
         name, partition, state_text, cpus, memory, gres, features, user, when, reason = fields
         name = name.strip()
         partition = partition.strip().rstrip("*")

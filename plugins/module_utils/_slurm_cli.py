@@ -186,6 +186,26 @@ class SlurmAnswerError(ValueError):
     ``NodeEventParseError``, ``JobParseError``). Never read as an empty answer."""
 
 
+def split_fields(records: Sequence[str], sep: str, fields: Sequence[str], what: str,
+                 error: Type[SlurmAnswerError]) -> List[Tuple[int, List[str]]]:
+    """Each non-blank record of a Slurm text answer split into ``len(fields)`` values at ``sep``:
+    ``[(number, values), ...]``, numbered from 1 among all records (blank ones too). The last
+    field keeps any further separators (a reason may hold ``|``).
+
+    Raises:
+        error: a record with fewer fields, named "``what`` N" (e.g. ``sinfo line 3``).
+    """
+    rows = []
+    for number, record in enumerate(records, 1):
+        if not record.strip():
+            continue
+        values = record.split(sep, len(fields) - 1)
+        if len(values) != len(fields):
+            raise error("%s %d has %d fields, expected %d: %r" % (what, number, len(values), len(fields), record))
+        rows.append((number, values))
+    return rows
+
+
 class TaskFailure(Exception):
     """The task fails with ``msg`` and the result keys ``result`` (:func:`run_module` adds
     ``commands``)."""
