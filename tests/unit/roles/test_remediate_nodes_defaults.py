@@ -2,7 +2,7 @@
 # Copyright (c) clusterops.slurm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The remediation defaults have one home, _remediation.py; every place that repeats them for
+"""The remediation defaults have one home, _node_remediation.py; every place that repeats them for
 documentation or role input (role defaults, role argument spec, the remediation_policy doc
 fragment as the filter and the module show it, the module's argument spec) must say the same, or
 a release's new reason form is fixed in one place and missed in another."""
