@@ -35,7 +35,6 @@ cluster is brought up and down. Leaves it down at the end. Takes a few minutes (
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -43,10 +42,12 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, ".collections"))
+sys.path.insert(0, os.path.join(REPO, "dev", "cluster"))
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import (  # noqa: E402
     compress_hostlist,
 )
+from observe import rpc_counts  # noqa: E402
 
 #: The dev cluster to bring up and down (see the module docstring); the make variables that name it.
 CLUSTER = os.environ.get("CLUSTER") or ""
@@ -77,20 +78,8 @@ def sh(cmd, check=True, **kw):
 
 
 def sdiag():
-    """RPC counts by message type, and their total."""
-    out = sh(["sdiag"]).stdout
-    counts = {}
-    section = False
-    for line in out.splitlines():
-        if "by message type" in line:
-            section = True
-        elif section and "by user" in line:
-            break
-        elif section:
-            match = re.match(r"\s+(\S+)\s+\(\s*\d+\)\s+count:(\d+)", line)
-            if match:
-                counts[match.group(1)] = int(match.group(2))
-    return counts
+    """slurmctld's RPC counts by message type since the last ``sdiag --reset``."""
+    return rpc_counts(sh(["sdiag"]).stdout)
 
 
 def make_wrappers(directory, log):

@@ -47,6 +47,9 @@ USER = "clusterops-alice"
 STARTED = time.time()
 VENV_BIN = os.path.dirname(os.path.abspath(sys.executable))
 
+sys.path.insert(0, os.path.join(REPO, "dev", "cluster"))
+import observe  # noqa: E402  (the reference trainer's event log, read as the integration tests read it)
+
 
 def cluster_info():
     """<state dir>/cluster.json (a containerised release: its ``venv`` and ``shared_dir``), or {}."""
@@ -85,22 +88,8 @@ def until(predicate, what, timeout=300, interval=0.2):
     raise SystemExit("timed out waiting for %s" % what)
 
 
-def events(ckpt):
-    path = os.path.join(ckpt, "events.jsonl")
-    if not os.path.exists(path):
-        return []
-    with open(path) as handle:
-        return [json.loads(line) for line in handle if line.strip()]
-
-
 def attempts(ckpt):
-    out: List[List[Dict[str, Any]]] = []
-    for e in events(ckpt):
-        if e["event"] == "start":
-            out.append([])
-        if out:
-            out[-1].append(e)
-    return out
+    return observe.attempts(observe.read_events(ckpt))
 
 
 def heal_since():
@@ -144,7 +133,8 @@ def one(base, index):
     name = "bench-%d-%s" % (index, time.strftime("%H%M%S"))
     ckpt = deploy(base, name)
     job = until(lambda: sh("squeue", "-h", "-n", name, "-u", USER, "-o", "%i").strip(), "the job")
-    until(lambda: any(e["event"] == "save" and e["step"] >= 40 for e in events(ckpt)), "a checkpoint", 180)
+    until(lambda: any(e["event"] == "save" and e["step"] >= 40 for e in observe.read_events(ckpt)),
+          "a checkpoint", 180)
     time.sleep(1.0)  # some steps past the checkpoint
     nodes = sh("scontrol", "show", "hostnames", sh("squeue", "-h", "-j", job, "-o", "%N").strip()).split()
     victim = nodes[-1]
@@ -168,7 +158,7 @@ def one(base, index):
     time.sleep(3)
     sh("make", "-s", "cluster-poweron", "NODE=" + victim)
     until(lambda: os.path.exists(os.path.join(ckpt, "FINISHED")), "the run to finish", 600)
-    saves = [e["seconds"] for e in events(ckpt) if e["event"] == "save"]
+    saves = [e["seconds"] for e in observe.read_events(ckpt) if e["event"] == "save"]
     steps = [e["time"] for e in attempts(ckpt)[-1] if e["event"] == "step"]
     step_time = statistics.median([b - a for a, b in zip(steps, steps[1:])]) if len(steps) > 2 else float("nan")
     return dict(detection=t_detect - t_crash, remediate=t_remediated - t_detect, restart=t_again - t_remediated,

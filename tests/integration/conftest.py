@@ -36,6 +36,10 @@ INVENTORY = os.path.join(STATE_DIR, "inventory.yml")
 SLURM_BIN = os.path.join(STATE_DIR, "bin")
 VENV_BIN = os.path.dirname(sys.executable)
 
+sys.path.insert(0, os.path.join(REPO, "dev", "cluster"))
+# attempts, read_events: for the tests.
+from observe import attempts, read_events, rpc_counts  # noqa: E402,F401 pylint: disable=C0413,W0611
+
 
 def cluster_info():
     """<state dir>/cluster.json: slurm_version, container, venv and shared_dir (containers)."""
@@ -237,19 +241,7 @@ def module(name, args, check_mode=False, diff=False, become_user=None):
 
 def sdiag_rpc_counts():
     """{message type: count} from sdiag's "Remote Procedure Call statistics by message type"."""
-    out = run(["sdiag"]).stdout
-    counts = {}
-    section = False
-    for line in out.splitlines():
-        if "by message type" in line:
-            section = True
-            continue
-        if section and "by user" in line:
-            break
-        match = re.match(r"\s+(\S+)\s+\(\s*\d+\)\s+count:(\d+)", line)
-        if section and match:
-            counts[match.group(1)] = int(match.group(2))
-    return counts
+    return rpc_counts(run(["sdiag"]).stdout)
 
 
 def reset_cluster():

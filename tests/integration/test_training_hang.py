@@ -21,11 +21,11 @@ import json
 import os
 import time
 
-from conftest import run
+from conftest import attempts, read_events, run
 # The training-remediation helpers and fixtures (world, clean, reference): one home for them.
 from test_training_remediation import (  # noqa: F401 pylint: disable=unused-import
-    ALICE, EVERY, STEPS, TRAIN_ARGS, active_jobs, assert_bitwise_equal, clean, deploy, events,
-    final_params, jobs_of, only, prometheus, reference, remediate, sacct_state, squeue, summary_line, until,
+    ALICE, EVERY, STEPS, TRAIN_ARGS, active_jobs, assert_bitwise_equal, clean, deploy,
+    final_params, only, prometheus, reference, remediate, sacct_state, squeue, summary_line, until,
     world)
 
 HANG_AT = 25  # newest checkpoint before the hang: step 20 (EVERY 10), so 5 steps are lost
@@ -107,11 +107,11 @@ def test_hung_run_stacks_saved_cancelled_resubmitted_and_matches_an_uninterrupte
     until(lambda: os.path.exists(os.path.join(r["ckpt"], "FINISHED")), "the run to finish", 300)
     until(lambda: not active_jobs(r["name"]), "the job to leave the queue", 60)
     assert_bitwise_equal(final_params(r["ckpt"]), reference)
-    attempts = jobs_of(events(r["ckpt"]))
-    assert len(attempts) == 2
-    assert attempts[1][0]["step"] == HANG_AT // EVERY * EVERY, "did not resume from the newest checkpoint"
-    steps = [e["step"] for e in attempts[1] if e["event"] == "step"]
-    assert steps == list(range(attempts[1][0]["step"] + 1, STEPS + 1))
+    tries = attempts(read_events(r["ckpt"]))
+    assert len(tries) == 2
+    assert tries[1][0]["step"] == HANG_AT // EVERY * EVERY, "did not resume from the newest checkpoint"
+    steps = [e["step"] for e in tries[1] if e["event"] == "step"]
+    assert steps == list(range(tries[1][0]["step"] + 1, STEPS + 1))
 
     # A second remediation changes nothing; the remediation-cancelled job is not a user's cancel.
     proc, recap = remediate(clean["registry"], *(only(r["name"]) + textfile))
@@ -154,9 +154,9 @@ def test_without_py_spy_the_usr2_stack_dump_is_the_evidence_and_the_run_is_recov
     assert [h["evidence"] for h in state_of(clean, r)["hang_cancels"]] == files
 
     until(lambda: os.path.exists(os.path.join(r["ckpt"], "FINISHED")), "the run to finish", 300)
-    attempts = jobs_of(events(r["ckpt"]))
-    assert len(attempts) == 2 and attempts[1][0]["step"] == HANG_AT // EVERY * EVERY
-    assert max(e["step"] for e in attempts[1] if e["event"] == "step") == STEPS
+    tries = attempts(read_events(r["ckpt"]))
+    assert len(tries) == 2 and tries[1][0]["step"] == HANG_AT // EVERY * EVERY
+    assert max(e["step"] for e in tries[1] if e["event"] == "step") == STEPS
 
 
 def test_user_cancel_of_a_watched_healthy_run_is_never_resubmitted(clean):

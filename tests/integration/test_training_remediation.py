@@ -25,8 +25,8 @@ import time
 
 import pytest
 
-from conftest import (INVENTORY, REPO, SLURM_CONF, cluster_info, is_healthy, job_venv, make, playbook,
-                      reset_cluster, run, shared_tmpdir, slurm_env, wait_for)
+from conftest import (INVENTORY, REPO, SLURM_CONF, attempts, cluster_info, is_healthy, job_venv, make, playbook,
+                      read_events, reset_cluster, run, shared_tmpdir, slurm_env, wait_for)
 
 torch = pytest.importorskip("torch")
 
@@ -67,27 +67,8 @@ def until(predicate, what, timeout=180, interval=0.5):
     raise AssertionError("timed out after %ss waiting for %s" % (timeout, what))
 
 
-def events(run_dir):
-    path = os.path.join(run_dir, "events.jsonl")
-    if not os.path.exists(path):
-        return []
-    with open(path) as handle:
-        return [json.loads(line) for line in handle if line.strip()]
-
-
 def saved_steps(run_dir):
-    return [e["step"] for e in events(run_dir) if e["event"] == "save"]
-
-
-def jobs_of(evts):
-    """The event list split at each "start" event: one list per job (attempt)."""
-    out = []
-    for e in evts:
-        if e["event"] == "start":
-            out.append([])
-        if out:
-            out[-1].append(e)
-    return out
+    return [e["step"] for e in read_events(run_dir) if e["event"] == "save"]
 
 
 def final_params(ckpt_dir):
@@ -291,13 +272,13 @@ def test_node_crash_resumes_from_the_newest_checkpoint_and_matches_an_uninterrup
     assert len(watcher.seen) == 2, watcher.seen
     assert_bitwise_equal(final_params(r["ckpt"]), reference)
 
-    attempts = jobs_of(events(r["ckpt"]))
-    assert len(attempts) == 2
-    last_before = max(e["step"] for e in attempts[0] if e["event"] == "step")
-    resumed = attempts[1][0]["step"]
+    tries = attempts(read_events(r["ckpt"]))
+    assert len(tries) == 2
+    last_before = max(e["step"] for e in tries[0] if e["event"] == "step")
+    resumed = tries[1][0]["step"]
     lost = last_before - resumed
     assert 0 <= lost <= EVERY, (last_before, resumed)
-    steps = [e["step"] for e in attempts[1] if e["event"] == "step"]
+    steps = [e["step"] for e in tries[1] if e["event"] == "step"]
     assert steps == list(range(resumed + 1, STEPS + 1)), "a step was skipped or counted twice"
 
     # Healed and finished: a second run changes nothing.
@@ -334,7 +315,7 @@ def test_time_limit_saves_on_usr1_and_loses_no_step(clean):
                train_args=["--total-steps", "1000", "--checkpoint-every", "100", "--seed", "7"])
     first = until(lambda: (active_jobs(r["name"]) or [[None]])[0][0], "the job to be queued", 30)
     until(lambda: sacct_state(first) == "TIMEOUT", "job %s to end TIMEOUT" % first, 240, interval=2)
-    attempt = jobs_of(events(r["ckpt"]))[0]
+    attempt = attempts(read_events(r["ckpt"]))[0]
     usr1 = [e for e in attempt if e["event"] == "save" and e["why"] == "usr1"]
     assert usr1, attempt[-5:]
     last_step = max(e["step"] for e in attempt if e["event"] == "step")
@@ -342,9 +323,9 @@ def test_time_limit_saves_on_usr1_and_loses_no_step(clean):
 
     proc, recap = remediate(clean["registry"], *only(r["name"]))
     assert "ended TIMEOUT" in summary_line(proc, r["name"]) and recap["changed"] >= 1
-    until(lambda: len(jobs_of(events(r["ckpt"]))) == 2 and any(
-        e["event"] == "step" for e in jobs_of(events(r["ckpt"]))[1]), "the resubmitted job to train", 120)
-    second = jobs_of(events(r["ckpt"]))[1]
+    until(lambda: len(attempts(read_events(r["ckpt"]))) == 2 and any(
+        e["event"] == "step" for e in attempts(read_events(r["ckpt"]))[1]), "the resubmitted job to train", 120)
+    second = attempts(read_events(r["ckpt"]))[1]
     assert second[0]["step"] == last_step, "did not resume from the USR1 checkpoint"
     assert [e["step"] for e in second if e["event"] == "step"][0] == last_step + 1
     run(["scancel", "--quiet", "-n", r["name"], "-u", ALICE], check=False)
@@ -371,8 +352,8 @@ def test_damaged_checkpoints_resume_from_the_previous_valid_one(clean, reference
     line = summary_line(proc, r["name"])
     assert "newest valid step %d -> resubmit" % steps[-3] in line, line
     until(lambda: os.path.exists(os.path.join(r["ckpt"], "FINISHED")), "the run to finish", 300)
-    attempts = jobs_of(events(r["ckpt"]))
-    assert attempts[-1][0]["step"] == steps[-3], "did not resume from %s" % third
+    tries = attempts(read_events(r["ckpt"]))
+    assert tries[-1][0]["step"] == steps[-3], "did not resume from %s" % third
     assert_bitwise_equal(final_params(r["ckpt"]), reference)
 
 

@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What the integration tests and the benchmarks read back from the dev cluster and from the
+reference trainer, parsed once for both (imported with dev/cluster on ``sys.path``).
+
+* :func:`rpc_counts`: slurmctld's RPC counts from ``sdiag``'s text;
+* :func:`read_events` and :func:`attempts`: the reference trainer's event log (``--events PATH``,
+  roles/torchrun_launcher/files/reference_trainer.py), one JSON object a line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any, Dict, List
+
+# A line of sdiag's "Remote Procedure Call statistics by message type":
+#   "	REQUEST_NODE_INFO                       ( 2007) count:12     ave_time:301 ..."
+_RPC_LINE = re.compile(r"\s+(\S+)\s+\(\s*\d+\)\s+count:(\d+)")
+
+
+def rpc_counts(sdiag_text: str) -> Dict[str, int]:
+    """``{message type: count}`` from ``sdiag``'s output: the section "Remote Procedure Call
+    statistics by message type", up to "... by user". Empty when sdiag printed no such section."""
+    counts = {}
+    section = False
+    for line in sdiag_text.splitlines():
+        if "by message type" in line:
+            section = True
+        elif section and "by user" in line:
+            break
+        elif section:
+            match = _RPC_LINE.match(line)
+            if match:
+                counts[match.group(1)] = int(match.group(2))
+    return counts
+
+
+def read_events(run_dir: str, name: str = "events.jsonl") -> List[Dict[str, Any]]:
+    """The events the reference trainer wrote to ``run_dir``/``name``, in order; ``[]`` before the
+    file exists. Each is a dict with at least ``event`` (``start``, ``step``, ``save``, ``signal``,
+    ``finished``) and ``time`` (Unix seconds)."""
+    path = os.path.join(run_dir, name)
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def attempts(events: List[Dict[str, Any]]) -> List[List[Dict[str, Any]]]:
+    """``events`` split at each ``start`` event: one list per job that ran the trainer (an
+    attempt), in order; events before the first ``start`` are left out."""
+    out: List[List[Dict[str, Any]]] = []
+    for event in events:
+        if event["event"] == "start":
+            out.append([])
+        if out:
+            out[-1].append(event)
+    return out
