@@ -63,6 +63,11 @@ EVENT_FIELDS = ("NodeName", "TimeStart", "TimeEnd", "State", "User", "Reason")
 #: Environment of the read: Unix seconds for every time; ``start=`` read as UTC.
 EVENT_ENVIRON = {"SLURM_TIME_FORMAT": "%s", "TZ": "UTC"}
 
+#: The longest ``nodes=`` argument :func:`event_args` passes (characters); Linux refuses a single
+#: argument over 128 KiB (MAX_ARG_STRLEN). A longer hostlist reads every node's events instead:
+#: more lines, the same answer for the nodes asked for.
+MAX_NODES_ARG = 65536
+
 #: Two events of a node belong to one failure episode when the second starts at most this many
 #: seconds after the first ended. Slurm closes an event and opens the next one at the same
 #: second when a failed node's reason or state changes (0 s in every recording: drain -> reboot
@@ -104,12 +109,13 @@ def parse_event_time(value: str) -> Optional[int]:
 
 
 def event_args(start: Union[int, float], nodes: Optional[Union[str, Sequence[str]]] = None) -> List[str]:
-    """sacctmgr arguments for the events of ``nodes`` (hostlist or names; all when None) that
-    were open at or after ``start`` (Unix seconds)."""
+    """sacctmgr arguments for the events of ``nodes`` (hostlist or names; all when None, or when
+    longer than :data:`MAX_NODES_ARG`) that were open at or after ``start`` (Unix seconds)."""
     args = ["--noheader", "--parsable2", "show", "event", "event=node",
             "start=" + slurm_utc_time(start)]
-    if nodes:
-        args.append("nodes=" + (nodes if isinstance(nodes, str) else ",".join(nodes)))
+    hostlist = nodes if isinstance(nodes, str) else ",".join(nodes or ())
+    if hostlist and len(hostlist) <= MAX_NODES_ARG:
+        args.append("nodes=" + hostlist)
     args.append("format=" + ",".join(EVENT_FIELDS))
     return args
 

@@ -453,12 +453,40 @@ def _n_nodes(count: int) -> str:
     return "%d node%s" % (count, "" if count == 1 else "s")
 
 
+def heal_candidates(nodes: List[Dict[str, Any]],
+                    classes: Sequence[Dict[str, Any]],
+                    in_scope: Optional[Sequence[str]] = None) -> List[str]:
+    """The names of the nodes in scope whose reason falls in a class that acts (``reboot`` or
+    ``resume``): the only nodes whose heals :func:`plan_remediation` counts, so the only ones whose
+    events it needs. A superset of the nodes it may heal (the node's state is not looked at).
+
+    Args:
+        nodes: as for :func:`plan_remediation`.
+        classes: compiled classes (:func:`compile_classes`).
+        in_scope: names in scope; None means every node.
+    """
+    scope = None if in_scope is None else set(in_scope)
+    acts: Dict[str, bool] = {}  # by reason: a cluster has few distinct reasons
+    names = []
+    for node in nodes:
+        reason = node.get("reason") or ""
+        if not reason or (scope is not None and node["name"] not in scope):
+            continue
+        if reason not in acts:
+            entry = classify(reason, classes)
+            acts[reason] = entry is not None and entry["action"] != "human"
+        if acts[reason]:
+            names.append(node["name"])
+    return names
+
+
 def plan_from_options(nodes: List[Dict[str, Any]],
                       classes: Optional[Sequence[Dict[str, Any]]] = None,
                       allow_reasons: Optional[Sequence[str]] = None,
                       reboot_reasons: Optional[Sequence[str]] = None,
                       scope: str = DEFAULT_SCOPE,
                       on_allowlist: Optional[Callable[[str], None]] = None,
+                      events_of: Optional[Callable[[List[str]], List[Dict[str, Any]]]] = None,
                       **policy: Any) -> Dict[str, Any]:
     """The one way the filter ``remediation_plan`` and the module ``slurm_node_remediation`` plan:
     their options as the user gave them, resolved here, then :func:`plan_remediation`.
@@ -469,6 +497,10 @@ def plan_from_options(nodes: List[Dict[str, Any]],
             allowlist gave the classes, ``on_allowlist`` (if given) is called once with
             :data:`ALLOWLIST_DEPRECATION`.
         scope: a JMESPath expression over ``nodes`` (:func:`scope_names`); empty means every node.
+        events_of: instead of ``events``, a function that reads the events of the nodes it is given
+            (:func:`heal_candidates`, never empty); not called when there is no such node (no event
+            is needed then). A cluster whose admins drained thousands of nodes holds as many
+            events, none of which a plan reads.
         policy: the other keyword arguments of :func:`plan_remediation` (limits, events, budget,
             circuit, reboot_reason, now).
 
@@ -477,11 +509,15 @@ def plan_from_options(nodes: List[Dict[str, Any]],
 
     Raises:
         RemediationError: classes and the allowlist both given, a bad scope, or invalid settings.
+        Whatever ``events_of`` raises.
     """
     resolved, deprecated = resolve_classes(classes, allow_reasons, reboot_reasons)
     if deprecated and on_allowlist is not None:
         on_allowlist(ALLOWLIST_DEPRECATION)
     in_scope = scope_names(nodes, scope) if scope else None
+    if events_of is not None:
+        names = heal_candidates(nodes, compile_classes(resolved), in_scope)
+        policy["events"] = events_of(names) if names else []
     return plan_remediation(nodes, classes=resolved, in_scope=in_scope, **policy)
 
 

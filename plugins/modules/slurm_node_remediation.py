@@ -16,7 +16,8 @@ description:
     node never travels through Ansible (at 16,384 nodes that list cost more than Slurm's own read).
   - Reads every node once (as M(clusterops.slurm.slurm_node_info)) and, with a healing budget,
     the node events of O(heal_window) from Slurm's accounting (as
-    M(clusterops.slurm.slurm_node_event_info)); plans (the policy is the filter's, in the
+    M(clusterops.slurm.slurm_node_event_info)) of the nodes whose reason a healing class matches
+    (none read when there is no such node); plans (the policy is the filter's, in the
     collection's C(docs/node-remediation.md)); then runs one C(scontrol reboot ASAP
     nextstate=resume) for all nodes to reboot, one C(scontrol update State=RESUME) for all nodes
     to resume and one drain per distinct flapping reason, from the state it read.
@@ -125,6 +126,7 @@ from typing import Dict, List  # noqa: F401
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_actions import (
     apply_node_changes,
     plan_node_changes,
@@ -157,16 +159,20 @@ def remediate(module, cli):
 
     now = time.time()
     nodes, dummy = read_nodes(cli)
-    events = None
+    events_of = None
     if params["heal_budget"] > 0:
-        # Heals before heal_since never count: the events before it are not read either (the
-        # accounting of a cluster whose admins drain thousands of nodes holds as many events).
-        events = read_node_events(cli, max(int(now) - params["heal_window"], params["heal_since"]))
+        # Heals before heal_since never count: the events before it are not read, nor those of
+        # nodes no class heals (the accounting of a cluster whose admins drain thousands of nodes
+        # holds as many events).
+        start = max(int(now) - params["heal_window"], params["heal_since"])
+
+        def events_of(names):
+            return read_node_events(cli, start, compress_hostlist(names))
     plan = plan_from_options(
         nodes, classes=params["classes"], allow_reasons=params["allow_reasons"],
         reboot_reasons=params["reboot_reasons"], scope=params["scope"],
         on_allowlist=lambda message: module.deprecate(message, version="2.0.0", collection_name="clusterops.slurm"),
-        max_nodes=params["max_nodes"], max_percent=params["max_percent"], events=events,
+        max_nodes=params["max_nodes"], max_percent=params["max_percent"], events_of=events_of,
         heal_budget=params["heal_budget"], heal_window=params["heal_window"], heal_since=params["heal_since"],
         circuit=params["circuit"], reboot_reason=params["reboot_reason"], now=now)
 

@@ -112,6 +112,13 @@ def test_every_node_when_none_given():
     assert "nodes=" not in " ".join(ne.event_args(0))
 
 
+def test_every_node_when_the_hostlist_is_too_long_for_one_argument():
+    names = ["gpu%05d" % i for i in range(0, 40000, 2)]  # no two in a row: no range to fold
+    assert len(",".join(names)) > ne.MAX_NODES_ARG
+    assert "nodes=" not in " ".join(ne.event_args(0, names))
+    assert "nodes=" + ",".join(names[:3]) in ne.event_args(0, names[:3])
+
+
 # --- parsing, every release ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("release", releases_with("flapping"))

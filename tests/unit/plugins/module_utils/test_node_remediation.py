@@ -13,8 +13,12 @@ import pytest
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import expand_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_state import parse_state
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation import (
+    DEFAULT_REASON_CLASSES,
     RemediationError,
     blast_radius_limit,
+    compile_classes,
+    heal_candidates,
+    plan_from_options,
     plan_remediation,
     scope_names,
 )
@@ -217,3 +221,27 @@ def test_skipped_nodes_are_summarised_by_why_and_reason():
         "n1002: skipped, a reboot is already in progress (1 node, reason 'rack 7 powered off')",
         "n1001: skipped, reason matches no class (drained on purpose?) (1 node, reason 'RMA 4711')",
     ]
+
+
+def test_heal_candidates_are_the_nodes_a_class_heals():
+    # Not n4 (maintenance: no class), n6 (this collection's reboot in flight: no class), n7, n9
+    # (human classes), n8, n11 (no reason), n1, n12.
+    compiled = compile_classes(DEFAULT_REASON_CLASSES)
+    assert heal_candidates(CLUSTER, compiled) == ["n2", "n3", "n5", "n10"]
+    assert heal_candidates(CLUSTER, compiled, in_scope=["n1", "n3", "n4"]) == ["n3"]
+
+
+def test_events_are_read_for_the_heal_candidates_only_and_only_when_there_are_some():
+    asked = []
+
+    def events_of(names):
+        asked.append(names)
+        return [{"node": "n3", "start": 1000, "end": 1100, "state": "DRAIN", "user": "slurm",
+                 "reason": "Kill task failed"}] * 3
+
+    plan = plan_from_options(CLUSTER, events_of=events_of, heal_budget=1, heal_window=10 ** 6, now=2000,
+                             circuit={"window": 0})
+    assert asked == [["n2", "n3", "n5", "n10"]]
+    assert "n3" in by_name(plan["flapping"]) and "n3" not in plan["reboot"]  # the events were used
+    plan_from_options([node("n1", "IDLE")], events_of=events_of, heal_budget=1, now=2000)
+    assert len(asked) == 1

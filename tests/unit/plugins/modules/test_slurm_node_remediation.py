@@ -19,7 +19,7 @@ SINFO = ["/usr/bin/sinfo", "--json"]
 REBOOT_N2 = ["/usr/bin/scontrol", "reboot", "ASAP", "nextstate=RESUME",
              "reason=clusterops.slurm remediation: reboot", "n2"]
 SACCTMGR = ["/usr/bin/sacctmgr", "--noheader", "--parsable2", "show", "event", "event=node",
-            "start=2026-11-30T21:46:46", "format=NodeName,TimeStart,TimeEnd,State,User,Reason"]
+            "start=2026-11-30T21:46:46", "nodes=n2", "format=NodeName,TimeStart,TimeEnd,State,User,Reason"]
 NOW = 1796075206 + 86400
 #: n2 crashed: DOWN+NOT_RESPONDING "Not responding" (a reboot); n1, n3, n4 idle.
 NO_BUDGET = {"heal_budget": 0, "circuit": {"window": 0}}
@@ -118,3 +118,18 @@ def test_events_before_heal_since_are_not_read(run_module, monkeypatch):
     result = run_module(slurm_node_remediation, {"circuit": {"window": 0}, "heal_since": NOW - 86400 + 3600},
                         [VERSION_2205, crashed_n2(), (later, 0, "", ""), (REBOOT_N2, 0, "", "")])
     assert result["commands"][2] == later and result["rebooted"] == ["n2"]
+
+
+def test_only_the_events_of_nodes_a_class_heals_are_read(run_module, monkeypatch):
+    # n1 rebooting and n3 drained by an admin: no healing class matches their reasons, so their
+    # events are not read; n2 (crashed, "Not responding") is the one node asked for.
+    monkeypatch.setattr(slurm_node_remediation.time, "time", lambda: NOW)
+    result = run_module(slurm_node_remediation, {"circuit": {"window": 0}},
+                        [VERSION_2205, (SINFO, 0, recorded("sinfo_json_mixed.json"), ""), (SACCTMGR, 0, "", "")])
+    assert result["commands"] == [VERSION_2205[0], SINFO, SACCTMGR] and not result.get("failed")
+
+
+def test_no_node_to_heal_reads_no_event(run_module):
+    result = run_module(slurm_node_remediation, {"circuit": {"window": 0}},
+                        [VERSION_2205, (SINFO, 0, recorded("sinfo_json_all_idle.json"), "")])
+    assert result["commands"] == [VERSION_2205[0], SINFO] and result["changed"] is False
