@@ -46,14 +46,18 @@ def deb822_uris(text: str, suite: str) -> list[str]:
 
 
 def one_line_uris(text: str, suite: str) -> list[str]:
-    """URIs of the "deb" lines of SUITE in a one-line .list file (options in [...] skipped)."""
+    """URIs of the "deb" lines of SUITE in a one-line .list file (its [options] skipped)."""
     found = []
     for line in text.splitlines():
-        words = line.split("#", 1)[0].split()
-        if words and words[0] == "deb":
-            words = [word for word in words[1:] if not word.startswith("[")]
-            if len(words) >= 2 and words[1] == suite:
-                found.append(words[0])
+        words = line.split("#", 1)[0].split(None, 1)
+        if not words or words[0] != "deb":
+            continue
+        rest = words[1].strip() if len(words) > 1 else ""
+        if rest.startswith("["):  # [arch=amd64 signed-by=...]: one or more words
+            rest = rest.partition("]")[2]
+        words = rest.split()
+        if len(words) >= 2 and words[1] == suite:
+            found.append(words[0])
     return found
 
 
