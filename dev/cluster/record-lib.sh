@@ -82,24 +82,20 @@ capture_rc() { # capture_rc FILE CMD...: stdout, stderr and rc of a (failing) co
 # (22.05: `mixed*` long after slurmctld had set the node DOWN and the full list said `down*`).
 state_of() { sinfo -h -N -o '%N %T' 2>/dev/null | awk -v n="$1" '$1 == n { print $2; exit }'; }
 
-wait_node() { # wait_node NODE REGEX SECONDS
-  local left=$3
-  until [[ "$(state_of "$1")" =~ ^($2)$ ]]; do
-    (( left-- > 0 )) || { say "$1 not $2 (is $(state_of "$1"))"; return 1; }
-    sleep 1
-  done
-}
-
 # The first line: squeue -j of an array job lists its tasks. Never fails (a job squeue no longer
 # knows makes it exit 1), so that `state="$(job_state ...)"` is safe under set -e.
 job_state() { { squeue -h -j "$1" -o '%T' 2>/dev/null || true; } | head -n1; }
 
-wait_job() { # wait_job JOBID REGEX SECONDS
-  local left=$3
-  until [[ "$(job_state "$1")" =~ ^($2)$ ]]; do
-    (( left-- > 0 )) || { say "job $1 not $2 (is $(job_state "$1"))"; return 1; }
+# _wait_state READER NAME ID REGEX SECONDS: until `READER ID` matches ^(REGEX)$, polled each
+# second; on timeout a line "NAME not REGEX (is <state>)" and 1.
+_wait_state() {
+  local reader="$1" name="$2" id="$3" regex="$4" left="$5"
+  until [[ "$("${reader}" "${id}")" =~ ^(${regex})$ ]]; do
+    (( left-- > 0 )) || { say "${name} not ${regex} (is $("${reader}" "${id}"))"; return 1; }
     sleep 1
   done
 }
+wait_node() { _wait_state state_of "$1" "$@"; }  # wait_node NODE REGEX SECONDS
+wait_job() { _wait_state job_state "job $1" "$@"; }  # wait_job JOBID REGEX SECONDS
 
 submit() { sbatch --parsable -o /dev/null "$@" | cut -d';' -f1; }
