@@ -729,22 +729,16 @@ class Cluster:
                 os.unlink(flag)
         log(f"{node}: prolog {'fails from now on' if fail else 'succeeds again'}")
 
-    def slurmctld_stop(self):
-        """Stop only slurmctld (nodes, jobs, slurmdbd keep running): the controller is gone."""
-        if not self.daemon_pid("slurmctld"):
-            log("slurmctld is not running")
+    def stop_only(self, daemon):
+        """Stop only slurmctld or slurmdbd; the rest keeps running. Without slurmctld the
+        controller is gone (nodes, jobs, slurmdbd run on); without slurmdbd accounting is gone,
+        so sacct and sacctmgr cannot answer while the cluster itself runs on."""
+        if not self.daemon_pid(daemon):
+            log(f"{daemon} is not running")
             return
-        self.stop_daemon("slurmctld")
-        log("slurmctld stopped; `cluster-slurmctld-start` starts it again with its state")
-
-    def slurmdbd_stop(self):
-        """Stop only slurmdbd (slurmctld, nodes, jobs keep running): accounting is gone, so
-        sacct and sacctmgr cannot answer while the cluster itself runs on."""
-        if not self.daemon_pid("slurmdbd"):
-            log("slurmdbd is not running")
-            return
-        self.stop_daemon("slurmdbd")
-        log("slurmdbd stopped; `cluster-slurmdbd-start` starts it again")
+        self.stop_daemon(daemon)
+        again = " with its state" if daemon == "slurmctld" else ""
+        log(f"{daemon} stopped; `cluster-{daemon}-start` starts it again{again}")
 
     def render_slurmdbd_conf(self):
         p = self.p
@@ -1576,57 +1570,20 @@ def main(argv=None):
         return node_init(cmd)
     if args.cmd == "container-init":
         return container_init()
-    if args.slurm != HOST_RELEASE and not os.environ.get(CONTAINER_VAR):
-        return main_container(args)
-
-    if os.geteuid() != 0 and args.cmd not in ("env",):
-        print("devcluster: must run as root (SlurmUser=root, private daemons)",
-              file=sys.stderr)
+    # On the host, a release in a container (SLURM=24.11 or 26.05) is run through podman.
+    containerised = args.slurm != HOST_RELEASE and not os.environ.get(CONTAINER_VAR)
+    if os.geteuid() != 0 and args.cmd != "env":
+        why = "podman's root containers" if containerised else "SlurmUser=root, private daemons"
+        print(f"devcluster: must run as root ({why})", file=sys.stderr)
         return 1
     try:
-        c = Cluster(args.dir, args.slurm, args.cluster_name)
-        check_release(c.p, args.slurm)
-        if args.cmd == "up":
-            c.up(args.nodes, args.slurmd_nodes)
-        elif args.cmd == "down":
-            c.down()
-        elif args.cmd == "status":
-            c.status()
-        elif args.cmd == "env":
-            print("\n".join(c.env_lines()))
-        elif args.cmd == "crash":
-            c.crash(args.node)
-        elif args.cmd == "poweron":
-            c.poweron(args.node)
-        elif args.cmd == "reboot":
-            c.reboot(args.node)
-        elif args.cmd in ("slurmd-kill", "slurmd-start"):
-            c.slurmd_signal(args.node, start=args.cmd == "slurmd-start")
-        elif args.cmd in ("prolog-fail", "prolog-ok"):
-            c.prolog_fail(args.node, args.cmd == "prolog-fail")
-        elif args.cmd == "gpu-fault":
-            c.gpu_fault(args.node, args.fault)
-        elif args.cmd == "slurmctld-stop":
-            c.p.ensure_dirs()
-            with flocked(c.p.lock):
-                c.slurmctld_stop()
-        elif args.cmd == "slurmctld-start":
-            c.p.ensure_dirs()
-            with flocked(c.p.lock):
-                c.start_slurmctld(clean=False)
-        elif args.cmd in ("slurmdbd-stop", "slurmdbd-start"):
-            c.p.ensure_dirs()
-            with flocked(c.p.lock):
-                if args.cmd == "slurmdbd-stop":
-                    c.slurmdbd_stop()
-                else:
-                    c.start_slurmdbd()
-        elif args.cmd == "powerd":
-            c.powerd()
+        check_release(Paths(args.dir), args.slurm)
+        if containerised:
+            return container_command(ContainerCluster(args.dir, args.slurm), args)
+        return cluster_command(Cluster(args.dir, args.slurm, args.cluster_name), args)
     except ClusterError as exc:
         print(f"devcluster: ERROR: {exc}", file=sys.stderr)
         return 1
-    return 0
 
 
 def check_release(paths, release):
@@ -1637,37 +1594,65 @@ def check_release(paths, release):
                            "give SLURM= and DEVCLUSTER_DIR= of the same release")
 
 
-def main_container(args):
-    """The host side of a containerised release (SLURM=24.11 or 26.05)."""
-    if os.geteuid() != 0 and args.cmd != "env":
-        print("devcluster: must run as root (podman's root containers)", file=sys.stderr)
-        return 1
-    try:
-        c = ContainerCluster(args.dir, args.slurm)
-        check_release(c.p, args.slurm)
-        if args.cmd == "up":
-            c.up(args.nodes, args.slurmd_nodes)
-        elif args.cmd == "down":
-            c.down()
-        elif args.cmd == "status":
-            return c.status()
-        elif args.cmd == "env":
-            print("\n".join(ContainerCluster.env_lines(c.p, args.slurm)))
-        elif args.cmd in ("crash", "poweron", "reboot", "slurmd-kill", "slurmd-start",
-                          "prolog-fail", "prolog-ok"):
-            c.require_running()
-            return c.inner([args.cmd, args.node])
-        elif args.cmd == "gpu-fault":
-            c.require_running()
-            return c.inner([args.cmd, args.node, args.fault])
-        elif args.cmd in ("slurmctld-stop", "slurmctld-start", "slurmdbd-stop", "slurmdbd-start"):
-            c.require_running()
-            return c.inner([args.cmd])
-        else:
-            raise ClusterError(f"{args.cmd} runs inside the container only")
-    except ClusterError as exc:
-        print(f"devcluster: ERROR: {exc}", file=sys.stderr)
-        return 1
+def cluster_command(c, args):
+    """A command on this machine's cluster: the host's 22.05, or the inside of a container."""
+    if args.cmd == "up":
+        c.up(args.nodes, args.slurmd_nodes)
+    elif args.cmd == "down":
+        c.down()
+    elif args.cmd == "status":
+        c.status()
+    elif args.cmd == "env":
+        print("\n".join(c.env_lines()))
+    elif args.cmd == "crash":
+        c.crash(args.node)
+    elif args.cmd == "poweron":
+        c.poweron(args.node)
+    elif args.cmd == "reboot":
+        c.reboot(args.node)
+    elif args.cmd in ("slurmd-kill", "slurmd-start"):
+        c.slurmd_signal(args.node, start=args.cmd == "slurmd-start")
+    elif args.cmd in ("prolog-fail", "prolog-ok"):
+        c.prolog_fail(args.node, args.cmd == "prolog-fail")
+    elif args.cmd == "gpu-fault":
+        c.gpu_fault(args.node, args.fault)
+    elif args.cmd in ("slurmctld-stop", "slurmctld-start", "slurmdbd-stop", "slurmdbd-start"):
+        daemon, action = args.cmd.split("-")
+        c.p.ensure_dirs()
+        with flocked(c.p.lock):
+            if action == "stop":
+                c.stop_only(daemon)
+            elif daemon == "slurmctld":
+                c.start_slurmctld(clean=False)
+            else:
+                c.start_slurmdbd()
+    elif args.cmd == "powerd":
+        c.powerd()
+    return 0
+
+
+def container_command(c, args):
+    """A command on the host side of a containerised release (SLURM=24.11 or 26.05)."""
+    if args.cmd == "up":
+        c.up(args.nodes, args.slurmd_nodes)
+    elif args.cmd == "down":
+        c.down()
+    elif args.cmd == "status":
+        return c.status()
+    elif args.cmd == "env":
+        print("\n".join(ContainerCluster.env_lines(c.p, args.slurm)))
+    elif args.cmd in ("crash", "poweron", "reboot", "slurmd-kill", "slurmd-start",
+                      "prolog-fail", "prolog-ok"):
+        c.require_running()
+        return c.inner([args.cmd, args.node])
+    elif args.cmd == "gpu-fault":
+        c.require_running()
+        return c.inner([args.cmd, args.node, args.fault])
+    elif args.cmd in ("slurmctld-stop", "slurmctld-start", "slurmdbd-stop", "slurmdbd-start"):
+        c.require_running()
+        return c.inner([args.cmd])
+    else:
+        raise ClusterError(f"{args.cmd} runs inside the container only")
     return 0
 
 

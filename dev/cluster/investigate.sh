@@ -10,16 +10,10 @@
 # written from its output.
 set -euo pipefail
 
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "${repo}"
-fixtures="${1:-${repo}/tests/unit/fixtures/devcluster}"
-mkdir -p "${fixtures}"
-
-mk() { make -s -f dev/cluster/cluster.mk "$@"; }
-
-mk cluster-down >/dev/null
-mk cluster-up NODES=4 >/dev/null
-eval "$(mk cluster-env)"
+# shellcheck source=dev/cluster/record-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/record-lib.sh"
+use_fixture_dir "${1:-}"
+fresh_cluster
 export LC_ALL=C
 
 t0=0
@@ -60,12 +54,6 @@ wait_running() { # wait_running JOBID: until the job runs and its processes exis
     sleep 0.5
   done
   echo "  job $1 did not start"; return 1
-}
-
-save() { # save FILE CMD...: stdout of CMD into the fixture dir
-  local file="$1"; shift
-  "$@" > "${fixtures}/${file}"
-  echo "  saved ${file}"
 }
 
 echo "=== baseline"
@@ -204,19 +192,6 @@ echo "=== hostlists and scontrol errors"
 } > "${fixtures}/scontrol_hostlist_examples.txt" 2>&1
 echo "  saved scontrol_hostlist_examples.txt"
 
-capture_rc() { # capture_rc FILE CMD...: stdout, stderr and rc of a failing command
-  local file="$1" rc=0 out err; shift
-  out="$(mktemp)"; err="$(mktemp)"
-  "$@" > "${out}" 2> "${err}" || rc=$?
-  {
-    echo "# command: $*"
-    echo "# rc: ${rc}"
-    echo "# stdout:"; cat "${out}"
-    echo "# stderr:"; cat "${err}"
-  } > "${fixtures}/${file}"
-  rm -f "${out}" "${err}"
-  echo "  saved ${file} (rc=${rc})"
-}
 capture_rc scontrol_resume_idle_node.txt scontrol update nodename=n4 state=resume
 capture_rc scontrol_resume_unknown_node.txt scontrol update nodename=n99 state=resume
 capture_rc scontrol_resume_mixed_known_unknown.txt scontrol update nodename=n4,n99 state=resume

@@ -36,19 +36,15 @@
 #                          its exit status when the controller does not answer
 set -euo pipefail
 
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "${repo}"
-release="${1:-${SLURM:-22.05}}"
-case "${release}" in 22.05|24.11|26.05) ;; *) echo "usage: $0 [22.05|24.11|26.05]" >&2; exit 2 ;; esac
+# shellcheck source=dev/cluster/record-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/record-lib.sh"
+use_release "${1:-}"
 unset DEVCLUSTER_DIR SLURM_CONF
-mk() { make -s --no-print-directory -C "${repo}" "$@" SLURM="${release}"; }
 out_root="${FIXTURES:-${repo}/tests/unit/fixtures/slurm-${release}}"
 work="/var/tmp/clusterops-shared/record-fixtures-${release}"
 
-echo "record-fixtures: fresh Slurm ${release} dev cluster" >&2
-mk cluster-down >/dev/null
-mk cluster-up NODES=4 >/dev/null
-eval "$(mk cluster-env)"
+say "fresh Slurm ${release} dev cluster"
+fresh_cluster
 export LC_ALL=C.UTF-8
 since="$(date +%Y-%m-%dT%H:%M:%S)"
 rm -rf "${work}"
@@ -84,32 +80,13 @@ snapshot() { # snapshot SCENARIO
     echo "${rc}" >"${dir}/${name}.rc"
     [[ -s "${dir}/${name}.err" ]] || rm -f "${dir}/${name}.err"
   done
-  echo "record-fixtures: ${release}/$1 saved" >&2
+  say "${release}/$1 saved"
 }
 
-# From the full node list: `sinfo -N -n NODE` was seen lagging for minutes on a loaded machine
-# (22.05: `mixed*` long after slurmctld had set the node DOWN and the full list said `down*`).
-state_of() { sinfo -h -N -o '%N %T' 2>/dev/null | awk -v n="$1" '$1 == n { print $2; exit }'; }
-wait_node() { # wait_node NODE REGEX SECONDS
-  local left=$3
-  until [[ "$(state_of "$1")" =~ ^($2)$ ]]; do
-    (( left-- > 0 )) || { echo "record-fixtures: $1 not $2 (is $(state_of "$1"))" >&2; return 1; }
-    sleep 1
-  done
-}
 settle() { # settle NODE: wait until idle; a node still busy after 3 minutes is reported, not fatal
   # (seen on a loaded machine: a het job's idle component kept a node "mixed" for minutes).
-  wait_node "$1" idle 180 || echo "record-fixtures: continuing with $1 not idle" >&2
+  wait_node "$1" idle 180 || say "continuing with $1 not idle"
 }
-job_state() { squeue -h -j "$1" -o '%T' 2>/dev/null | head -n1; }
-wait_job() { # wait_job ID REGEX SECONDS
-  local left=$3
-  until [[ "$(job_state "$1")" =~ ^($2)$ ]]; do
-    (( left-- > 0 )) || { echo "record-fixtures: job $1 not $2 (is $(job_state "$1"))" >&2; return 1; }
-    sleep 1
-  done
-}
-submit() { sbatch --parsable -o /dev/null "$@" | cut -d';' -f1; }
 
 cat >"${work}/sleeper.sh" <<'SH'
 #!/bin/sh
@@ -186,14 +163,14 @@ mk cluster-prolog-fail NODE=n2 >/dev/null
 held_slurm="$(submit -J held-by-slurm -n1 -w n2 "${work}/sleeper.sh")"
 left=60
 until squeue -h -j "${held_slurm}" -o '%r' | grep -qi 'held'; do
-  (( left-- > 0 )) || { echo "record-fixtures: job ${held_slurm} was not held by Slurm" >&2; break; }
+  (( left-- > 0 )) || { say "job ${held_slurm} was not held by Slurm"; break; }
   sleep 1
 done
 mk cluster-prolog-ok NODE=n2 >/dev/null
 sleep 3  # accounting of the finished jobs reaches slurmdbd
 jobs_line="running=${running} held_user=${held_user} held_admin=${held_admin} array=${array}"
 jobs_line+=" het=${het} failed=${failed} cancelled=${cancelled} held_slurm=${held_slurm}"
-echo "record-fixtures: jobs ${jobs_line}" >&2
+say "jobs ${jobs_line}"
 snapshot jobs
 scancel "${held_user}" "${held_admin}" "${array}" "${het}" "${held_slurm}" "${running}"
 scontrol update NodeName=n2 State=RESUME 2>/dev/null || true
@@ -275,4 +252,4 @@ rm -rf "${work}"
     echo "default ports): the ports in the outputs are moved by that much."
   fi
 } >"${out_root}/README-record-fixtures.md"
-echo "record-fixtures: Slurm ${release} fixtures in ${out_root}" >&2
+say "Slurm ${release} fixtures in ${out_root}"

@@ -11,14 +11,10 @@
 # runs under the same job ids: every sacct here starts at this run's start time.
 set -euo pipefail
 
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "${repo}"
-fixtures="${1:-${repo}/tests/unit/fixtures/devcluster}"
-mkdir -p "${fixtures}"
-mk() { make -s -f dev/cluster/cluster.mk "$@"; }
-mk cluster-down >/dev/null
-mk cluster-up NODES=4 >/dev/null
-eval "$(mk cluster-env)"
+# shellcheck source=dev/cluster/record-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/record-lib.sh"
+use_fixture_dir "${1:-}"
+fresh_cluster
 export LC_ALL=C
 since="$(date +%Y-%m-%dT%H:%M:%S)"
 sleep 1
@@ -47,33 +43,6 @@ our_sacct() {
     "--format=${SACCT_FORMAT}" "--starttime=${since}" "$@"
 }
 
-save() { # save FILE CMD...: stdout of CMD
-  local file="$1"; shift
-  "$@" > "${fixtures}/${file}"
-  echo "  saved ${file}"
-}
-capture_rc() { # capture_rc FILE CMD...: command, rc, stdout and stderr (as investigate.sh)
-  local file="$1" rc=0 out err; shift
-  out="$(mktemp)"; err="$(mktemp)"
-  "$@" > "${out}" 2> "${err}" || rc=$?
-  {
-    echo "# command: $*"
-    echo "# rc: ${rc}"
-    echo "# stdout:"; cat "${out}"
-    echo "# stderr:"; cat "${err}"
-  } > "${fixtures}/${file}"
-  rm -f "${out}" "${err}"
-  echo "  saved ${file} (rc=${rc})"
-}
-state_of() { squeue -h -j "$1" -o '%T' 2>/dev/null || true; }
-wait_state() { # wait_state JOBID REGEX [SECONDS]
-  local _
-  for _ in $(seq 1 $(( ${3:-60} * 2 ))); do
-    if [[ "$(state_of "$1")" =~ $2 ]]; then return 0; fi
-    sleep 0.5
-  done
-  echo "  job $1 not in state $2 (now '$(state_of "$1")')"; return 1
-}
 wait_sacct() { # wait_sacct JOBID REGEX: until sacct's newest record of the job matches
   local _
   for _ in $(seq 1 60); do
@@ -82,7 +51,7 @@ wait_sacct() { # wait_sacct JOBID REGEX: until sacct's newest record of the job 
   done
   echo "  sacct never showed $2 for job $1"; return 1
 }
-sb() { sbatch --parsable -o /dev/null -e /dev/null --chdir=/tmp "$@"; }
+sb() { submit -e /dev/null --chdir=/tmp "$@"; }
 
 id clusterops-alice >/dev/null 2>&1 || useradd -m -s /bin/bash clusterops-alice
 
@@ -129,11 +98,11 @@ j_cancel2="$(sb -J rec-cancel-2 --begin=now+1hour --wrap 'true')"
 j_het="$(sbatch --parsable -o /dev/null -e /dev/null --chdir=/tmp -J rec-het -n1 : -n1 --wrap 'srun true' 2>&1 || true)"
 echo "  het job: ${j_het}"
 j_alice="$(su -s /bin/sh clusterops-alice -c "SLURM_CONF='${SLURM_CONF}' sbatch --parsable -o /dev/null -e /dev/null --chdir=/tmp -J rec-alice --begin=now+1hour --wrap true")"
-wait_state "${j_run}" RUNNING
-wait_state "${j_array}_1" RUNNING || true
+wait_job "${j_run}" RUNNING 60
+wait_job "${j_array}_1" RUNNING 60 || true
 su -s /bin/sh clusterops-alice -c "SLURM_CONF='${SLURM_CONF}' scancel ${j_alice}"
 scancel "${j_cancel}"
-for j in "${j_done}" "${j_fail}" "${j_sig}" "${j_step}"; do wait_state "$j" '^(COMPLETED|FAILED|CANCELLED|$)' 60 || true; done
+for j in "${j_done}" "${j_fail}" "${j_sig}" "${j_step}"; do wait_job "$j" 'COMPLETED|FAILED|CANCELLED|' 60 || true; done
 sleep 3
 save squeue_states.txt our_squeue
 save squeue_states_default_format.txt squeue
@@ -166,12 +135,12 @@ sleep 2
 echo "=== node failure: a batch job on n2 when n2 loses power"
 j_nf="$(sb -J rec-node-fail -w n2 --wrap 'sleep 600')"
 j_nf2="$(sb -J rec-node-fail-2n -N2 -w n2,n3 --wrap 'srun sleep 600')"
-wait_state "${j_nf}" RUNNING; wait_state "${j_nf2}" RUNNING
+wait_job "${j_nf}" RUNNING 60; wait_job "${j_nf2}" RUNNING 60
 sleep 2
 mk cluster-crash NODE=n2 >/dev/null
 t0=$(date +%s)
 for _ in $(seq 1 120); do
-  s1="$(state_of "${j_nf}")"; s2="$(state_of "${j_nf2}")"
+  s1="$(job_state "${j_nf}")"; s2="$(job_state "${j_nf2}")"
   echo "  t=$(( $(date +%s) - t0 ))s ${j_nf}: ${s1}  ${j_nf2}: ${s2}"
   if [[ "${s2}" == COMPLETING && ! -e "${fixtures}/squeue_node_fail_completing.txt" ]]; then
     save squeue_node_fail_completing.txt our_squeue --jobs="${j_nf},${j_nf2}"
@@ -188,7 +157,7 @@ sleep 2
 scontrol update nodename=n2 state=resume || true
 
 echo "=== the 1-minute job times out"
-wait_state "${j_timeout}" '^(TIMEOUT|CANCELLED|)$' 150 || true
+wait_job "${j_timeout}" 'TIMEOUT|CANCELLED|' 150 || true
 sleep 3
 echo "=== everything sacct has (our format), and the same with squeue"
 save sacct_states.txt our_sacct --allusers

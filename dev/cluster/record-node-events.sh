@@ -31,32 +31,20 @@
 #   slurmdbd-down    slurmdbd stopped (slurmctld up): what sacctmgr prints and its exit status
 set -euo pipefail
 
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "${repo}"
-release="${1:-${SLURM:-22.05}}"
+# shellcheck source=dev/cluster/record-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/record-lib.sh"
+use_release "${1:-}"
 shift || true
 scenarios=("$@")
 (( ${#scenarios[@]} )) || scenarios=(crash flapping reboot reason-bytes admin-open slurmdbd-down)
-case "${release}" in 22.05|24.11|26.05) ;; *) echo "usage: $0 [22.05|24.11|26.05]" >&2; exit 2 ;; esac
 unset SLURM_CONF
-mk() { make -s --no-print-directory -C "${repo}" "$@" SLURM="${release}" \
-  ${DEVCLUSTER_DIR:+DEVCLUSTER_DIR="${DEVCLUSTER_DIR}"}; }
 out_root="${FIXTURES:-${repo}/tests/unit/fixtures/slurm-${release}}"
 
-mk cluster-up NODES=4 >/dev/null
-eval "$(mk cluster-env)"
+cluster_up
 export LC_ALL=C.UTF-8
 
 FORMAT="format=NodeName,TimeStart,TimeEnd,State,User,Reason"
 
-state_of() { sinfo -h -N -o '%N %T' 2>/dev/null | awk -v n="$1" '$1 == n { print $2; exit }'; }
-wait_node() { # wait_node NODE REGEX SECONDS
-  local left=$3
-  until [[ "$(state_of "$1")" =~ ^($2)$ ]]; do
-    (( left-- > 0 )) || { echo "record-node-events: $1 not $2 (is $(state_of "$1"))" >&2; return 1; }
-    sleep 1
-  done
-}
 utc_now() { date -u +%Y-%m-%dT%H:%M:%S; }
 
 scenario=""
@@ -104,7 +92,7 @@ What was done: \`steps.txt\` (Unix time, then the command or a note).
 
 \`recorded-at\`: Unix time of the read (an event with end \`Unknown\` was still open then).
 EOF
-  echo "record-node-events: ${release}/node-events-${scenario} saved" >&2
+  say "${release}/node-events-${scenario} saved"
 }
 
 # --- crash: the node must be marked DOWN* (SlurmdTimeout + a ping cycle) before it boots again
@@ -174,4 +162,4 @@ sc_slurmdbd-down() {
 }
 
 for name in "${scenarios[@]}"; do "sc_${name}"; done
-echo "record-node-events: ${release} done" >&2
+say "${release} done"
