@@ -79,13 +79,7 @@ def sh(*cmd, **kw):
 
 
 def until(predicate, what, timeout=300, interval=0.2):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise SystemExit("timed out waiting for %s" % what)
+    return observe.until(predicate, what, timeout, interval)
 
 
 def attempts(ckpt):

@@ -7,7 +7,8 @@ reference trainer, parsed once for both (imported with dev/cluster on ``sys.path
 
 * :func:`rpc_counts`: slurmctld's RPC counts from ``sdiag``'s text;
 * :func:`read_events` and :func:`attempts`: the reference trainer's event log (``--events PATH``,
-  roles/torchrun_launcher/files/reference_trainer.py), one JSON object a line.
+  roles/torchrun_launcher/files/reference_trainer.py), one JSON object a line;
+* :func:`until`: polls for what they wait on.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any, Dict, List
+import time
+from typing import Any, Callable, Dict, List, TypeVar
+
+T = TypeVar("T")
 
 # A line of sdiag's "Remote Procedure Call statistics by message type":
 #   "	REQUEST_NODE_INFO                       ( 2007) count:12     ave_time:301 ..."
@@ -60,3 +64,18 @@ def attempts(events: List[Dict[str, Any]]) -> List[List[Dict[str, Any]]]:
         if out:
             out[-1].append(event)
     return out
+
+
+def until(predicate: Callable[[], T], what: str, timeout: float = 180, interval: float = 0.5) -> T:
+    """``predicate()``'s first true value, asked every ``interval`` seconds.
+
+    Raises:
+        TimeoutError: none within ``timeout`` seconds; the message names ``what``.
+    """
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise TimeoutError("timed out after %ss waiting for %s" % (timeout, what))

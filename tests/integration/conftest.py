@@ -37,8 +37,8 @@ SLURM_BIN = os.path.join(STATE_DIR, "bin")
 VENV_BIN = os.path.dirname(sys.executable)
 
 sys.path.insert(0, os.path.join(REPO, "dev", "cluster"))
-# attempts, read_events: for the tests.
-from observe import attempts, read_events, rpc_counts  # noqa: E402,F401 pylint: disable=C0413,W0611
+# attempts, read_events, until: for the tests.
+from observe import attempts, read_events, rpc_counts, until  # noqa: E402,F401 pylint: disable=C0413,W0611
 
 
 def cluster_info():

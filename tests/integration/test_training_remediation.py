@@ -26,7 +26,7 @@ import time
 import pytest
 
 from conftest import (INVENTORY, REPO, SLURM_CONF, attempts, cluster_info, is_healthy, job_venv, make, playbook,
-                      read_events, reset_cluster, run, shared_tmpdir, slurm_env, wait_for)
+                      read_events, reset_cluster, run, shared_tmpdir, slurm_env, until, wait_for)
 
 torch = pytest.importorskip("torch")
 
@@ -55,16 +55,6 @@ def active_jobs(name):
 def sacct_state(job_id):
     out = run(["sacct", "-n", "-X", "-P", "-j", str(job_id), "-o", "State"]).stdout.split()
     return out[0] if out else None
-
-
-def until(predicate, what, timeout=180, interval=0.5):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("timed out after %ss waiting for %s" % (timeout, what))
 
 
 def saved_steps(run_dir):
