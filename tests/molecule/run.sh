@@ -33,7 +33,8 @@ export CLUSTEROPS_MOLECULE_SCENARIOS="$*"
 bash tests/molecule/setup-podman.sh
 # The collection under test, importable as clusterops.slurm (what `make collection` does).
 mkdir -p .collections/ansible_collections/clusterops
-ln -sfn "${repo}" .collections/ansible_collections/clusterops/slurm
+[[ "$(readlink .collections/ansible_collections/clusterops/slurm)" == "${repo}" ]] ||
+  ln -sfn "${repo}" .collections/ansible_collections/clusterops/slurm
 
 # pytest-ansible finds the scenarios under pytest's rootdir: the repository.
 exec "${venv}/bin/python" -m pytest --rootdir "${repo}" tests/molecule -v -ra --durations=0
