@@ -38,7 +38,6 @@ cluster is brought up and down. Leaves it down at the end. Takes a few minutes (
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -51,7 +50,7 @@ sys.path.insert(0, os.path.join(REPO, "dev", "cluster"))
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import (  # noqa: E402
     compress_hostlist,
 )
-from observe import rpc_counts  # noqa: E402
+from observe import agent_queues, rpc_counts  # noqa: E402
 
 #: The dev cluster to bring up and down (see the module docstring); the make variables that name it.
 CLUSTER = os.environ.get("CLUSTER") or ""
@@ -103,8 +102,7 @@ def settle(timeout=600):
     measured before competes with that work (seen: `sinfo --json` 3.8 s instead of 1.6 s)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        out = sh(["sdiag"]).stdout
-        queues = [int(n) for n in re.findall(r"^\s*(?:DBD )?Agent queue size:\s*(\d+)", out, re.MULTILINE)]
+        queues = agent_queues(sh(["sdiag"]).stdout)
         if queues and not any(queues):
             time.sleep(2)
             return

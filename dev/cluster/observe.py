@@ -4,7 +4,8 @@
 """What the integration tests and the benchmarks read back from the dev cluster and from the
 reference trainer, parsed once for both (imported with dev/cluster on ``sys.path``).
 
-* :func:`rpc_counts`: slurmctld's RPC counts from ``sdiag``'s text;
+* :func:`rpc_counts` and :func:`agent_queues`: slurmctld's RPC counts and its outgoing message
+  queues, from ``sdiag``'s text;
 * :func:`read_events` and :func:`attempts`: the reference trainer's event log (``--events PATH``,
   roles/torchrun_launcher/files/reference_trainer.py), one JSON object a line;
 * :func:`until`: polls for what they wait on.
@@ -23,6 +24,8 @@ T = TypeVar("T")
 # A line of sdiag's "Remote Procedure Call statistics by message type":
 #   "	REQUEST_NODE_INFO                       ( 2007) count:12     ave_time:301 ..."
 _RPC_LINE = re.compile(r"\s+(\S+)\s+\(\s*\d+\)\s+count:(\d+)")
+# "Agent queue size:     0" (to the slurmd) and "DBD Agent queue size: 0" (to slurmdbd).
+_AGENT_QUEUE = re.compile(r"^\s*(?:DBD )?Agent queue size:\s*(\d+)", re.MULTILINE)
 
 
 def rpc_counts(sdiag_text: str) -> Dict[str, int]:
@@ -40,6 +43,13 @@ def rpc_counts(sdiag_text: str) -> Dict[str, int]:
             if match:
                 counts[match.group(1)] = int(match.group(2))
     return counts
+
+
+def agent_queues(sdiag_text: str) -> List[int]:
+    """The lengths of slurmctld's outgoing message queues from ``sdiag``'s output: the agent queue
+    (messages to the slurmd) and the DBD agent queue (to slurmdbd), in sdiag's order; empty when
+    sdiag printed neither."""
+    return [int(n) for n in _AGENT_QUEUE.findall(sdiag_text)]
 
 
 def read_events(run_dir: str, name: str = "events.jsonl") -> List[Dict[str, Any]]:
