@@ -71,6 +71,10 @@ DEVCLUSTER_PYTHON ?= /usr/bin/python3
 # (empty = all of them), so a benchmark can define many nodes with few daemons.
 NODES ?= 4
 SLURMD_NODES ?=
+# slurm.conf SlurmdTimeout in seconds (empty = 10 on the host, 30 in a container). 0 for many
+# nodes without a slurmd: slurmctld then pings them every 100 s, not every few seconds (with
+# 16,384 such nodes each ping round is 16,384 threads, which a 2-core machine feels).
+SLURMD_TIMEOUT ?=
 NODE ?=
 
 DEVCLUSTER := "$(DEVCLUSTER_PYTHON)" "$(DEVCLUSTER_MK_DIR)/devcluster.py" --slurm "$(SLURM)" --dir "$(abspath $(DEVCLUSTER_DIR))"
@@ -91,7 +95,8 @@ cluster-deps:
 DEVCLUSTER_FLEET_WRITE := "$(DEVCLUSTER_PYTHON)" "$(DEVCLUSTER_MK_DIR)/fleet_inventory.py" --output "$(DEVCLUSTER_FLEET_INVENTORY)"
 
 cluster-up: $(DEVCLUSTER_PREREQ)
-	$(DEVCLUSTER) up --nodes "$(NODES)" $(if $(strip $(SLURMD_NODES)),--slurmd-nodes "$(SLURMD_NODES)")
+	$(DEVCLUSTER) up --nodes "$(NODES)" $(if $(strip $(SLURMD_NODES)),--slurmd-nodes "$(SLURMD_NODES)") \
+	  $(if $(strip $(SLURMD_TIMEOUT)),--slurmd-timeout "$(SLURMD_TIMEOUT)")
 	@$(DEVCLUSTER_FLEET_WRITE)
 
 # Without CLUSTER (and without a DEVCLUSTER_DIR of its own) on 22.05: the fleet's clusters too.

@@ -5,7 +5,8 @@
 reference trainer, parsed once for both (imported with dev/cluster on ``sys.path``).
 
 * :func:`rpc_counts` and :func:`agent_queues`: slurmctld's RPC counts and its outgoing message
-  queues, from ``sdiag``'s text;
+  queues, from ``sdiag``'s text; :func:`thread_count`: its threads (a ping round of the nodes that
+  run no slurmd is one thread each, which sdiag does not show);
 * :func:`read_events` and :func:`attempts`: the reference trainer's event log (``--events PATH``,
   roles/torchrun_launcher/files/reference_trainer.py), one JSON object a line;
 * :func:`until`: polls for what they wait on.
@@ -50,6 +51,18 @@ def agent_queues(sdiag_text: str) -> List[int]:
     (messages to the slurmd) and the DBD agent queue (to slurmdbd), in sdiag's order; empty when
     sdiag printed neither."""
     return [int(n) for n in _AGENT_QUEUE.findall(sdiag_text)]
+
+
+def thread_count(pid_file: str) -> int | None:
+    """How many threads the process whose pid ``pid_file`` holds runs now (``/proc/PID/task``);
+    None when the file or the process is gone, or the pid is of another PID namespace (a
+    containerised release's slurmctld writes its pid as seen inside the container)."""
+    try:
+        with open(pid_file, encoding="ascii") as handle:
+            pid = int(handle.read().strip())
+        return len(os.listdir("/proc/%d/task" % pid))
+    except (OSError, ValueError):
+        return None
 
 
 def read_events(run_dir: str, name: str = "events.jsonl") -> List[Dict[str, Any]]:
