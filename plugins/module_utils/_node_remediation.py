@@ -372,10 +372,13 @@ def group_nodes(entries: List[Dict[str, Any]], keys: Sequence[str]) -> List[Dict
             for values, names in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
 
 
+_DIGITS_RE = re.compile(r"(\d+)")
+
+
 def _name_order(name: str) -> Tuple[Any, ...]:
     """Sort key of a node name that puts its numbers in numeric order (``n2`` before ``n10``), so
     that a group's hostlist is as short as Slurm's own (``n[1-11]``, not ``n[1,10-11,2-9]``)."""
-    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", name) if part)
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in _DIGITS_RE.split(name) if part)
 
 
 def summarise_skipped(skipped: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
@@ -609,6 +612,7 @@ def plan_remediation(nodes: List[Dict[str, Any]],
     in_flight = []
     broken = []
     considered = 0
+    classified: Dict[str, Optional[Dict[str, Any]]] = {}
     for node in nodes:
         if scope is not None and node["name"] not in scope:
             continue
@@ -630,7 +634,9 @@ def plan_remediation(nodes: List[Dict[str, Any]],
         if not reason:
             skipped.append(dict(view, why="no reason recorded; left for a human"))
             continue
-        entry = classify(reason, compiled)
+        if reason not in classified:  # a cluster has few distinct reasons
+            classified[reason] = classify(reason, compiled)
+        entry = classified[reason]
         if entry is None:
             skipped.append(dict(view, why="reason matches no class (drained on purpose?)"))
             continue

@@ -334,6 +334,11 @@ COMPRESS_ERROR_CASES = [
     (['n1,n2'], 'holds a comma, a bracket or whitespace'),
     (['n 1'], 'holds a comma, a bracket or whitespace'),
     (['n1]'], 'holds a comma, a bracket or whitespace'),
+    # Every kind of whitespace str.isspace() knows: tab, newline, no-break and ideographic space.
+    (['n1', 'n\t2'], 'holds a comma, a bracket or whitespace'),
+    (['n3\n'], 'holds a comma, a bracket or whitespace'),
+    (['n\u00a04'], 'holds a comma, a bracket or whitespace'),
+    (['n\u30005'], 'holds a comma, a bracket or whitespace'),
 ]
 
 
