@@ -239,9 +239,31 @@ def main():
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
     for row in results:
         print("  ".join(str(row[h]).ljust(w) for h, w in zip(header, widths)))
+    for line in against_targets(results):
+        print(line)
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(results, handle, indent=2)
+
+
+def against_targets(results):
+    """The figures the targets name (module docstring), per size against the smallest one: the
+    median ``--check`` wall time as a multiple of the smallest size's, and what it takes beyond
+    ``sinfo --json`` (of the same size) in seconds; both also for the fastest runs."""
+    def wall(size, run, key):
+        rows = [r for r in results if r["nodes"] == size and r["run"] == run]
+        return None if not rows else (rows[0][key] if key == "wall_s" else min(rows[0][key]))
+    sizes = sorted({r["nodes"] for r in results})
+    lines = []
+    for key, what in (("wall_s", "median"), ("wall_s_runs", "fastest")):
+        base = wall(sizes[0], "remediate.yml --check", key)
+        for size in sizes[1:]:
+            check, floor = wall(size, "remediate.yml --check", key), wall(size, "sinfo --json", key)
+            if base and check is not None and floor is not None:
+                lines.append("%s, %d nodes: remediate.yml --check %.2f s = %.2f x %d nodes (target 2), "
+                             "sinfo --json %.2f s + %.2f s (target + 3)"
+                             % (what, size, check, check / base, sizes[0], floor, check - floor))
+    return lines
 
 
 if __name__ == "__main__":
