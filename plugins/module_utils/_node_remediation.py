@@ -243,6 +243,18 @@ def classify(reason: str, classes: Sequence[Dict[str, Any]]) -> Optional[Dict[st
     return None
 
 
+def reason_classifier(classes: Sequence[Dict[str, Any]]) -> Callable[[str], Optional[Dict[str, Any]]]:
+    """:func:`classify` against ``classes`` (compiled), each distinct reason searched once: a
+    cluster of thousands of nodes, and their events, hold a handful of distinct reasons."""
+    cache: Dict[str, Optional[Dict[str, Any]]] = {}
+
+    def lookup(reason: str) -> Optional[Dict[str, Any]]:
+        if reason not in cache:
+            cache[reason] = classify(reason, classes)
+        return cache[reason]
+    return lookup
+
+
 def count_heals(events: List[Dict[str, Any]],
                 classes: Sequence[Dict[str, Any]],
                 since: int,
@@ -283,8 +295,10 @@ def count_heals(events: List[Dict[str, Any]],
     def touching(first, second):
         return first["end"] is not None and abs(second["start"] - first["end"]) <= EVENT_JOIN_SECONDS
 
+    classified = reason_classifier(classes)
+
     def action_of(event):
-        entry = classify(event.get("reason") or "", classes)
+        entry = classified(event.get("reason") or "")
         return entry["action"] if entry is not None else None
 
     by_node: Dict[str, List[Dict[str, Any]]] = {}
@@ -469,16 +483,14 @@ def heal_candidates(nodes: List[Dict[str, Any]],
         in_scope: names in scope; None means every node.
     """
     scope = None if in_scope is None else set(in_scope)
-    acts: Dict[str, bool] = {}  # by reason: a cluster has few distinct reasons
+    classified = reason_classifier(classes)
     names = []
     for node in nodes:
         reason = node.get("reason") or ""
         if not reason or (scope is not None and node["name"] not in scope):
             continue
-        if reason not in acts:
-            entry = classify(reason, classes)
-            acts[reason] = entry is not None and entry["action"] != "human"
-        if acts[reason]:
+        entry = classified(reason)
+        if entry is not None and entry["action"] != "human":
             names.append(node["name"])
     return names
 
@@ -612,7 +624,7 @@ def plan_remediation(nodes: List[Dict[str, Any]],
     in_flight = []
     broken = []
     considered = 0
-    classified: Dict[str, Optional[Dict[str, Any]]] = {}
+    classified = reason_classifier(compiled)
     for node in nodes:
         if scope is not None and node["name"] not in scope:
             continue
@@ -634,9 +646,7 @@ def plan_remediation(nodes: List[Dict[str, Any]],
         if not reason:
             skipped.append(dict(view, why="no reason recorded; left for a human"))
             continue
-        if reason not in classified:  # a cluster has few distinct reasons
-            classified[reason] = classify(reason, compiled)
-        entry = classified[reason]
+        entry = classified(reason)
         if entry is None:
             skipped.append(dict(view, why="reason matches no class (drained on purpose?)"))
             continue
