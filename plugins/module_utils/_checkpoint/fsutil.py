@@ -142,6 +142,93 @@ def try_flock(fd: int) -> bool:
     return True
 
 
+#: The most a small JSON file of the collection may hold (``run.json``, ``state.json``, the ``FINISHED``
+#: marker, a heartbeat), in bytes: :func:`load_json_bounded`'s default. A larger one is refused, never
+#: read in part.
+MAX_STATE_BYTES = 1 << 20
+
+
+def open_regular(path: str, follow: bool = False, dir_fd: Optional[int] = None) -> Tuple[int, os.stat_result]:
+    """Open ``path`` for reading as a regular file that no one can make the reader block on.
+
+    Opened ``O_RDONLY | O_NONBLOCK | O_CLOEXEC`` (and ``O_NOFOLLOW`` unless ``follow``; relative to
+    the folder descriptor ``dir_fd`` when given), then checked with ``fstat``: a FIFO, a device or a
+    socket is refused before anything is read from it (``O_NONBLOCK`` makes the open of a FIFO
+    without a writer return at once). Returns ``(descriptor, stat)``; the caller closes the
+    descriptor.
+
+    Raises:
+        OSError: from ``open`` (``ENOENT``; ``ELOOP``: ``path`` is a symlink and ``follow`` is
+            False), or ``EINVAL`` "not a regular file".
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    if not follow:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags) if dir_fd is None else os.open(path, flags, dir_fd=dir_fd)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, device, socket or folder is never read)", path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
+def read_bounded(path: str, max_bytes: int, follow: bool = False, dir_fd: Optional[int] = None) -> bytes:
+    """The whole content of the regular file ``path`` (:func:`open_regular`), at most ``max_bytes`` bytes.
+
+    Raises:
+        OSError: see :func:`open_regular`; ``EFBIG`` when the file holds more than ``max_bytes``
+            bytes (at open or while read: a file that grows is refused too).
+    """
+    fd, st = open_regular(path, follow, dir_fd)
+    try:
+        if st.st_size > max_bytes:
+            raise OSError(errno.EFBIG, "larger than %d bytes" % max_bytes, path)
+        chunks = []
+        total = 0
+        while True:
+            chunk = os.read(fd, min(CHUNK_SIZE, max_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > max_bytes:
+                raise OSError(errno.EFBIG, "larger than %d bytes" % max_bytes, path)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def parse_json_bytes(data: bytes) -> Any:
+    """``data`` (UTF-8 JSON text) parsed.
+
+    Raises:
+        ValueError: not UTF-8, not JSON, or nested deeper than the parser goes (Python's
+            ``RecursionError``, turned into this: a crafted file is bad input, not a crash).
+    """
+    try:
+        return json.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise ValueError("nested too deeply to be read")
+
+
+def load_json_bounded(path: str, max_bytes: int = MAX_STATE_BYTES, follow: bool = False,
+                      dir_fd: Optional[int] = None) -> Any:
+    """The JSON value of the regular file ``path``: :func:`read_bounded` then :func:`parse_json_bytes`.
+
+    The one reader of the collection's small JSON files in folders others can write (registry
+    entries, state files, markers, heartbeats): never follows a final symlink (unless ``follow``),
+    never blocks, never reads more than ``max_bytes``, never crashes on nesting.
+
+    Raises:
+        OSError: see :func:`read_bounded`.
+        ValueError: see :func:`parse_json_bytes`.
+    """
+    return parse_json_bytes(read_bounded(path, max_bytes, follow, dir_fd))
+
+
 def _stat_regular(path: str, what: str, max_bytes: Optional[int] = None) -> os.stat_result:
     """``os.stat`` of ``path`` (symlinks followed), which must be a regular file of at most
     ``max_bytes`` bytes (any size when None). ``what`` names it in the errors.
@@ -172,8 +259,7 @@ def _read_json(path: str, what: str, max_bytes: int = MAX_MANIFEST_BYTES) -> Any
     if _stat_regular(path, what, max_bytes).st_size == 0:
         raise _Invalid("%s is empty" % what)
     try:
-        with open(path, "rb") as handle:
-            return json.loads(handle.read().decode("utf-8"))
+        return load_json_bounded(path, max_bytes, follow=True)
     except (OSError, ValueError) as exc:
         raise _Invalid("%s is not valid JSON: %s" % (what, exc))
 

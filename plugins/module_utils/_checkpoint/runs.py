@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 
@@ -45,7 +44,7 @@ from .names import (
     parse_lightning_name,
     parse_name,
 )
-from .fsutil import _inside
+from .fsutil import _inside, open_regular, parse_json_bytes
 from .layouts import _check
 
 
@@ -61,11 +60,18 @@ def _check_level(validate: str) -> None:
 
 
 def _read_text(path: str, limit: int = 4096) -> Optional[str]:
+    """The first ``limit`` bytes of a pointer or marker file, as text; None when it cannot be read
+    or is no regular file (``fsutil.open_regular``: a FIFO there never blocks the scan)."""
     try:
-        with open(path, "rb") as handle:
-            return handle.read(limit).decode("utf-8", "replace").strip()
+        fd, dummy = open_regular(path, follow=True)
     except OSError:
         return None
+    try:
+        return os.read(fd, limit).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _lightning_candidate(entry: Any, is_dir: bool, template: Any, report: Report) -> Optional[Checkpoint]:
@@ -152,7 +158,7 @@ def _list_run(root: str, root_real: str, report: Report, template: Any = None) -
 def _read_finished(path: str) -> Dict[str, Any]:
     text = _read_text(path, 1 << 16)
     try:
-        data = json.loads(text) if text else {}
+        data = parse_json_bytes(text.encode("utf-8")) if text else {}
     except ValueError:
         data = {}
     return data if isinstance(data, dict) else {}
