@@ -7,11 +7,18 @@
 # at any time without notice; do not use it from outside the collection.
 
 """File-system helpers of the checkpoint library: hashing, directory fsync, atomic JSON files, flock,
-bounded JSON reads, walks that stay inside a folder.
+bounded JSON reads, walks that stay inside a folder, folders opened without following symlinks and
+trees removed relative to a descriptor.
 
 :func:`atomic_write_json`, :func:`open_lock_file` and :func:`try_flock` are meant for every writer of
 small state files in the collection (the checkpoint ``FINISHED`` marker and the prune lock here; the
-training registry's ``state.json`` and lock can use the same ones)."""
+training registry's ``state.json`` and lock can use the same ones).
+
+:func:`open_dir_nofollow`, :func:`names_folder` and :func:`remove_tree_at` are for code that acts in a
+folder other users can write to, or whose path they can change (the prune, which may run as another
+user than the folder's owner): open the folder once, with no symlink anywhere on its path, then read,
+rename and delete relative to that descriptor, so that a component of the path swapped for a symlink
+afterwards cannot send the work into another folder (POSIX ``openat``/``unlinkat``; Python 3.8+)."""
 
 from __future__ import annotations
 
@@ -34,6 +41,14 @@ except ImportError:  # pragma: no cover
     pass
 
 from .common import CHUNK_SIZE, _Invalid, MAX_MANIFEST_BYTES
+
+
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+#: Linux: the folders above the one asked for are opened O_PATH, which needs only search (x)
+#: permission on them, as a path lookup does; elsewhere O_RDONLY, which needs read permission too.
+_O_PATH = getattr(os, "O_PATH", 0)
 
 
 def _inside(path: str, base_real: str) -> bool:
@@ -112,13 +127,16 @@ def atomic_write_json(path: str, data: Any, tmp: Optional[str] = None, indent: O
     return path
 
 
-def open_lock_file(path: str) -> int:
+def open_lock_file(path: str, dir_fd: Optional[int] = None) -> int:
     """Open (create, mode 0644) a lock file for :func:`try_flock`, never through a symlink; returns the descriptor.
+
+    With ``dir_fd`` (a folder's descriptor, e.g. from :func:`open_dir_nofollow`), a relative ``path``
+    is opened in that folder, wherever it is now.
 
     Raises:
         OSError: it cannot be opened (``ELOOP`` for a symlink).
     """
-    return os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), 0o644)
+    return os.open(path, os.O_RDWR | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC, 0o644, dir_fd=dir_fd)
 
 
 def try_flock(fd: int) -> bool:
@@ -227,6 +245,204 @@ def load_json_bounded(path: str, max_bytes: int = MAX_STATE_BYTES, follow: bool 
         ValueError: see :func:`parse_json_bytes`.
     """
     return parse_json_bytes(read_bounded(path, max_bytes, follow, dir_fd))
+
+
+class FolderPathError(OSError):
+    """:func:`open_dir_nofollow` refused a path or could not open it.
+
+    ``errno`` is ``ELOOP`` (a component is a symlink), ``ENOTDIR`` (a component is not a folder),
+    ``ENOENT`` (a component does not exist) or the error of ``open``; ``filename`` is that component
+    (an absolute path); ``str()`` is the whole sentence, e.g. ``/lustre/runs/alice is a symlink (not
+    followed; in the path /lustre/runs/alice/llama)``.
+    """
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def _refusal(exc: OSError, name: str, parent_fd: int, here: str, full: str) -> FolderPathError:
+    """The :class:`FolderPathError` for an ``open`` of ``name`` (the component ``here`` of ``full``)
+    in the folder open as ``parent_fd`` that failed with ``exc``: told apart by an ``lstat``."""
+    where = "" if here == full else "; in the path %s" % full
+    try:
+        st: Optional[os.stat_result] = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+    except OSError:
+        st = None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        return FolderPathError(errno.ELOOP, "%s is a symlink (not followed%s)" % (here, where), here)
+    if st is not None and not stat.S_ISDIR(st.st_mode):
+        return FolderPathError(errno.ENOTDIR, "%s is not a folder%s" % (here, where and " (%s)" % where[2:]), here)
+    if exc.errno == errno.ENOENT:
+        return FolderPathError(errno.ENOENT, "%s does not exist" % here, here)
+    return FolderPathError(exc.errno, "cannot open %s%s: %s" % (here, where and " (%s)" % where[2:], exc.strerror),
+                           here)
+
+
+def open_dir_nofollow(path: str) -> int:
+    """Open the folder ``path`` without following a symlink in any component of its path.
+
+    ``path`` is made absolute (:func:`os.path.abspath`, which also drops ``.``, ``..`` and doubled
+    slashes as text: with no symlink allowed on the way, the text is the path); then every component
+    is opened from ``/`` down, each relative to the one above (``openat`` with ``O_DIRECTORY |
+    O_NOFOLLOW | O_CLOEXEC``): a symlink is never followed, not even a trusted one such as
+    ``/scratch -> /lustre/scratch`` (give the real path). A mount point is no symlink and is crossed.
+    Returns an ``O_RDONLY`` descriptor of the folder (for ``os.scandir``, ``os.fstat``, ``os.fsync``
+    and ``dir_fd=`` arguments); the caller closes it. It stays the folder opened whatever happens to
+    the path afterwards (a rename, a symlink put in its place): :func:`names_folder` tells whether
+    the path still leads to it.
+
+    Raises:
+        FolderPathError: a component is a symlink (``ELOOP``), not a folder (``ENOTDIR``), missing
+            (``ENOENT``), or cannot be opened (``EACCES``, ...); the message names the component.
+    """
+    full = os.path.abspath(path)
+    fd = os.open(os.sep, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
+    try:
+        here = ""
+        parts = [part for part in full.split(os.sep) if part]
+        for index, name in enumerate(parts):
+            here += os.sep + name
+            last = index == len(parts) - 1
+            flags = (os.O_RDONLY if last or not _O_PATH else _O_PATH) | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC
+            try:
+                child = os.open(name, flags, dir_fd=fd)
+            except OSError as exc:
+                raise _refusal(exc, name, fd, here, full)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def names_folder(path: str, fd: int) -> bool:
+    """Whether ``path``, opened again by :func:`open_dir_nofollow`, is the folder open as ``fd``.
+
+    True when it opens (no symlink anywhere on the path) and has the ``st_dev`` and ``st_ino`` of
+    ``fstat(fd)``; False when it is another folder now, holds a symlink, is gone or cannot be opened.
+    """
+    try:
+        other = open_dir_nofollow(path)
+    except OSError:
+        return False
+    try:
+        mine, now = os.fstat(fd), os.fstat(other)
+    finally:
+        os.close(other)
+    return (mine.st_dev, mine.st_ino) == (now.st_dev, now.st_ino)
+
+
+def _entry_name(name: str) -> str:
+    if not name or name in (".", "..") or os.sep in name or "\0" in name:
+        raise ValueError("%r is not the name of one entry of a folder" % (name,))
+    return name
+
+
+def remove_tree_at(dir_fd: int, name: str) -> None:
+    """Delete the entry ``name`` of the folder open as ``dir_fd``, and everything under it, never
+    following a symlink and never leaving that folder.
+
+    ``lstat`` of ``name`` (``dir_fd``, ``follow_symlinks=False``): a file or a symlink is unlinked (a
+    symlink itself, never its target; a hard link, so another name of the same file keeps its
+    content); a folder is opened relative to ``dir_fd`` (``O_DIRECTORY | O_NOFOLLOW``), emptied depth
+    first, each folder below opened, listed (``os.scandir`` on its descriptor) and emptied relative to
+    its parent's descriptor the same way, then removed (``rmdir`` with ``dir_fd``). So a symlink, or a
+    folder swapped for one while this runs, is removed or refused, never followed; a rename of ``dir_fd``
+    or of anything above it changes nothing. A folder on another file system (a mount point) is not
+    entered. Iterative: a deep tree costs one descriptor per level, not Python recursion.
+
+    ``name`` is one entry: not empty, no ``/``, not ``.`` or ``..``.
+
+    Raises:
+        ValueError: ``name`` is not one entry's name.
+        OSError: from the file system, at the first error (what was removed stays removed):
+            ``ENOENT`` when ``name`` does not exist (entries below it that vanish meanwhile are
+            ignored), ``EACCES``/``EPERM``/``EROFS``, ``ENOTEMPTY`` when something was added meanwhile,
+            ``ELOOP`` for a folder turned into a symlink between ``lstat`` and ``open``, ``EXDEV`` for a
+            mount point below ``name``.
+    """
+    _entry_name(name)
+    st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(name, dir_fd=dir_fd)
+        return
+    fd = _open_subfolder(dir_fd, name, st.st_dev)
+    try:
+        _empty_folder(fd, st.st_dev)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=dir_fd)
+
+
+def _open_subfolder(dir_fd: int, name: str, dev: int) -> int:
+    fd = os.open(name, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=dir_fd)
+    if os.fstat(fd).st_dev != dev:
+        os.close(fd)
+        raise OSError(errno.EXDEV, "on another file system (a mount point): not removed", name)
+    return fd
+
+
+def _empty_folder(top_fd: int, dev: int) -> None:
+    """Remove everything in the folder open as ``top_fd`` (on the device ``dev``); see :func:`remove_tree_at`."""
+    # One level per item: (descriptor, name in the parent, subfolders still to empty and remove).
+    stack: List[Tuple[int, str, List[str]]] = [(top_fd, "", _unlink_files(top_fd))]
+    try:
+        while stack:
+            fd, _name, pending = stack[-1]
+            if not pending:
+                stack.pop()
+                if stack:
+                    os.close(fd)
+                    try:
+                        os.rmdir(_name, dir_fd=stack[-1][0])
+                    except FileNotFoundError:
+                        pass
+                continue
+            sub = pending.pop()
+            try:
+                child = _open_subfolder(fd, sub, dev)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                # No folder any more (a symlink or a file put in its place): remove that entry itself.
+                try:
+                    if stat.S_ISDIR(os.stat(sub, dir_fd=fd, follow_symlinks=False).st_mode):
+                        raise
+                    os.unlink(sub, dir_fd=fd)
+                except FileNotFoundError:
+                    pass
+                continue
+            try:
+                stack.append((child, sub, _unlink_files(child)))
+            except BaseException:
+                os.close(child)
+                raise
+    finally:
+        for fd, _name, _pending in stack[1:]:
+            os.close(fd)
+
+
+def _unlink_files(fd: int) -> List[str]:
+    """Unlink every entry but folders (symlinks included, not followed) of the folder open as ``fd``;
+    returns the folders' names."""
+    folders: List[str] = []
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if is_dir:
+                folders.append(entry.name)
+                continue
+            try:
+                os.unlink(entry.name, dir_fd=fd)
+            except FileNotFoundError:
+                pass
+    return folders
 
 
 def _stat_regular(path: str, what: str, max_bytes: Optional[int] = None) -> os.stat_result:
