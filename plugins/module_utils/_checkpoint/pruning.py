@@ -6,7 +6,18 @@
 # Note: this module is private to the clusterops.slurm collection. Its API may change
 # at any time without notice; do not use it from outside the collection.
 
-"""Pruning by policy (one implementation for the checkpoint_prune module and the ``prune`` command)."""
+"""Pruning by policy (one implementation for the checkpoint_prune module and the ``prune`` command).
+
+The prune may run as another user than the run folder's owner (root, with the role's ``allow_root``),
+and the folder's users may be hostile: whoever can write to a folder on its path can swap the run
+folder for a symlink to someone else's, before or during a prune. So the run folder is opened once,
+with no symlink allowed anywhere on its path (:func:`fsutil.open_dir_nofollow`; a path holding one is
+refused), its lock file is opened in it, and every rename and deletion is made relative to that
+descriptor (:func:`fsutil.remove_tree_at`): whatever happens to the path meanwhile, only the folder
+opened is changed. The scan (:func:`inspect`) reads by path; before each deletion the path must still
+lead to the folder opened (:func:`fsutil.names_folder`), else the run stops and nothing more is
+deleted, so a plan made from a folder swapped in is not carried out in this one.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +26,6 @@ import errno
 import fnmatch
 import os
 import re
-import shutil
 import stat
 import time
 
@@ -25,7 +35,7 @@ except ImportError:  # pragma: no cover
     pass
 
 from .common import Checkpoint, CheckpointError, CONTRACT, DELETING_PREFIX, PRUNE_LOCK, SIZES
-from .fsutil import _fsync_dir, _inside, open_lock_file, try_flock
+from .fsutil import _inside, FolderPathError, names_folder, open_dir_nofollow, open_lock_file, remove_tree_at, try_flock
 from .layouts import _check
 from .runs import _check_level, inspect
 
@@ -81,8 +91,9 @@ def human_size(count: Optional[float]) -> str:
     return "%.1f PiB" % value  # pragma: no cover
 
 
-def _free_space(path: str) -> Tuple[int, int]:
-    """``(available bytes for unprivileged users, total bytes)`` of the file system holding ``path``."""
+def _free_space(path: Union[int, str]) -> Tuple[int, int]:
+    """``(available bytes for unprivileged users, total bytes)`` of the file system holding ``path``
+    (a path, or the descriptor of an open folder)."""
     st = os.statvfs(path)
     return st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
 
@@ -135,15 +146,18 @@ def _links_into_others(ckpt: Checkpoint, root_real: str) -> List[str]:
     return found
 
 
-def _remove_tree(path: str) -> None:
-    """Delete a folder or file that is not a symlink; symlinks inside are removed, never followed."""
-    st = os.lstat(path)
+def _remove_tree(dir_fd: int, name: str) -> None:
+    """Delete the entry ``name`` of the run folder open as ``dir_fd``, a folder or file that is not a
+    symlink (a symlink of the run folder is never deleted); symlinks inside are removed, never followed
+    (:func:`fsutil.remove_tree_at`).
+
+    Raises:
+        OSError: ``ELOOP`` for a symlink; the file system's error at the first failure.
+    """
+    st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     if stat.S_ISLNK(st.st_mode):
-        raise OSError(errno.ELOOP, "refusing to delete through a symlink", path)
-    if stat.S_ISDIR(st.st_mode):
-        shutil.rmtree(path)  # raises on the first error; never follows a symlink inside
-    else:
-        os.unlink(path)
+        raise OSError(errno.ELOOP, "refusing to delete through a symlink", name)
+    remove_tree_at(dir_fd, name)
 
 
 class PruneResult(object):
@@ -192,10 +206,14 @@ class PruneResult(object):
                     free_before=self.free_before, free_after=self.free_after, min_free_bytes=self.min_free_bytes)
 
 
-def _lock(path: str) -> int:
-    """Open and flock ``path`` (created when missing, never through a symlink); the descriptor holds the lock."""
+def _lock(path: str, dir_fd: Optional[int] = None) -> int:
+    """Open and flock ``path`` (created when missing, never through a symlink); the descriptor holds the lock.
+
+    With ``dir_fd`` (the run folder's descriptor), the file named ``basename(path)`` is opened in
+    that folder; ``path`` names it in the messages.
+    """
     try:
-        fd = open_lock_file(path)
+        fd = open_lock_file(path) if dir_fd is None else open_lock_file(os.path.basename(path), dir_fd)
     except OSError as exc:
         raise CheckpointError("cannot open the lock file %s: %s" % (path, exc))
     try:
@@ -209,6 +227,27 @@ def _lock(path: str) -> int:
         raise PruneLocked("another prune of %s is running (it holds %s); nothing done" % (
             os.path.dirname(path) or ".", path))
     return fd
+
+
+def _open_run_folder(root: str) -> int:
+    """The run folder ``root`` (absolute) opened by :func:`fsutil.open_dir_nofollow`.
+
+    Raises:
+        CheckpointError: ``<root> does not exist``, ``<root> is not a folder``, a symlink on the path
+            (refused, with the real path), or it cannot be opened.
+    """
+    try:
+        return open_dir_nofollow(root)
+    except FolderPathError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR) and exc.filename == root:
+            raise CheckpointError(str(exc))
+        if exc.errno == errno.ELOOP:
+            real = os.path.realpath(root)
+            raise CheckpointError(
+                "refusing the run folder %s: %s. A run folder is opened only by its real path, so that no "
+                "symlink can lead the prune into another folder; nothing done%s" % (
+                    root, exc, "" if real == root else " (its real path now: %s)" % real))
+        raise CheckpointError("cannot open the run folder %s: %s" % (root, exc))
 
 
 def _check_policy(keep_last: Any, keep_every: Any, keep: Any, tmp_grace: Any, validate: str) -> None:
@@ -255,9 +294,15 @@ def prune(path: str, keep_last: int, keep_every: int = 0, keep: Sequence[str] = 
     takes no lock and deletes nothing. An error stops the run: :attr:`PruneResult.error` says why and
     nothing more is deleted.
 
+    The run folder is opened once, never through a symlink (one anywhere on ``path`` is refused), and
+    the lock file (unless ``lock_file``), every rename and every deletion are relative to that
+    descriptor; before each deletion ``path`` must still lead to that folder, else the run stops (an
+    error: ``... no longer leads to the folder this prune opened ...``). See the module docstring.
+
     Raises:
         ValueError: a bad policy value.
-        CheckpointError: the folder is missing, not a folder, unreadable, or cannot be locked.
+        CheckpointError: the folder is missing, not a folder, its path holds a symlink, it is
+            unreadable, or cannot be locked.
         PruneLocked: another prune holds the lock.
     """
     if isinstance(keep, str):
@@ -266,22 +311,26 @@ def prune(path: str, keep_last: int, keep_every: int = 0, keep: Sequence[str] = 
     _check_policy(keep_last, keep_every, keep, tmp_grace, validate)
     threshold = parse_min_free(min_free)
     root = os.path.abspath(path)
-    if not os.path.isdir(root):
-        raise CheckpointError("%s is not a folder" % root if os.path.exists(root) else "%s does not exist" % root)
     policy = dict(keep_last=keep_last, keep_every=keep_every, keep=keep, min_free=min_free, tmp_grace=tmp_grace,
                   validate=validate)
     result = PruneResult(root, dry_run, policy)
-    lock_fd = None if dry_run else _lock(lock_file or os.path.join(root, PRUNE_LOCK))
+    root_fd = _open_run_folder(root)
     try:
-        _prune_locked(root, result, keep_last, keep_every, keep, threshold, tmp_grace, validate, dry_run,
-                      log or (lambda line: None), time.time() if now is None else now, fsync)
+        lock_fd = None
+        if not dry_run:
+            lock_fd = _lock(lock_file) if lock_file else _lock(os.path.join(root, PRUNE_LOCK), root_fd)
+        try:
+            _prune_locked(root, root_fd, result, keep_last, keep_every, keep, threshold, tmp_grace, validate,
+                          dry_run, log or (lambda line: None), time.time() if now is None else now, fsync)
+        finally:
+            if lock_fd is not None:
+                os.close(lock_fd)  # releases the flock; the file stays (removing it would race)
     finally:
-        if lock_fd is not None:
-            os.close(lock_fd)  # releases the flock; the file stays (removing it would race)
+        os.close(root_fd)
     return result
 
 
-def _prune_locked(root: str, result: PruneResult, keep_last: int, keep_every: int, keep: List[str],
+def _prune_locked(root: str, root_fd: int, result: PruneResult, keep_last: int, keep_every: int, keep: List[str],
                   threshold: Optional[Tuple[str, float]], tmp_grace: Optional[float], validate: str, dry_run: bool,
                   log: Callable[[str], None], now: float, fsync: bool) -> None:
     report = inspect(root, validate, list_all=True)
@@ -394,7 +443,7 @@ def _prune_locked(root: str, result: PruneResult, keep_last: int, keep_every: in
     total: Optional[int] = None
     if threshold is not None or not dry_run:
         try:
-            free, total = _free_space(root)
+            free, total = _free_space(root_fd)
         except OSError as exc:
             if threshold is not None:
                 raise CheckpointError("cannot read the free space of %s: %s" % (root, exc))
@@ -408,20 +457,29 @@ def _prune_locked(root: str, result: PruneResult, keep_last: int, keep_every: in
         measured = free
         if not dry_run:
             try:
-                measured = _free_space(root)[0]
+                measured = _free_space(root_fd)[0]
             except OSError:
                 pass
         return max(measured or 0, (free or 0) + freed) >= (result.min_free_bytes or 0)
+
+    def still_opened() -> bool:
+        """Whether ``root`` still leads to the folder opened (the one scanned, unless it was swapped
+        during the scan and back); sets the error that stops the run when not."""
+        if result.error is None and not names_folder(root, root_fd):
+            result.error = ("%s no longer leads to the folder this prune opened (renamed, replaced, or a "
+                            "symlink on its path now); the plan may be another folder's" % root)
+            log("error: %s; stopped, nothing more deleted" % result.error)
+        return result.error is None
 
     # Delete: stale temporaries, then checkpoints oldest first.
     gone: Set[str] = set()
     freed = 0
     verb = "would delete" if dry_run else "deleted"
     for name, entry, why in stale:
-        if result.error is None:
+        if still_opened():
             try:
                 if not dry_run:
-                    _remove_tree(entry)
+                    _remove_tree(root_fd, name)
             except OSError as exc:
                 if exc.errno != errno.ENOENT:
                     result.error = "cannot delete %s: %s" % (entry, exc)
@@ -446,9 +504,12 @@ def _prune_locked(root: str, result: PruneResult, keep_last: int, keep_every: in
             result.error = "internal error: refusing to delete %s (not older than the newest valid)" % ckpt.name
             reasons[ckpt.name] = result.error
             continue
+        if not still_opened():
+            reasons[ckpt.name] = "not reached: the run stopped (%s)" % result.error
+            continue
         try:
             if not dry_run:
-                _delete_checkpoint(root, ckpt)
+                _delete_checkpoint(root_fd, ckpt)
         except OSError as exc:
             result.error = "cannot delete %s: %s" % (ckpt.path, exc)
             reasons[ckpt.name] = "deletion failed: %s" % exc
@@ -462,7 +523,7 @@ def _prune_locked(root: str, result: PruneResult, keep_last: int, keep_every: in
                                          result.deleted[-1]["reason"]))
     if gone and fsync and not dry_run:
         try:
-            _fsync_dir(root)
+            os.fsync(root_fd)
         except OSError:  # pragma: no cover - the deletions are done; durability is best effort here
             pass
     for ckpt in candidates:
@@ -471,18 +532,23 @@ def _prune_locked(root: str, result: PruneResult, keep_last: int, keep_every: in
     result.after = [name for name in result.before if name not in gone]
     if not dry_run:
         try:
-            result.free_after = _free_space(root)[0]
+            result.free_after = _free_space(root_fd)[0]
         except OSError:  # pragma: no cover
             pass
 
 
-def _delete_checkpoint(root: str, ckpt: Checkpoint) -> None:
-    """Rename ``ckpt`` to ``tmp-deleting-<name>`` (atomic: no reader chooses it any more), then remove it."""
-    st = os.lstat(ckpt.path)
+def _delete_checkpoint(root_fd: int, ckpt: Checkpoint) -> None:
+    """Rename ``ckpt`` to ``tmp-deleting-<name>`` (atomic: no reader chooses it any more), then remove
+    it; both in the run folder open as ``root_fd``, by name."""
+    st = os.stat(ckpt.name, dir_fd=root_fd, follow_symlinks=False)
     if stat.S_ISLNK(st.st_mode):
         raise OSError(errno.ELOOP, "became a symlink; not deleted", ckpt.path)
-    doomed = os.path.join(root, DELETING_PREFIX + ckpt.name)
-    if os.path.lexists(doomed):
-        _remove_tree(doomed)
-    os.rename(ckpt.path, doomed)
-    _remove_tree(doomed)
+    doomed = DELETING_PREFIX + ckpt.name
+    try:
+        os.stat(doomed, dir_fd=root_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        pass
+    else:
+        _remove_tree(root_fd, doomed)
+    os.rename(ckpt.name, doomed, src_dir_fd=root_fd, dst_dir_fd=root_fd)
+    _remove_tree(root_fd, doomed)

@@ -358,10 +358,9 @@ def test_rename_first_then_remove_and_log(tmp_path, monkeypatch):
     removed = []
     real_remove = ck.pruning._remove_tree
 
-    def remove(path):
-        name = os.path.basename(path)
+    def remove(dir_fd, name):  # by name, in the run folder's descriptor
         removed.append((name, os.path.exists(os.path.join(str(tmp_path), name[len(ck.DELETING_PREFIX):]))))
-        real_remove(path)
+        real_remove(dir_fd, name)
 
     monkeypatch.setattr(ck.pruning, "_remove_tree", remove)
     lines = []
