@@ -62,12 +62,20 @@ options:
     type: int
     default: 60
   owner:
-    description: The user the run's jobs run as (and are resubmitted as). Required for O(state=present).
+    description:
+      - The user the run's jobs run as (and are resubmitted as), a user of the target host. Required for
+        O(state=present). V(root) is refused (a job of root that resumes from a folder users can write would
+        run their code as root); so is a user the host does not know.
+      - Remediation reads the run's folders as this user, and acts on the entry only while C(run.json) and
+        its folder are owned by root or the user remediation runs as, and not writable by the group or others
+        (see C(docs/security.md)). This module writes them so.
     type: str
   launcher:
     description:
       - The sbatch launcher remediation submits again (absolute path). Default
         C(<registry>/<name>/launcher.sbatch).
+      - Remediation submits it only while it is a regular file (not a symlink) owned by root, the operator or
+        O(owner), in a folder owned by one of them, neither writable by the group or others.
     type: path
   checkpoint_dir:
     description: The run's checkpoint folder (absolute path). Required for O(state=present).
@@ -214,6 +222,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._training_remedia
     RUN_NAME,
     RegistryError,
     RegistryLock,
+    owner_uid,
     remove_run,
     run_document,
     validate_run,
@@ -303,6 +312,7 @@ def main():
             spec[field] = params[field]
         try:
             after = run_document(validate_run(spec, folder))
+            owner_uid(params["owner"], folder)
         except RegistryError as exc:
             module.fail_json(msg=str(exc), **result)
         result.update(run=after, changed=before != after)

@@ -13,16 +13,18 @@ trainer's ``faulthandler`` dump, in the job's log, whose tail is then copied).
 
 from __future__ import annotations
 
-import glob
+import errno
 import os
 import re
 import time
 
+from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.fsutil import open_regular
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import expand_hostlist
+from ansible_collections.clusterops.slurm.plugins.module_utils._privsep import PrivsepError
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import SlurmCommandError
 
 try:
-    from typing import Dict, List  # noqa: F401 pylint: disable=unused-import
+    from typing import Dict, List, Optional  # noqa: F401 pylint: disable=unused-import
 except ImportError:  # pragma: no cover
     pass
 
@@ -79,13 +81,83 @@ def group_by_task(text):
     return "\n".join(other + [line for task in sorted(tasks) for line in tasks[task]])
 
 
-def collect_evidence(module, cli, me, run, decision, now):
-    """Save the hung job's stacks next to the run's logs; the file's path (never raises for a
-    failed collection: the evidence file then says why)."""
+#: The tail of each job log copied into the evidence file when py-spy or srun failed, in bytes.
+LOG_TAIL_BYTES = 64 << 10
+
+
+def _log_tails(log_dir: str, prefix: str) -> str:
+    """The tails of the job's logs ``<log_dir>/<prefix>*`` (run as the owner): regular files only,
+    never through a symlink, never a FIFO (``fsutil.open_regular``), each its last
+    :data:`LOG_TAIL_BYTES` bytes."""
+    text = ""
+    try:
+        names = sorted(n for n in os.listdir(log_dir) if n.startswith(prefix))
+    except OSError:
+        return text
+    for name in names:
+        path = os.path.join(log_dir, name)
+        try:
+            fd, st = open_regular(path)
+        except OSError:
+            continue
+        try:
+            os.lseek(fd, max(0, st.st_size - LOG_TAIL_BYTES), os.SEEK_SET)
+            tail = os.read(fd, LOG_TAIL_BYTES).decode("utf-8", "replace")
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        text += "\n=== tail of %s\n%s" % (path, tail)
+    return text
+
+
+def write_evidence(folder: str, name: str, text: str, log_dir: Optional[str], log_prefix: Optional[str]) -> str:
+    """Write the evidence file ``<folder>/<name>`` (run as the run's owner, ``runner.owner_call``):
+    ``text``, then, when ``log_dir`` is given, the tails of its logs ``<log_prefix>*``. Returns its path.
+
+    The file is new: created ``O_CREAT | O_EXCL | O_NOFOLLOW`` relative to the folder opened
+    ``O_DIRECTORY | O_NOFOLLOW`` (a name taken already, a symlink or a hard link planted there is
+    never written through: the next free name ``<name>.1`` ... is used), then ``fchmod`` 0644.
+
+    Raises:
+        OSError: the folder cannot be opened, or ten names are taken.
+    """
+    if log_dir:
+        text += _log_tails(log_dir, log_prefix or "")
+    dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        for attempt in range(10):
+            candidate = name if attempt == 0 else "%s.%d" % (name, attempt)
+            try:
+                fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                             0o644, dir_fd=dir_fd)
+            except OSError as exc:
+                if exc.errno == errno.EEXIST:
+                    continue
+                raise
+            try:
+                os.fchmod(fd, 0o644)
+                data = memoryview((text + "\n").encode("utf-8", "replace"))
+                while data:
+                    data = data[os.write(fd, data):]
+            finally:
+                os.close(fd)
+            return os.path.join(folder, candidate)
+    finally:
+        os.close(dir_fd)
+    raise OSError(errno.EEXIST, "ten evidence file names are taken", os.path.join(folder, name))
+
+
+def collect_evidence(module, cli, me, run, decision, now, owner_call):
+    """Save the hung job's stacks next to the run's logs; the file's path, or None when it could not
+    be written (a warning says why; never raises for a failed collection: the file then says why).
+
+    ``srun`` runs as the owner (``cli.as_user``); the file is written and the logs are read as the
+    owner too (``owner_call(run, write_evidence, ...)``): nothing the owner left in their folders
+    makes root write or read a file the owner could not."""
     last = decision["last_job"]
     folder = run.get("log_dir") or run.get("workdir") or run["checkpoint_dir"]
-    path = os.path.join(folder, "hang-%s-%s.txt" % (last["job_id_raw"], time.strftime(
-        "%Y%m%dT%H%M%SZ", time.gmtime(now))))
+    name = "hang-%s-%s.txt" % (last["job_id_raw"], time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now)))
     owner = run["owner"]
     runner = cli if owner == me else cli.as_user(owner)
     args = decision["evidence_command"][1:]
@@ -99,23 +171,14 @@ def collect_evidence(module, cli, me, run, decision, now):
         rc = None
         lines += ["# %s" % exc, group_by_task(exc.stdout or ""), group_by_task(exc.stderr or "")]
     text = "\n".join(lines)
-    if "py-spy failed" in text or rc != 0:
+    tails = "py-spy failed" in text or rc != 0
+    if tails:
         # The faulthandler dumps land in the job's logs: wait for them, then copy their tails.
         time.sleep(3)
-        for log in sorted(glob.glob(os.path.join(run.get("log_dir") or folder, "%s-%s*" % (
-                run["name"], last["job_id_raw"])))):
-            try:
-                with open(log, "rb") as handle:
-                    handle.seek(max(0, os.path.getsize(log) - 64 * 1024))
-                    tail = handle.read().decode("utf-8", "replace")
-            except (OSError, IOError):
-                continue
-            text += "\n=== tail of %s\n%s" % (log, tail)
     try:
-        with open(path, "w") as handle:
-            handle.write(text + "\n")
-        os.chmod(path, 0o644)
-    except (OSError, IOError) as exc:
-        module.warn("cannot write the hang evidence %s: %s" % (path, exc))
+        return owner_call(run, write_evidence, folder, name, text,
+                          (run.get("log_dir") or folder) if tails else None,
+                          "%s-%s" % (run["name"], last["job_id_raw"]))
+    except PrivsepError as exc:
+        module.warn("cannot write the hang evidence into %s as %s: %s" % (folder, owner, exc))
         return None
-    return path

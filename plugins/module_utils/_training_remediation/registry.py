@@ -39,16 +39,21 @@ The entries are made by ``policy.record_*``.
 from __future__ import annotations
 
 import errno
-import json
 import os
+import pwd
 import re
 import shutil
+import stat
 import time
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import LEVELS, compile_name_template
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.fsutil import (
+    MAX_STATE_BYTES,
     atomic_write_json,
+    load_json_bounded,
     open_lock_file,
+    open_regular,
+    parse_json_bytes,
     try_flock,
 )
 
@@ -67,6 +72,9 @@ LOCK_FILE = ".remediate.lock"
 RUN_FORMAT = "clusterops.training_run"
 STATE_FORMAT = "clusterops.training_state"
 FORMAT_VERSION = 1
+
+#: The most ``state.json`` may hold, in bytes (it grows by one entry per resubmission or hang).
+STATE_MAX_BYTES = 16 << 20
 
 RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -173,37 +181,132 @@ def run_document(run: Dict[str, Any]) -> Dict[str, Any]:
     return doc
 
 
-def _read_json(path: str, limit: int) -> Any:
-    with open(path, "rb") as handle:
-        return json.loads(handle.read(limit).decode("utf-8"))
+#: Write bits for the group and for others: a file or folder with one of them can be changed by
+#: users other than its owner.
+_WRITABLE_BY_OTHERS = stat.S_IWGRP | stat.S_IWOTH
 
 
-def read_run(folder: str) -> Dict[str, Any]:
-    """The validated run of one registry folder (:func:`validate_run`).
+def _writable_by_others(st: os.stat_result) -> bool:
+    return bool(st.st_mode & _WRITABLE_BY_OTHERS)
+
+
+def owner_uid(owner: str, folder: str) -> int:
+    """The uid of a run's ``owner``: a user of this host other than root.
 
     Raises:
-        RegistryError: ``run.json`` is missing, unreadable, not JSON or not valid.
+        RegistryError: no such user, or root (a job of root that resumes from a folder users can
+            write runs their code as root): the message starts with ``folder``.
+    """
+    try:
+        uid = pwd.getpwnam(owner).pw_uid
+    except KeyError:
+        raise RegistryError("%s: owner %s is no user on this host" % (folder, owner))
+    if uid == 0:
+        raise RegistryError("%s: owner %s is root: training runs as root are refused (a job of root "
+                            "resumes from a folder users can write); register the run as its user"
+                            % (folder, owner))
+    return uid
+
+
+def check_trust(run: Dict[str, Any], folder: str, entry: os.stat_result, folder_st: os.stat_result,
+                trusted: Tuple[int, ...]) -> None:
+    """Whether ``run`` (read from ``<folder>/run.json``, whose ``fstat`` is ``entry``; ``folder_st``
+    the folder's ``lstat``) may be acted on, and as whom: its ``owner``.
+
+    ``trusted`` are the uids whose entries speak for anyone (root and the user remediation runs
+    as: the operator). An entry is bound to its ``owner`` when ``run.json`` and its folder are
+    owned by a trusted uid (the module ``training_run`` wrote it), or, in a registry users may
+    write, when ``run.json`` is owned by the ``owner`` itself (and the folder by a trusted uid or
+    the owner): nobody can name another user as ``owner``. Neither ``run.json`` nor its folder
+    may be writable by the group or others. The ``launcher`` (submitted as the owner) must be a
+    regular file, not a symlink, owned by a trusted uid or the owner, in a folder owned by one of
+    them, neither of them writable by the group or others: no one else can change what the
+    owner's job runs.
+
+    Raises:
+        RegistryError: ``owner`` is root or no user here (:func:`owner_uid`); any rule above
+            broken. The message names the file.
+    """
+    uid = owner_uid(run["owner"], folder)
+    spec_path = os.path.join(folder, RUN_FILE)
+    for what, st in ((spec_path, entry), (folder, folder_st)):
+        if _writable_by_others(st):
+            raise RegistryError("%s is writable by its group or others (mode %04o): anyone could change "
+                                "the run; chmod go-w it" % (what, stat.S_IMODE(st.st_mode)))
+    if entry.st_uid in trusted and folder_st.st_uid in trusted:
+        pass
+    elif entry.st_uid == uid and folder_st.st_uid in trusted + (uid,):
+        pass
+    else:
+        raise RegistryError("%s is owned by uid %d (folder uid %d): only root, the operator (uid %s) or "
+                            "the run's owner %s (uid %d) may register it" % (
+                                spec_path, entry.st_uid, folder_st.st_uid,
+                                "/".join(str(t) for t in trusted), run["owner"], uid))
+    launcher = run["launcher"]
+    allowed = trusted + (uid,)
+    for what, follow in ((launcher, False), (os.path.dirname(launcher), True)):
+        try:
+            st = os.stat(what) if follow else os.lstat(what)
+        except OSError as exc:
+            raise RegistryError("%s: launcher %s: %s" % (folder, what, exc.strerror or exc))
+        if what == launcher and not stat.S_ISREG(st.st_mode):
+            raise RegistryError("%s: launcher %s is not a regular file (a symlink is refused)" % (folder, launcher))
+        if st.st_uid not in allowed or _writable_by_others(st):
+            raise RegistryError("%s: launcher %s: %s is owned by uid %d with mode %04o: only root, the "
+                                "operator or %s may own it and no one else may write it" % (
+                                    folder, launcher, what, st.st_uid, stat.S_IMODE(st.st_mode), run["owner"]))
+
+
+def trusted_uids() -> Tuple[int, ...]:
+    """The uids whose registry entries are trusted: root and the user this process runs as."""
+    return tuple(sorted(set((0, os.geteuid()))))
+
+
+def read_run(folder: str, trusted: Optional[Tuple[int, ...]] = None) -> Dict[str, Any]:
+    """The validated run of one registry folder (:func:`validate_run`), bound to its owner
+    (:func:`check_trust` with ``trusted``, default :func:`trusted_uids`).
+
+    ``run.json`` is read with ``_checkpoint.fsutil.load_json_bounded``: never through a symlink,
+    never a FIFO or device, at most ``MAX_STATE_BYTES`` (1 MiB), nesting that the parser cannot
+    take is bad JSON.
+
+    Raises:
+        RegistryError: ``run.json`` is missing, unreadable, not a regular file, too large, not JSON,
+            not valid, or not bound to its owner.
     """
     spec_path = os.path.join(folder, RUN_FILE)
     try:
-        spec = _read_json(spec_path, 1 << 20)
+        fd, entry = open_regular(spec_path)
+        try:
+            data = os.read(fd, MAX_STATE_BYTES + 1)
+        finally:
+            os.close(fd)
+        folder_st = os.lstat(folder)
     except (OSError, IOError) as exc:
         raise RegistryError("%s: %s" % (spec_path, exc.strerror or exc))
+    if len(data) > MAX_STATE_BYTES or entry.st_size > MAX_STATE_BYTES:
+        raise RegistryError("%s is larger than %d bytes" % (spec_path, MAX_STATE_BYTES))
+    try:
+        spec = parse_json_bytes(data)
     except ValueError as exc:
         raise RegistryError("%s is not valid JSON: %s" % (spec_path, exc))
-    return validate_run(spec, folder)
+    run = validate_run(spec, folder)
+    check_trust(run, folder, entry, folder_st, trusted_uids() if trusted is None else trusted)
+    return run
 
 
 def read_registry(path: str, names: Optional[List[str]] = None) -> Tuple[List[Dict[str, Any]], List[Dict[str, str]]]:
     """Every run of the registry folder ``path``: ``(runs, errors)``, runs sorted by name.
 
-    A run whose ``run.json`` is unreadable or wrong is not returned; it is an error entry
-    ``{"name", "error"}`` so that one bad entry never hides the other runs. ``names`` keeps only
+    A run whose ``run.json`` is unreadable, wrong or not bound to its owner (:func:`read_run`) is
+    not returned; it is an error entry ``{"name", "error"}`` so that one bad entry never hides the
+    other runs. ``names`` keeps only
     these runs (a name not in the registry is an error entry). A missing registry folder is no
     run at all (nothing registered yet).
 
     Raises:
-        RegistryError: ``path`` exists but is not a readable folder.
+        RegistryError: ``path`` exists but is not a readable folder, or it is writable by its
+            group or others without the sticky bit (anyone could swap any entry).
     """
     runs: List[Dict[str, Any]] = []
     errors: List[Dict[str, str]] = []
@@ -211,9 +314,15 @@ def read_registry(path: str, names: Optional[List[str]] = None) -> Tuple[List[Di
         entries: List[str] = []
     else:
         try:
+            st = os.stat(path)
             entries = sorted(os.listdir(path))
         except OSError as exc:
             raise RegistryError("cannot list the run registry %s: %s" % (path, exc.strerror))
+        if _writable_by_others(st) and not st.st_mode & stat.S_ISVTX:
+            raise RegistryError("the run registry %s is writable by its group or others without the sticky bit "
+                                "(mode %04o): anyone could replace any run's entry; chmod go-w (or +t) it"
+                                % (path, stat.S_IMODE(st.st_mode)))
+    trusted = trusted_uids()
     wanted = set(names) if names else None
     for entry in entries:
         folder = os.path.join(path, entry)
@@ -222,7 +331,7 @@ def read_registry(path: str, names: Optional[List[str]] = None) -> Tuple[List[Di
         if wanted is not None and entry not in wanted:
             continue
         try:
-            runs.append(read_run(folder))
+            runs.append(read_run(folder, trusted))
         except RegistryError as exc:
             errors.append({"name": entry, "error": str(exc)})
     if wanted is not None:
@@ -247,7 +356,7 @@ def read_state(run_folder: str) -> Dict[str, Any]:
     """
     path = os.path.join(run_folder, STATE_FILE)
     try:
-        data = _read_json(path, 16 << 20)
+        data = load_json_bounded(path, STATE_MAX_BYTES)
     except (OSError, IOError) as exc:
         if getattr(exc, "errno", None) == errno.ENOENT:
             return empty_state()
@@ -255,12 +364,59 @@ def read_state(run_folder: str) -> Dict[str, Any]:
     except ValueError as exc:
         raise RegistryError("%s is not valid JSON (%s); fix or remove it to reset the run's budget"
                             % (path, exc))
-    if not isinstance(data, dict) or data.get("format") != STATE_FORMAT \
-            or not isinstance(data.get("resubmissions"), list):
-        raise RegistryError("%s is not a clusterops.training_state file" % path)
+    problem = state_problem(data)
+    if problem:
+        raise RegistryError("%s is not a clusterops.training_state file: %s; fix or remove it to reset the "
+                            "run's budget" % (path, problem))
     state = empty_state()
     state.update(data)
     return state
+
+
+def _number_or_none(value: Any) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def _job_id(value: Any) -> bool:
+    return value is None or _is_int(value) or (isinstance(value, str) and len(value) < 64)
+
+
+#: The fields of each list entry of ``state.json`` and what each must be (None allowed everywhere:
+#: older writers left some out).
+_STATE_ENTRY_FIELDS = {
+    "resubmissions": {"time": _number_or_none, "job_id": _job_id, "after_job": _job_id,
+                      "step": _number_or_none, "hang_step": _number_or_none},
+    "hang_cancels": {"time": _number_or_none, "job_id": _job_id, "step": _number_or_none,
+                     "idle": _number_or_none},
+}
+
+
+def state_problem(data: Any) -> Optional[str]:
+    """Why ``data`` (a parsed ``state.json``) is not a state this reader can act on, or None.
+
+    The shape the policy reads: a JSON object of format ``clusterops.training_state``;
+    ``resubmissions`` and ``hang_cancels`` lists of objects whose ids, times and steps are numbers
+    or ids (:data:`_STATE_ENTRY_FIELDS`); ``stopped`` null or an object.
+    """
+    if not isinstance(data, dict):
+        return "not a JSON object"
+    if data.get("format") != STATE_FORMAT:
+        return "format is %r" % (data.get("format"),)
+    if not isinstance(data.get("resubmissions"), list):
+        return "resubmissions is not a list"
+    if data.get("stopped") is not None and not isinstance(data.get("stopped"), dict):
+        return "stopped is neither null nor an object"
+    for field, checks in _STATE_ENTRY_FIELDS.items():
+        entries = data.get(field) or []
+        if not isinstance(entries, list):
+            return "%s is not a list" % field
+        for index, item in enumerate(entries):
+            if not isinstance(item, dict):
+                return "%s[%d] is not an object" % (field, index)
+            for key, check in checks.items():
+                if not check(item.get(key)):
+                    return "%s[%d].%s is %r" % (field, index, key, item.get(key))
+    return None
 
 
 def write_state(run_folder: str, state: Dict[str, Any]) -> None:

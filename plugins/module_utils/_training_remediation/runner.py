@@ -14,16 +14,17 @@ the whole task, run by ``_slurm_cli.run_module`` (one failure path with every mo
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import CheckpointError, inspect
+from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.fsutil import load_json_bounded
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._job_actions import SubmitError, submit
 from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import parse_time_option, read_jobs
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_actions import apply_node_changes
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import read_nodes
+from ansible_collections.clusterops.slurm.plugins.module_utils._privsep import PrivsepError, call_as
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
     SlurmAnswerError,
     SlurmCommandError,
@@ -69,6 +70,19 @@ except ImportError:  # pragma: no cover
 # What a run's folders say (file system)
 # ---------------------------------------------------------------------------------------------
 
+def real_path_problem(path: Optional[str], what: str) -> Optional[str]:
+    """Why ``path`` (absolute, from the registry) is refused as a run folder, or None: its real path
+    (every symlink resolved) is not the path itself. A run folder or a folder above it replaced by a
+    symlink would make remediation read (and the hang evidence land) somewhere the registry does
+    not name."""
+    if not path:
+        return None
+    real = os.path.realpath(path)
+    if real != os.path.normpath(path):
+        return "%s %s resolves to %s (a symlink on the way): refused; register the real path" % (what, path, real)
+    return None
+
+
 def checkpoint_status(checkpoint_dir: str, validate: str, name_template: Optional[str] = None) -> Dict[str, Any]:
     """What the run folder says (the checkpoint library's ``inspect``): finished, and the newest
     valid checkpoint at level ``validate`` (``name_template``: the run's Lightning filename template).
@@ -82,6 +96,10 @@ def checkpoint_status(checkpoint_dir: str, validate: str, name_template: Optiona
     """
     result: Dict[str, Any] = {"finished": False, "status": "none", "step": None, "checkpoint": None,
                               "detail": "", "warnings": []}
+    problem = real_path_problem(checkpoint_dir, "checkpoint_dir")
+    if problem:
+        result.update(status="error", detail=problem)
+        return result
     if not os.path.exists(checkpoint_dir):
         result.update(status="missing", detail="%s does not exist yet" % checkpoint_dir)
         return result
@@ -133,11 +151,11 @@ def read_progress(run: Dict[str, Any], job_id_raw: Optional[Any] = None) -> Dict
         if path:
             out["time"] = _mtime(path)
             try:
-                with open(path, "rb") as handle:
-                    step = json.loads(handle.read(4096).decode("utf-8")).get("step")
+                beat = load_json_bounded(path, HEARTBEAT_MAX_BYTES, follow=True)
+                step = beat.get("step") if isinstance(beat, dict) else None
                 if isinstance(step, int) and not isinstance(step, bool):
                     out["step"] = step
-            except (OSError, IOError, ValueError, AttributeError):
+            except (OSError, IOError, ValueError):
                 pass
         return out
     if source == "checkpoint":
@@ -158,6 +176,46 @@ def read_progress(run: Dict[str, Any], job_id_raw: Optional[Any] = None) -> Dict
     times = [t for t in (_mtime(p) for p in paths) if t is not None]
     out["time"] = max(times) if times else None
     return out
+
+
+#: The most a heartbeat file may hold, in bytes (``{"step", "time"}``); a larger one gives no step.
+HEARTBEAT_MAX_BYTES = 64 << 10
+
+
+def read_folders(run: Dict[str, Any], job_id_raw: Optional[Any], progress: bool = True) -> Dict[str, Any]:
+    """What the run's own folders say, read as the run's owner (:func:`owner_call`):
+    ``{"ckpt": checkpoint_status(...), "progress": read_progress(...) | None}``. A log folder or
+    heartbeat folder that resolves elsewhere (:func:`real_path_problem`) gives no progress."""
+    out: Dict[str, Any] = {"ckpt": checkpoint_status(run["checkpoint_dir"], run["checkpoint_validate"],
+                                                     run.get("checkpoint_name_template")), "progress": None}
+    if progress:
+        beat = run.get("heartbeat_file")
+        problem = real_path_problem(run.get("log_dir"), "log_dir") or real_path_problem(
+            os.path.dirname(beat) if beat else None, "the folder of heartbeat_file")
+        if problem:
+            raise ValueError(problem)
+        out["progress"] = read_progress(run, job_id_raw)
+    return out
+
+
+def owner_call(run: Dict[str, Any], func, *args: Any) -> Any:
+    """``func(*args)`` as the run's owner (``_privsep.call_as``: a forked child with the owner's
+    uid, gid and groups, killed after ``_privsep.DEFAULT_TIMEOUT`` s): every read and write in
+    the run's folders (checkpoints, heartbeat, logs, hang evidence) goes through here, so a link,
+    FIFO or swapped folder the owner left there gets no more than the owner's own rights.
+
+    Raises:
+        PrivsepError: the call failed, raised or timed out (the message says which).
+    """
+    return call_as(run["owner"], func, *args)
+
+
+def folders_or_failure(run: Dict[str, Any], job_id_raw: Optional[Any], progress: bool = True) -> Dict[str, Any]:
+    """:func:`read_folders` as the owner; on failure ``{"error": reason}`` instead (never raises)."""
+    try:
+        return owner_call(run, read_folders, run, job_id_raw, progress)
+    except PrivsepError as exc:
+        return {"error": "cannot read the run's folders as %s: %s" % (run["owner"], exc)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -200,7 +258,7 @@ def cancel_hung(module, cli, me, run, decision, state, start):
     if module.check_mode:
         return
     now = time.time()
-    decision["evidence"] = collect_evidence(module, cli, me, run, decision, now)
+    decision["evidence"] = collect_evidence(module, cli, me, run, decision, now, owner_call)
     state = record_hang_cancel(state, decision, now, decision["evidence"])
     write_state(run["folder"], state)
     decision["changed"] = True
@@ -219,8 +277,11 @@ def cancel_hung(module, cli, me, run, decision, state, start):
             return
         time.sleep(2)
     jobs, dummy = read_jobs(cli, names=[run["name"]], users=[run["owner"]], start=start)
-    ckpt = checkpoint_status(run["checkpoint_dir"], run["checkpoint_validate"],
-                             run.get("checkpoint_name_template"))
+    folders = folders_or_failure(run, None, progress=False)
+    if "error" in folders:
+        decision.update(needs_human=True, error=folders["error"])
+        return
+    ckpt = folders["ckpt"]
     then = decide(run, jobs, ckpt, state)
     then.update(job_id=None, command=None, error=None, warnings=ckpt["warnings"], changed=False)
     if then["action"] == RESUBMIT:
@@ -299,23 +360,39 @@ def _decide_all(cli, runs, start):
     planned = []
     before = {}
     for run in runs:
-        ckpt = checkpoint_status(run["checkpoint_dir"], run["checkpoint_validate"],
-                                 run.get("checkpoint_name_template"))
-        mine = run_jobs(run, jobs)
-        progress = read_progress(run, mine[-1]["job_id_raw"] if mine else None)
-        state: Optional[Dict[str, Any]] = None
         try:
-            state = read_state(run["folder"])
-        except RegistryError as exc:
-            decision = decide(run, jobs, ckpt, {"resubmissions": []})
-            decision.update(action="none", needs_human=True, status="ended", reason=str(exc))
-        if state is not None:
-            decision = decide(run, jobs, ckpt, state, progress, time.time())
-        decision.update(job_id=None, command=None, error=None, warnings=ckpt["warnings"], changed=False,
-                        suspects=[], exclude=None)
+            decision, state = _decide_one(run, jobs)
+        except Exception as exc:  # pylint: disable=broad-except; one run's fault is reported for that run
+            decision, state = _unusable(run, jobs, "cannot decide: %s: %s" % (type(exc).__name__, exc)), None
+        decision.update(job_id=None, command=None, error=None, changed=False, suspects=[], exclude=None)
+        decision.setdefault("warnings", [])
         before[run["name"]] = brief(decision)
         planned.append((run, decision, state))
     return planned, jobs, before
+
+
+def _unusable(run, jobs, reason):
+    """The decision for a run that cannot be decided: nothing is done, a human looks."""
+    decision = decide(run, jobs, {"status": "error"}, {"resubmissions": []})
+    decision.update(action="none", needs_human=True, status="ended", reason=reason, warnings=[])
+    return decision
+
+
+def _decide_one(run, jobs):
+    """``(decision, state)`` of one run: its folders read as its owner, its state, the policy.
+    ``state`` None: the run is reported, never acted on (its folders or state could not be read)."""
+    mine = run_jobs(run, jobs)
+    folders = folders_or_failure(run, mine[-1]["job_id_raw"] if mine else None)
+    if "error" in folders:
+        return _unusable(run, jobs, folders["error"]), None
+    ckpt = folders["ckpt"]
+    try:
+        state = read_state(run["folder"])
+    except RegistryError as exc:
+        return _unusable(run, jobs, str(exc)), None
+    decision = decide(run, jobs, ckpt, state, folders["progress"], time.time())
+    decision["warnings"] = ckpt["warnings"]
+    return decision, state
 
 
 def _act(module, cli, me, run, decision, state, jobs, start):
@@ -382,7 +459,13 @@ def restart(module, cli):
         result.update(suspect_nodes(module, cli, planned, jobs))
         me = effective_user()
         for run, decision, state in planned:
-            diff["after"][run["name"]] = _act(module, cli, me, run, decision, state, jobs, start)
+            try:
+                diff["after"][run["name"]] = _act(module, cli, me, run, decision, state, jobs, start)
+            except (SlurmCommandError, SlurmAnswerError):
+                raise   # Slurm itself failed: the whole task fails, as for any partial read
+            except Exception as exc:  # pylint: disable=broad-except; one run's fault stays that run's
+                decision.update(needs_human=True, error="%s: %s" % (type(exc).__name__, exc))
+                diff["after"][run["name"]] = "failed: %s" % decision["error"]
             result["runs"].append(decision)
     except SlurmCommandError as exc:
         raise TaskFailure(exc.msg, runs=result["runs"], **exc.result())

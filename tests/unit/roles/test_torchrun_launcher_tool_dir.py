@@ -18,6 +18,8 @@ import pytest
 import yaml
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+# The run's owner: not root, whom training_run refuses; as another user, that user.
+OWNER = "nobody" if os.geteuid() == 0 else getpass.getuser()
 PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 
 
@@ -31,7 +33,7 @@ def checkpoint_tool_line(tmp_path, play_vars):
     link = tmp_path / "collections" / "ansible_collections" / "clusterops" / "slurm"
     link.parent.mkdir(parents=True)
     link.symlink_to(REPO)
-    role_vars = {"torchrun_launcher_run_name": "llama", "torchrun_launcher_owner": getpass.getuser(),
+    role_vars = {"torchrun_launcher_run_name": "llama", "torchrun_launcher_owner": OWNER,
                  "torchrun_launcher_registry_dir": str(tmp_path / "runs"),
                  "torchrun_launcher_workdir": str(tmp_path / "work"),
                  "torchrun_launcher_checkpoint_dir": str(tmp_path / "ckpt"),

@@ -19,10 +19,20 @@ from ansible_collections.clusterops.slurm.tests.unit.plugins.module_utils.traini
 
 # ---- registry and state files ----------------------------------------------------------------------
 
+#: A user that exists on every Debian host and is not root: the owner of the runs written here.
+USER = "nobody"
+
+
 def write_run(reg, name, **kw):
+    """A registry entry as the module training_run writes it: run.json and the launcher, owned by the
+    process (root or the operator), mode 0644, folder 0755."""
     folder = reg / name
     folder.mkdir(parents=True)
+    (folder / "launcher.sbatch").write_text("#!/bin/bash\n")
+    kw = dict({"owner": USER, "launcher": str(folder / "launcher.sbatch")}, **kw)
     (folder / training_registry.RUN_FILE).write_text(json.dumps(run_spec(name=name, **kw)))
+    for path in (folder, folder / "launcher.sbatch", folder / training_registry.RUN_FILE):
+        os.chmod(str(path), 0o755 if path == folder else 0o644)
     return folder
 
 
@@ -121,3 +131,143 @@ def test_launcher_role_levels_and_name_template_match_the_library():
         "torchrun_launcher_checkpoint_name_template"]["default"] == ""
     # The role writes "" for no template: the registry reads it as none.
     assert run(checkpoint_name_template="")["checkpoint_name_template"] is None
+
+
+# ---- hostile entries: owner binding, file kinds, sizes, shapes ----------------------------------------
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
+
+
+def read_errors(reg):
+    runs, errors = training_registry.read_registry(str(reg))
+    return [r["name"] for r in runs], dict((e["name"], e["error"]) for e in errors)
+
+
+def test_an_entry_naming_root_or_an_unknown_user_is_refused(tmp_path):
+    reg = tmp_path / "runs"
+    write_run(reg, "good")
+    write_run(reg, "as-root", owner="root")
+    write_run(reg, "ghost", owner="no-such-user-here")
+    names, errors = read_errors(reg)
+    assert names == ["good"]
+    assert "owner root is root: training runs as root are refused" in errors["as-root"]
+    assert "owner no-such-user-here is no user on this host" in errors["ghost"]
+
+
+@pytest.mark.parametrize("what", ["run.json", "folder"])
+def test_an_entry_others_can_write_is_refused(tmp_path, what):
+    reg = tmp_path / "runs"
+    folder = write_run(reg, "a")
+    write_run(reg, "b")
+    os.chmod(str(folder / "run.json") if what == "run.json" else str(folder), 0o666 if what == "run.json" else 0o777)
+    names, errors = read_errors(reg)
+    assert names == ["b"] and "writable by its group or others" in errors["a"]
+
+
+@needs_root
+def test_a_user_written_entry_binds_its_writer_and_no_one_else(tmp_path):
+    """In a registry users may write (sticky, like /tmp), run.json owned by the user named as owner is
+    theirs; one that names another user (daemon) or root is refused: nobody submits as somebody else."""
+    reg = tmp_path / "runs"
+    reg.mkdir()
+    os.chmod(str(reg), 0o1777)
+    nobody = training_registry.pwd.getpwnam(USER).pw_uid
+    own = write_run(reg, "own")
+    other = write_run(reg, "other", owner="daemon")
+    for folder in (own, other):
+        for path in (folder, folder / "run.json"):
+            os.chown(str(path), nobody, -1)
+    names, errors = read_errors(reg)
+    assert names == ["own"]
+    assert "is owned by uid %d" % nobody in errors["other"] and "the run's owner daemon" in errors["other"]
+
+
+def test_a_registry_anyone_can_write_without_the_sticky_bit_is_refused_whole(tmp_path):
+    reg = tmp_path / "runs"
+    write_run(reg, "a")
+    os.chmod(str(reg), 0o777)
+    with pytest.raises(training_registry.RegistryError, match="without the sticky bit"):
+        training_registry.read_registry(str(reg))
+
+
+@pytest.mark.parametrize("attack", ["symlink", "missing", "folder-writable", "writable", "foreign"])
+def test_a_launcher_someone_else_controls_is_refused(tmp_path, attack):
+    if attack == "foreign" and os.geteuid() != 0:
+        pytest.skip("chown needs root")
+    reg = tmp_path / "runs"
+    folder = write_run(reg, "a")
+    write_run(reg, "b")
+    launcher = folder / "launcher.sbatch"
+    if attack == "symlink":
+        launcher.unlink()
+        launcher.symlink_to(tmp_path / "elsewhere.sbatch")
+        (tmp_path / "elsewhere.sbatch").write_text("#!/bin/bash\n")
+    elif attack == "missing":
+        launcher.unlink()
+    elif attack == "folder-writable":
+        shared = tmp_path / "shared"
+        shared.mkdir()
+        os.chmod(str(shared), 0o777)
+        (shared / "l.sbatch").write_text("#!/bin/bash\n")
+        (folder / "run.json").write_text(json.dumps(run_spec(name="a", owner=USER, launcher=str(shared / "l.sbatch"))))
+    elif attack == "writable":
+        os.chmod(str(launcher), 0o666)
+    else:
+        os.chown(str(launcher), training_registry.pwd.getpwnam("daemon").pw_uid, -1)
+    names, errors = read_errors(reg)
+    assert names == ["b"] and "launcher" in errors["a"]
+
+
+def test_a_hostile_run_json_is_one_error_and_the_others_are_read(tmp_path):
+    """A symlink to a file root may read, a FIFO (would block), a 2 MiB file, JSON nested 100,000 deep
+    (RecursionError), bytes that are not UTF-8: each is one error entry; the good run is read."""
+    reg = tmp_path / "runs"
+    write_run(reg, "good")
+    for name in ("link", "fifo", "huge", "nested", "binary"):
+        folder = write_run(reg, name)
+        spec = folder / "run.json"
+        spec.unlink()
+        if name == "link":
+            spec.symlink_to("/etc/passwd")
+        elif name == "fifo":
+            os.mkfifo(str(spec))
+        elif name == "huge":
+            spec.write_text(json.dumps(run_spec(name="huge", pad="x" * (2 << 20))))
+        elif name == "nested":
+            spec.write_bytes(b"[" * 100000 + b"]" * 100000)
+        else:
+            spec.write_bytes(b"\xff\xfe\x00{")
+    names, errors = read_errors(reg)
+    assert names == ["good"] and sorted(errors) == ["binary", "fifo", "huge", "link", "nested"]
+    assert "larger than" in errors["huge"] and "nested too deeply" in errors["nested"]
+    assert "not a regular file" in errors["fifo"]
+
+
+@pytest.mark.parametrize("content, problem", [
+    ({"resubmissions": ["x"]}, "resubmissions[0] is not an object"),
+    ({"resubmissions": [{"job_id": {"a": 1}}]}, "resubmissions[0].job_id"),
+    ({"resubmissions": [{"step": "40"}]}, "resubmissions[0].step is '40'"),
+    ({"resubmissions": [], "hang_cancels": {"a": 1}}, "hang_cancels is not a list"),
+    ({"resubmissions": [], "stopped": "yes"}, "stopped is neither null nor an object"),
+    ({"resubmissions": {}}, "resubmissions is not a list"),
+])
+def test_a_state_of_the_wrong_shape_is_refused_with_what_is_wrong(tmp_path, content, problem):
+    (tmp_path / training_registry.STATE_FILE).write_text(json.dumps(dict({"format": training_registry.STATE_FORMAT},
+                                                                         **content)))
+    with pytest.raises(training_registry.RegistryError) as err:
+        training_registry.read_state(str(tmp_path))
+    assert problem in str(err.value)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "nested", "symlink"])
+def test_a_hostile_state_file_is_an_error_never_a_block_or_a_crash(tmp_path, kind):
+    path = tmp_path / training_registry.STATE_FILE
+    if kind == "fifo":
+        os.mkfifo(str(path))
+    elif kind == "nested":
+        path.write_bytes(b'{"a":' * 100000)
+    else:
+        (tmp_path / "real").write_text(json.dumps(state(40)))
+        path.symlink_to(tmp_path / "real")
+    with pytest.raises(training_registry.RegistryError):
+        training_registry.read_state(str(tmp_path))

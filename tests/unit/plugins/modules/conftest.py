@@ -52,3 +52,16 @@ def run_module(monkeypatch, capsys):
         assert expected == [], "calls not made: %s" % (expected,)
         return result
     return run
+
+
+@pytest.fixture
+def owner_calls_in_place(monkeypatch):
+    """Training remediation as root whose runs belong to ``nobody``: sbatch gets the ``runuser -u
+    nobody --`` prefix as on a real controller, and the reads in the runs' folders run in their
+    forked child (``_privsep.call_as``) without the id change, so that they reach pytest's tmp_path
+    (mode 0700). The change of ids itself is tested in test_privsep.py and on the dev cluster."""
+    from ansible_collections.clusterops.slurm.plugins.module_utils import _privsep
+    from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import runner
+    monkeypatch.setattr(_privsep, "switch_user", lambda uid, gid, groups: None)
+    monkeypatch.setattr(runner, "effective_user", lambda: "root")
+    monkeypatch.setattr(runner.os, "geteuid", lambda: 0)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from ansible_collections.clusterops.slurm.plugins.module_utils import _jobs
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import registry as training_registry
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import runner
@@ -19,6 +21,11 @@ from ansible_collections.clusterops.slurm.plugins.modules import training_remedi
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "devcluster")
 RUN = "rec-node-fail-2n"
 HISTORY = "2026-11-01"
+#: The runs' owner: a user on every Debian host that is not root (remediation refuses runs of root).
+USER = "nobody"
+RUNUSER = ["/usr/bin/runuser", "-u", USER, "--"]
+
+pytestmark = pytest.mark.usefixtures("owner_calls_in_place")
 
 
 def recorded(name):
@@ -36,7 +43,7 @@ def squeue_call(user):
     return (["/usr/bin/squeue"] + _jobs.squeue_args(names=[RUN], users=[user]), 0, "", "")
 
 
-def registry(tmp_path, owner="root"):
+def registry(tmp_path, owner=USER):
     folder = tmp_path / "runs" / RUN
     folder.mkdir(parents=True)
     (folder / "launcher.sbatch").write_text("#!/bin/bash\n")
@@ -51,18 +58,23 @@ def args(reg, **kw):
     return dict({"registry": reg, "history": HISTORY, "retry_delay": 0}, **kw)
 
 
-SACCT = recorded("sacct_node_fail_requeued.txt")
+def as_user(text, user):
+    """Recorded sacct text (jobs of root) as if ``user`` had submitted them."""
+    return text.replace(_jobs.SEP + "root" + _jobs.SEP, _jobs.SEP + user + _jobs.SEP)
+
+
+SACCT = as_user(recorded("sacct_node_fail_requeued.txt"), USER)
 
 
 def test_check_mode_plans_the_resubmission_and_runs_only_sacct_and_squeue(run_module, tmp_path):
     reg, folder = registry(tmp_path)
     result = run_module(training_remediation, dict(args(reg), _ansible_check_mode=True, _ansible_diff=True),
-                        [sacct_call("root", SACCT), squeue_call("root")])
+                        [sacct_call(USER, SACCT), squeue_call(USER)])
     (run,) = result["runs"]
     assert result["changed"] is True and result["resubmitted"] == [RUN]
     assert (run["action"], run["status"], run["step"]) == ("resubmit", "failed", None)
     assert run["reason"] == "job 58 ended NODE_FAIL; resubmission 1 of 2, start from scratch (no checkpoint yet)"
-    assert run["command"] == ["/usr/bin/sbatch", str(folder / "launcher.sbatch")]
+    assert run["command"] == RUNUSER + ["/usr/bin/sbatch", str(folder / "launcher.sbatch")]
     assert not [c for c in result["commands"] if "sbatch" in c[0]]
     assert sorted(os.listdir(str(folder))) == ["launcher.sbatch", "run.json"]  # no state, no lock
     assert result["diff"]["before"][RUN] == "failed (job 58 NODE_FAIL)"
@@ -74,28 +86,26 @@ def test_resubmits_once_then_never_again_after_the_same_job(run_module, tmp_path
     reg, folder = registry(tmp_path)
     launcher = str(folder / "launcher.sbatch")
     result = run_module(training_remediation, args(reg), [
-        sacct_call("root", SACCT), squeue_call("root"),
-        (["/usr/bin/sbatch", launcher], 0, "Submitted batch job 99\n", "")])
+        sacct_call(USER, SACCT), squeue_call(USER),
+        (RUNUSER + ["/usr/bin/sbatch", launcher], 0, "Submitted batch job 99\n", "")])
     assert result["changed"] is True and result["runs"][0]["job_id"] == 99
     state = training_registry.read_state(str(folder))
     assert [(r["job_id"], r["after_job"], r["after_state"], r["step"]) for r in state["resubmissions"]] == [
         (99, 58, "NODE_FAIL", None)]
     # The next run still sees job 58 last (99 not visible yet): it must not submit again.
-    again = run_module(training_remediation, args(reg), [sacct_call("root", SACCT), squeue_call("root")])
+    again = run_module(training_remediation, args(reg), [sacct_call(USER, SACCT), squeue_call(USER)])
     (run,) = again["runs"]
     assert again["changed"] is False and (run["action"], run["status"]) == ("none", "lost")
     assert run["needs_human"] and again["needs_human"] == [{"run": RUN, "why": run["reason"]}]
     assert "was already resubmitted (as job 99)" in run["reason"]
 
 
-def test_submits_as_the_runs_owner(run_module, tmp_path, monkeypatch):
-    reg, folder = registry(tmp_path, owner="alice")
-    monkeypatch.setattr(runner, "effective_user", lambda: "root")
-    monkeypatch.setattr(runner.os, "geteuid", lambda: 0)
-    alices = SACCT.replace(_jobs.SEP + "root" + _jobs.SEP, _jobs.SEP + "alice" + _jobs.SEP)
+def test_submits_as_the_runs_owner(run_module, tmp_path):
+    reg, folder = registry(tmp_path, owner="daemon")
+    theirs = as_user(recorded("sacct_node_fail_requeued.txt"), "daemon")
     result = run_module(training_remediation, args(reg), [
-        sacct_call("alice", alices), squeue_call("alice"),
-        (["/usr/bin/runuser", "-u", "alice", "--", "/usr/bin/sbatch", str(folder / "launcher.sbatch")],
+        sacct_call("daemon", theirs), squeue_call("daemon"),
+        (["/usr/bin/runuser", "-u", "daemon", "--", "/usr/bin/sbatch", str(folder / "launcher.sbatch")],
          0, "Submitted batch job 100\n", "")])
     assert result["runs"][0]["job_id"] == 100 and result["resubmitted"] == [RUN]
 
@@ -117,7 +127,7 @@ def test_a_broken_registry_entry_is_reported_not_fatal(run_module, tmp_path):
     bad.mkdir()
     (bad / training_registry.RUN_FILE).write_text("{")
     result = run_module(training_remediation, dict(args(reg), _ansible_check_mode=True),
-                        [sacct_call("root", SACCT), squeue_call("root")])
+                        [sacct_call(USER, SACCT), squeue_call(USER)])
     assert [i["run"] for i in result["needs_human"]] == ["broken"] and result["resubmitted"] == [RUN]
     assert result["needs_human"][0]["why"].startswith("registry entry unusable: ")
     assert "run.json is not valid JSON" in result["needs_human"][0]["why"]
@@ -149,7 +159,7 @@ def _failed(run_module, reg, calls, expect):
 
 def test_slurmdbd_down_fails_and_resubmits_nothing(run_module, tmp_path):
     reg, folder = registry(tmp_path)
-    sacct = sacct_call("root", "")
+    sacct = sacct_call(USER, "")
     for rc in (1, 0):   # whatever sacct's exit status, an error on stderr is not "no jobs"
         _failed(run_module, reg, [(sacct[0], rc, "", SLURMDBD_DOWN)], "Connection refused")
     assert not os.path.exists(str(folder / training_registry.STATE_FILE))
@@ -158,16 +168,16 @@ def test_slurmdbd_down_fails_and_resubmits_nothing(run_module, tmp_path):
 def test_controller_unreachable_fails_and_resubmits_nothing(run_module, tmp_path):
     reg, folder = registry(tmp_path)
     rc, out, err = _captured("squeue_connect_failure.txt")     # recorded, rc 1
-    squeue = squeue_call("root")
-    _failed(run_module, reg, [sacct_call("root", SACCT), (squeue[0], rc, out, err)],
+    squeue = squeue_call(USER)
+    _failed(run_module, reg, [sacct_call(USER, SACCT), (squeue[0], rc, out, err)],
             "Unable to contact slurm controller")
     # the same words with rc 0
-    _failed(run_module, reg, [sacct_call("root", SACCT), (squeue[0], 0, "", err)],
+    _failed(run_module, reg, [sacct_call(USER, SACCT), (squeue[0], 0, "", err)],
             "Unable to contact slurm controller")
     assert not os.path.exists(str(folder / training_registry.STATE_FILE))
 
 
 def test_accounting_cut_short_fails_and_resubmits_nothing(run_module, tmp_path):
     reg, folder = registry(tmp_path)
-    _failed(run_module, reg, [sacct_call("root", SACCT[:-7])], "cut short")
+    _failed(run_module, reg, [sacct_call(USER, SACCT[:-7])], "cut short")
     assert not os.path.exists(str(folder / training_registry.STATE_FILE))

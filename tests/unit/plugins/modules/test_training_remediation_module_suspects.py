@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from ansible_collections.clusterops.slurm.plugins.module_utils import _jobs
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import registry as training_registry
 from ansible_collections.clusterops.slurm.plugins.modules import training_remediation
@@ -18,6 +20,10 @@ FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "devc
 RUN = "llama"
 HISTORY = "2026-11-01"
 REASON = "clusterops: suspect: run llama failed on it (jobs 11,12)"
+#: The run's owner (not root: remediation refuses runs of root); sbatch runs through runuser.
+USER = "nobody"
+RUNUSER = ["/usr/bin/runuser", "-u", USER, "--"]
+pytestmark = pytest.mark.usefixtures("owner_calls_in_place")
 VERSION_2205 = (["/usr/bin/sinfo", "--version"], 0, "slurm-wlm 22.05.8\n", "")
 
 
@@ -30,7 +36,7 @@ def sacct_text(*rows):
     lines = []
     for i, (job_id, state, node_list) in enumerate(rows):
         submit = 1796040000 + 60 * i
-        lines.append(_jobs.SEP.join([job_id, job_id, "devcluster", "root", "debug", state, "1:0", "None",
+        lines.append(_jobs.SEP.join([job_id, job_id, "devcluster", USER, "debug", state, "1:0", "None",
                                      node_list, str(submit), str(submit + 1), str(submit + 30), RUN]))
     return "".join(line + "\n" for line in lines)
 
@@ -40,8 +46,8 @@ TWO_FAILED_ON_N3 = sacct_text(("11", "FAILED", "n3"), ("12", "NODE_FAIL", "n[3-4
 
 def reads(text):
     start = _jobs.parse_time_option(HISTORY)
-    return [(["/usr/bin/sacct"] + _jobs.sacct_args(names=[RUN], users=["root"], start=start), 0, text, ""),
-            (["/usr/bin/squeue"] + _jobs.squeue_args(names=[RUN], users=["root"]), 0, "", "")]
+    return [(["/usr/bin/sacct"] + _jobs.sacct_args(names=[RUN], users=[USER], start=start), 0, text, ""),
+            (["/usr/bin/squeue"] + _jobs.squeue_args(names=[RUN], users=[USER]), 0, "", "")]
 
 
 def registry(tmp_path, **spec):
@@ -49,7 +55,7 @@ def registry(tmp_path, **spec):
     folder.mkdir(parents=True)
     (folder / "launcher.sbatch").write_text("#!/bin/bash\n")
     (folder / training_registry.RUN_FILE).write_text(json.dumps(dict({
-        "format": training_registry.RUN_FORMAT, "format_version": 1, "name": RUN, "owner": "root",
+        "format": training_registry.RUN_FORMAT, "format_version": 1, "name": RUN, "owner": USER,
         "launcher": str(folder / "launcher.sbatch"), "checkpoint_dir": str(tmp_path / "ckpt")}, **spec)))
     return str(tmp_path / "runs"), str(folder / "launcher.sbatch")
 
@@ -65,7 +71,7 @@ def test_check_mode_reports_the_drain_and_the_exclude_and_runs_neither(run_modul
                                                    (["/usr/bin/sinfo", "--json"], 0,
                                                     recorded("sinfo_json_all_idle.json"), "")])
     (run,) = result["runs"]
-    assert run["command"] == ["/usr/bin/sbatch", "--exclude=n3", launcher]
+    assert run["command"] == RUNUSER + ["/usr/bin/sbatch", "--exclude=n3", launcher]
     assert (run["suspects"], run["exclude"]) == (["n3"], "n3")
     assert result["suspect_commands"] == [["/usr/bin/scontrol", "update", "NodeName=n3", "State=DRAIN",
                                            "Reason=" + REASON]]
@@ -81,7 +87,7 @@ def test_drains_in_one_call_then_resubmits_excluding_the_node(run_module, tmp_pa
     result = run_module(training_remediation, args(reg, suspect_drain_limit=2), reads(TWO_FAILED_ON_N3) + [
         VERSION_2205, (["/usr/bin/sinfo", "--json"], 0, recorded("sinfo_json_all_idle.json"), ""),
         (["/usr/bin/scontrol", "update", "NodeName=n3", "State=DRAIN", "Reason=" + REASON], 0, "", ""),
-        (["/usr/bin/sbatch", "--exclude=n3", launcher], 0, "Submitted batch job 13\n", "")])
+        (RUNUSER + ["/usr/bin/sbatch", "--exclude=n3", launcher], 0, "Submitted batch job 13\n", "")])
     assert result["changed"] is True and result["runs"][0]["job_id"] == 13
     assert result["suspects"][0]["action"] == "drain"
 
@@ -91,20 +97,20 @@ def test_an_already_drained_node_is_excluded_not_drained_again(run_module, tmp_p
     reg, launcher = registry(tmp_path)
     result = run_module(training_remediation, args(reg), reads(TWO_FAILED_ON_N3) + [
         VERSION_2205, (["/usr/bin/sinfo", "--json"], 0, recorded("sinfo_json_drained_n3.json"), ""),
-        (["/usr/bin/sbatch", "--exclude=n3", launcher], 0, "Submitted batch job 13\n", "")])
+        (RUNUSER + ["/usr/bin/sbatch", "--exclude=n3", launcher], 0, "Submitted batch job 13\n", "")])
     assert result["suspects"][0]["action"] == "already" and result["suspect_commands"] == []
 
 
 def test_opted_out_globally_or_per_run_reads_no_node_and_excludes_nothing(run_module, tmp_path):
     reg, launcher = registry(tmp_path)
     result = run_module(training_remediation, args(reg, suspect_nodes=False), reads(TWO_FAILED_ON_N3) + [
-        (["/usr/bin/sbatch", launcher], 0, "Submitted batch job 13\n", "")])
+        (RUNUSER + ["/usr/bin/sbatch", launcher], 0, "Submitted batch job 13\n", "")])
     assert result["suspects"] == [] and result["runs"][0]["exclude"] is None
     other = tmp_path / "other"
     other.mkdir()
     reg, launcher = registry(other, suspect_nodes=False)
     result = run_module(training_remediation, args(reg), reads(TWO_FAILED_ON_N3) + [
-        (["/usr/bin/sbatch", launcher], 0, "Submitted batch job 13\n", "")])
+        (RUNUSER + ["/usr/bin/sbatch", launcher], 0, "Submitted batch job 13\n", "")])
     assert result["suspects"] == []
 
 
@@ -128,7 +134,7 @@ def test_a_refused_drain_reads_the_nodes_again_and_reports_the_node_it_did_not_r
         (["/usr/bin/scontrol", "update", "NodeName=n3", "State=DRAIN", "Reason=" + REASON], 1, "",
          "slurm_update error: Access/permission denied\n"),
         (["/usr/bin/sinfo", "--json"], 0, recorded("sinfo_json_all_idle.json"), ""),
-        (["/usr/bin/sbatch", "--exclude=n3", launcher], 0, "Submitted batch job 13\n", "")])
+        (RUNUSER + ["/usr/bin/sbatch", "--exclude=n3", launcher], 0, "Submitted batch job 13\n", "")])
     (suspect,) = result["suspects"]
     assert suspect["action"] == "drain_failed" and "Access/permission denied" in suspect["error"]
     assert result["suspect_commands"] == [["/usr/bin/scontrol", "update", "NodeName=n3", "State=DRAIN",

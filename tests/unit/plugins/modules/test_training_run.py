@@ -17,6 +17,8 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._training_remedia
 from ansible_collections.clusterops.slurm.plugins.modules import training_remediation, training_run
 from ansible_collections.clusterops.slurm.tests.unit.plugins.modules.module_args import patch_module_args
 
+#: The runs' owner: a user of every Debian host other than root (root is refused).
+USER = "nobody"
 ROLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "roles", "torchrun_launcher")
 
 
@@ -33,7 +35,7 @@ def run_module(capsys):
 
 
 def args(reg, **kw):
-    out = {"registry": str(reg), "name": "llm", "owner": "alice", "checkpoint_dir": "/ckpt/llm"}
+    out = {"registry": str(reg), "name": "llm", "owner": USER, "checkpoint_dir": "/ckpt/llm"}
     out.update(kw)
     return out
 
@@ -50,11 +52,13 @@ def test_present_writes_every_field_once_then_changes_nothing(run_module, tmp_pa
     assert result["changed"] is True and result["run"] == written
     assert result["run_file"] == str(reg / "llm" / "run.json") and "owner" not in result
     expected = dict(training_registry.RUN_DEFAULTS, format="clusterops.training_run", format_version=1, name="llm",
-                    owner="alice", launcher=str(reg / "llm" / "launcher.sbatch"), checkpoint_dir="/ckpt/llm",
+                    owner=USER, launcher=str(reg / "llm" / "launcher.sbatch"), checkpoint_dir="/ckpt/llm",
                     hang_timeout=600, log_dir="/work/llm/logs")
     assert written == expected
     assert result["diff"]["before"] == "" and json.loads(result["diff"]["after"]) == written
-    # The reader takes what the module wrote, as it is.
+    # The reader takes what the module wrote, as it is (with the launcher the role writes next to it).
+    (reg / "llm" / "launcher.sbatch").write_text("#!/bin/bash\n")
+    os.chmod(str(reg / "llm" / "launcher.sbatch"), 0o755)
     runs, errors = training_registry.read_registry(str(reg))
     assert errors == [] and [dict((k, r[k]) for k in written) for r in runs] == [written]
     again = run_module(training_run, args(reg, hang_timeout=600, log_dir="/work/llm/logs"), [])
@@ -144,3 +148,12 @@ def test_one_home_for_the_run_defaults():
         default = training_registry.RUN_DEFAULTS[field]
         assert role["torchrun_launcher_" + field] == default, field
         assert role_spec["torchrun_launcher_" + field]["default"] == default, field
+
+
+@pytest.mark.parametrize("owner, message", [("root", "training runs as root are refused"),
+                                            ("no-such-user-here", "is no user on this host")])
+def test_an_owner_remediation_would_refuse_is_refused_when_registered(run_module, tmp_path, owner, message):
+    reg = tmp_path / "runs"
+    result = run_module(training_run, args(reg, owner=owner), [])
+    assert result["failed"] is True and message in result["msg"]
+    assert not os.path.exists(str(reg / "llm" / training_registry.RUN_FILE))
