@@ -4,7 +4,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The node_health program (roles/node_health/files/clusterops-healthcheck): parsers and decisions
 from tables of cases, fed with the dev cluster's real-format samples (dev/cluster/gpu-samples/);
-one end-to-end run with a fake scontrol; the role's defaults equal its argument spec."""
+where an Xid may come from (the driver's lines in every kernel log format the check reads, and the
+lines a cluster user can get into the kernel log or the journal, which must give none); end-to-end
+runs with a fake scontrol, journalctl and dmesg; the role's defaults equal its argument spec."""
 
 from __future__ import annotations
 
@@ -96,6 +98,194 @@ def test_parse_xids(name, expected):
 ])
 def test_xid_problem(xids, ignore, detail):
     assert hc.xid_problem(hc.parse_xids(sample(xids)), set(ignore)) == detail
+
+
+# ---- where an Xid may come from (issue 22: cluster users are hostile) ------------------------------
+# The driver's Xid messages, one per driver generation / attribution, and what the check reads from them.
+DRIVER_LINES = [
+    # 2024 drivers (gpu-operator issue #1146): pid and name, quoted '<unknown>' when none
+    ("NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus.",
+     (79, "PCI:0000:3b:00", "GPU has fallen off the bus")),
+    ("NVRM: Xid (PCI:0000:07:00): 48, pid='<unknown>', name=<unknown>, An uncorrectable double bit error (DBE) "
+     "has been detected on GPU in the framebuffer at physAddr 0x7fffa8860 partition 7, subpartition 1.",
+     (48, "PCI:0000:07:00", "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer "
+                            "at physAddr 0x7fffa8860 partition 7, subpartition 1")),
+    # newer drivers without pid and name (NVSentinel issue #155)
+    ("NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus", (79, "PCI:0000:44:00", "GPU has fallen off the bus")),
+    # pid only (open-gpu-kernel-modules, its Error Containment comment)
+    ("NVRM: Xid (PCI:0000:01:00): 95, pid=7062, Uncontained: LTC TAG (0x2, 0x1). RST: Yes, D-RST: No",
+     (95, "PCI:0000:01:00", "Uncontained: LTC TAG (0x2, 0x1). RST: Yes, D-RST: No")),
+    # MIG: GPU instance (NVIDIA's A100 memory error management guide), GPU and compute instance
+    # (composed from the driver's format "NVRM: Xid (PCI:%04x:%02x:%02x GPU-I:%02u GPU-CI:%02u): %d, pid=%s, name=%s, %s")
+    ("NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, pid=7194, Contained: CE User Channel (0x9). RST: No, D-RST: No",
+     (94, "PCI:0000:01:00 GPU-I:05", "Contained: CE User Channel (0x9). RST: No, D-RST: No")),
+    ("NVRM: Xid (PCI:0000:3b:00 GPU-I:01 GPU-CI:00): 43, pid=4321, name=pt_main_thread, Ch 00000010",
+     (43, "PCI:0000:3b:00 GPU-I:01 GPU-CI:00", "Ch 00000010")),
+    # drivers of 2012 and before: no "PCI:" (a kern.log of the Ubuntu forums)
+    ("NVRM: Xid (0000:03:00): 13, 0003 00000000 00008297 00001098 00000000 00000044",
+     (13, "0000:03:00", "0003 00000000 00008297 00001098 00000000 00000044")),
+]
+
+# How a kernel record starts in each output the check reads as text (what precedes the driver's text).
+RECORD_STARTS = [
+    "[ 1843.308145] ",                                   # dmesg
+    "[Fri Aug 30 11:43:09 2024] ",                       # dmesg -T
+    "kern  :warn  : [ 1843.308145] ",                    # dmesg -x
+    "<4>[ 1843.308145] ",                                # dmesg -r (kern, warning)
+    "2024-08-30T11:43:09,123456+02:00 ",                 # dmesg --time-format iso
+    "[    5.123456] [  T123] ",                         # dmesg, kernel with CONFIG_PRINTK_CALLER
+    "[ 1843.308145] gpu-n1 kernel: ",                    # journalctl -k -o short-monotonic
+    "Dec 02 11:38:47 gpu-n1 kernel: ",                   # journalctl -k -o short
+    "Dec  2 11:38:47 worker4 kernel: [  219.470994] ",   # syslog's kern.log
+]
+
+
+def _journal(message, transport="kernel", facility="0", **fields):
+    """One line of journalctl -o json (the fields the check asks for with --output-fields)."""
+    entry = {"__CURSOR": "s=4f0c;i=1a2b", "__REALTIME_TIMESTAMP": "1733135927470994",
+             "__MONOTONIC_TIMESTAMP": "219470994", "_BOOT_ID": "0c9d3e5f8a7b4c21b0e6d5f4a3b2c1d0",
+             "_TRANSPORT": transport, "MESSAGE": message}
+    if facility is not None:
+        entry["SYSLOG_FACILITY"] = facility
+    entry.update(fields)
+    return json.dumps(entry)
+
+
+def _expect(expected):
+    return [{"xid": expected[0], "pci": expected[1], "message": expected[2]}]
+
+
+@pytest.mark.parametrize("start", RECORD_STARTS)
+@pytest.mark.parametrize("driver, expected", DRIVER_LINES)
+def test_an_xid_is_read_from_a_driver_record_in_every_text_format(start, driver, expected):
+    assert hc.parse_xids(start + driver + "\n") == _expect(expected)
+    assert hc.xid_problem(hc.parse_xids(start + driver)) == "Xid %d (%s): %s" % expected
+
+
+@pytest.mark.parametrize("driver, expected", DRIVER_LINES)
+def test_an_xid_is_read_from_a_kernel_record_of_the_journal(driver, expected):
+    assert hc.parse_xids(_journal(driver), facility_required=True) == _expect(expected)
+    # A field that is not UTF-8 (a process name, say) makes journalctl print the bytes as numbers.
+    raw = list(driver.encode()) + [0xff]
+    assert hc.parse_xids(_journal(raw), facility_required=True)[0]["xid"] == expected[0]
+
+
+X79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus"
+# What a cluster user can put in the kernel log or the journal: each must give no Xid.
+SPOOFED = [
+    # the kernel prints a crashing program's comm and file name in its own (kern) records
+    ("trap line", "[ 5423.102934] traps: python[1234] general protection fault ip:7f3a2c1d4e5f sp:7ffd3b2a1c80 "
+                  "error:0 in " + X79 + "[7f3a2c1d0000+1000]"),
+    ("segfault line", "[ 5423.102934] python[99]: segfault at 0 ip 00007f3a2c1d4e5f sp 00007ffd3b2a1c80 error 4 in "
+                      "lib" + X79 + ".so[7f3a2c1d0000+1000]"),
+    ("segfault, journal text", "[ 5423.102934] gpu-n1 kernel: python[99]: segfault at 0 ip 00007f3a2c1d4e5f sp "
+                               "00007ffd3b2a1c80 error 4 in lib" + X79 + ".so[7f3a2c1d0000+1000]"),
+    # a file name with a newline and a fake time (captured on Linux 6.18, util-linux 2.38.1: the comm
+    # is the name's first 15 bytes; dmesg indents the record's continuation lines)
+    ("file name with a newline, dmesg",
+     "[  625.646692] libx\n               [ 1.000000[10366]: segfault at 0 ip 000056077147b139 sp 00007ffdb81a8bd0 "
+     "error 4 in libx\n               [ 1.000000] " + X79 + "[1139,56077147b000+1000] likely on CPU 0 (core 0, socket 0)"),
+    ("file name with a newline, dmesg -r",
+     "<6>[  625.646692] libx\n                  [ 1.000000[10366]: segfault at 0 ip 000056077147b139 sp "
+     "00007ffdb81a8bd0 error 4 in libx\n                  [ 1.000000] " + X79 + "[1139,56077147b000+1000]"),
+    ("file name with a newline, journalctl -o short-monotonic",
+     "[  625.646692] gpu-n1 kernel: libx\n                             [ 1.000000[10366]: segfault at 0 ip "
+     "000056077147b139 sp 00007ffdb81a8bd0 error 4 in libx\n                             [ 1.000000] " + X79),
+] + [
+    # dmesg prints these raw, and Python's splitlines() (or text-mode pipes: \r) would break there
+    ("file name with %r, dmesg" % sep,
+     "[  625.652381] liby" + sep + "[ 2.000000[10370]: segfault at 0 ip 0000562bc02f9139 sp 00007ffc16b606d0 error 4 "
+     "in liby" + sep + "[ 2.000000] " + X79 + "[1139,562bc02f9000+1000] likely on CPU 0 (core 0, socket 0)")
+    for sep in ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+] + [
+    # another facility: a write to /dev/kmsg is forced to user (1) unless it names another
+    ("user facility, dmesg -r (util-linux 2.39+)", "<12>[ 1234.567890] " + X79),
+    ("daemon facility, dmesg -r", "<28>[ 1234.567890] " + X79),
+    ("user facility, dmesg -x", "user  :warn  : [ 1234.567890] " + X79),
+    ("daemon facility, dmesg -x", "daemon:err   : [ 1234.567890] " + X79),
+    # the prefix after other text, or with no record start before it
+    ("prefix after other text", "[ 1234.567890] nvidia-modeset: " + X79),
+    ("prefix after other text, journal text", "[ 1234.567890] gpu-n1 kernel: x " + X79),
+    ("no time (dmesg -t, or a continuation line)", X79),
+    ("indented", "               " + X79),
+    ("tab indented", "\t" + X79),
+    ("journal text, continuation", "                              " + X79),
+    # the journal: only kernel-transport records of the kernel facility
+    ("logger line", _journal(X79, transport="syslog", facility="1", SYSLOG_IDENTIFIER="kernel")),
+    ("logger -p kern.crit (journald stores no facility 0 for syslog)",
+     _journal(X79, transport="syslog", facility=None, SYSLOG_IDENTIFIER="kernel", PRIORITY="2")),
+    ("systemd-cat", _journal(X79, transport="stdout", facility="3", SYSLOG_IDENTIFIER="kernel")),
+    ("sd_journal_send", _journal(X79, transport="journal", facility="0", SYSLOG_IDENTIFIER="kernel")),
+    ("root's write to /dev/kmsg", _journal(X79, facility="1", SYSLOG_IDENTIFIER="kernel")),
+    ("kernel transport, no facility", _journal(X79, facility=None)),
+    ("segfault record of the journal, a file name with a newline",
+     _journal("libx\n[ 1.000000[10366]: segfault at 0 ip 000056077147b139 sp 00007ffdb81a8bd0 error 4 in libx\n"
+              "[ 1.000000] " + X79 + "[1139,56077147b000+1000] likely on CPU 0 (core 0, socket 0)")),
+    ("segfault record of the journal, prefix after other text",
+     _journal("python[99]: segfault at 0 ip 00007f3a2c1d4e5f sp 00007ffd3b2a1c80 error 4 in lib" + X79 + ".so")),
+    ("not an object", json.dumps([X79])),
+    ("not JSON", "{" + X79),
+]
+
+
+@pytest.mark.parametrize("what, text", SPOOFED, ids=[s[0] for s in SPOOFED])
+def test_a_spoofed_xid_is_no_xid(what, text):
+    assert hc.parse_xids(text) == []
+    assert hc.parse_xids(text, facility_required=True) == []
+
+
+@pytest.mark.parametrize("start", [s for s in RECORD_STARTS if not s.startswith("kern ")])
+def test_the_journal_counts_no_record_without_its_facility(start):
+    """journalctl is run with -o json: a line that does not give its facility (as `logger -t kernel`
+    looks in journalctl's text) never counts from it."""
+    line = start + X79
+    assert hc.parse_xids(line, facility_required=True) == []
+    assert hc.parse_xids(line) != []
+
+
+def test_spoofs_around_real_records_change_nothing():
+    text = "\n".join([s[1] for s in SPOOFED] + ["[ 1843.308145] " + DRIVER_LINES[1][0], SPOOFED[3][1],
+                                                _journal(DRIVER_LINES[3][0])])
+    assert [x["xid"] for x in hc.parse_xids(text)] == [48, 95]
+
+
+@pytest.mark.parametrize("argv, run, facility_required", [
+    # the role's defaults: journalctl gets JSON whatever -o the config has (the last -o wins)
+    (["journalctl", "-k", "-b", "-o", "short-monotonic", "--no-pager"],
+     ["journalctl", "-k", "-b", "-o", "short-monotonic", "--no-pager", "--output=json",
+      "--output-fields=MESSAGE,SYSLOG_FACILITY,_TRANSPORT"], True),
+    (["/usr/bin/journalctl", "--dmesg"],
+     ["/usr/bin/journalctl", "--dmesg", "--output=json", "--output-fields=MESSAGE,SYSLOG_FACILITY,_TRANSPORT"], True),
+    (["dmesg"], ["dmesg", "--kernel"], False),
+    (["/bin/dmesg", "-T", "-x", "-lerr,warn", "-s", "1048576", "--since", "-1h"],
+     ["/bin/dmesg", "-T", "-x", "-lerr,warn", "-s", "1048576", "--since", "-1h", "--kernel"], False),
+    (["dmesg", "-r", "--level", "notice", "--time-format=iso"],
+     ["dmesg", "-r", "--level", "notice", "--time-format=iso", "--kernel"], False),
+    (["dmesg", "-Lnotime"], ["dmesg", "-Lnotime", "--kernel"], False),
+    # another program (the dev cluster's stand-in): as it is, read as text
+    (["/usr/bin/python3", "gpu_standin.py", "--node", "n1", "kernel-log"],
+     ["/usr/bin/python3", "gpu_standin.py", "--node", "n1", "kernel-log"], False),
+])
+def test_kernel_log_argv(argv, run, facility_required):
+    assert hc.kernel_log_argv(argv) == (run, facility_required)
+
+
+@pytest.mark.parametrize("args, refused", [
+    (["-S"], "-S"), (["--syslog"], "--syslog"), (["--sys"], "--syslog"),
+    (["-t"], "-t"), (["--notime"], "--notime"), (["-Tt"], "-t"),
+    (["--time-format", "notime"], "--time-format notime"), (["--time-format=notime"], "--time-format notime"),
+    (["-p"], "-p"), (["--force-prefix"], "--force-prefix"),
+    (["-u"], "-u"), (["-xu"], "-u"), (["--userspace"], "--userspace"),
+    (["-f", "kern,user"], "-f"), (["-fuser"], "-f"), (["--facility=user"], "--facility"),
+    (["-J"], "-J"), (["--json"], "--json"),
+    (["-T"], None), (["-lnotice"], None), (["-l", "notice"], None), (["-s", "-t"], None),
+    (["--level", "-t"], None), (["--", "-S"], None), (["-k"], None), (["--kernel"], None),
+])
+def test_dmesg_options_that_could_pass_a_user_line_for_a_record_are_refused(args, refused):
+    assert hc.dmesg_refused(args) == refused
+    if refused:
+        with pytest.raises(ValueError, match="option %s refused" % refused):
+            hc.kernel_log_argv(["dmesg"] + args)
 
 
 @pytest.mark.parametrize("name, problems", [
@@ -272,6 +462,69 @@ def test_scontrol_failure_and_bad_config(fake, tmp_path):
     assert hc.main(["--config", str(fake["config"]), "--node", "n2"]) == hc.EXIT_SLURM
     fake["config"].write_text(json.dumps({"checks": [{"type": "nope"}]}))
     assert hc.main(["--config", str(fake["config"]), "--node", "n2"]) == hc.EXIT_CONFIG
+
+
+def _kernel_log_program(tmp_path, name, output):
+    """A fake journalctl or dmesg: records its arguments, prints ``output`` (bytes, as they are)."""
+    (tmp_path / (name + ".out")).write_bytes(output)
+    return _script(str(tmp_path / name), 'printf "%%s\\n" "$@" > %s\ncat %s\n'
+                   % (tmp_path / (name + ".args"), tmp_path / (name + ".out")))
+
+
+def test_end_to_end_journal_spoofs_do_not_drain_the_real_xid_does(fake):
+    spoofs = [text for what, text in SPOOFED if text.startswith("{")]
+    journal = "\n".join(spoofs + [_journal(DRIVER_LINES[1][0]), _journal(DRIVER_LINES[0][0])]) + "\n"
+    journalctl = _kernel_log_program(fake["tmp"], "journalctl", journal.encode())
+    fake["data"]["kernel_log_commands"] = [[journalctl, "-k", "-b", "-o", "short-monotonic", "--no-pager"]]
+    fake["data"]["checks"] = [{"type": "gpu_xid"}]
+    fake["config"].write_text(json.dumps(fake["data"]))
+    assert hc.main(["--config", str(fake["config"]), "--node", "n2"]) == hc.EXIT_FAILED
+    assert _argvs(fake)[-1] == ("update nodename=n2 state=drain reason=clusterops-health: gpu_xid: Xid 48 "
+                                "(PCI:0000:07:00): An uncorrectable double bit error (DBE) has been detected on GPU "
+                                "in the framebuffer at physAddr 0x7fffa8860 partition 7, subpartition 1")
+    assert (fake["tmp"] / "journalctl.args").read_text().split("\n")[-3:] == [
+        "--output=json", "--output-fields=MESSAGE,SYSLOG_FACILITY,_TRANSPORT", ""]
+
+
+def test_end_to_end_journal_text_counts_nothing(fake):
+    """A journalctl that printed text anyway (`logger -t kernel` looks like the kernel there)."""
+    journalctl = _kernel_log_program(fake["tmp"], "journalctl", b"[ 1843.308145] gpu-n1 kernel: " + X79.encode())
+    fake["data"]["kernel_log_commands"] = [[journalctl, "-k", "-b"]]
+    fake["data"]["checks"] = [{"type": "gpu_xid"}]
+    fake["config"].write_text(json.dumps(fake["data"]))
+    assert hc.main(["--config", str(fake["config"]), "--node", "n2"]) == hc.EXIT_OK
+    assert _argvs(fake) == ["show node n2"]
+
+
+def test_end_to_end_dmesg_file_name_spoofs_do_not_drain(fake):
+    text = "\n".join(text for what, text in SPOOFED if not text.startswith(("{", "<", "user", "daemon")))
+    dmesg = _kernel_log_program(fake["tmp"], "dmesg", (text + "\n[ 1843.308145] " + DRIVER_LINES[2][0] + "\n").encode())
+    fake["data"]["kernel_log_commands"] = [[dmesg, "-T"]]
+    fake["data"]["checks"] = [{"type": "gpu_xid"}]
+    fake["config"].write_text(json.dumps(fake["data"]))
+    assert hc.main(["--config", str(fake["config"]), "--node", "n2"]) == hc.EXIT_FAILED
+    assert _argvs(fake)[-1] == "update nodename=n2 state=drain reason=" + R79
+    assert (fake["tmp"] / "dmesg.args").read_text() == "-T\n--kernel\n"
+
+
+def test_end_to_end_refused_dmesg_is_not_run(fake):
+    dmesg = _kernel_log_program(fake["tmp"], "dmesg", ("[ 1843.308145] " + DRIVER_LINES[2][0] + "\n").encode())
+    fake["data"]["checks"] = [{"type": "gpu_xid"}]
+    # the next command is used instead ...
+    fake["data"]["kernel_log_commands"] = [[dmesg, "-S"], [dmesg, "-T"]]
+    fake["config"].write_text(json.dumps(fake["data"]))
+    assert hc.main(["--config", str(fake["config"]), "--node", "n2"]) == hc.EXIT_FAILED
+    assert _argvs(fake)[-1] == "update nodename=n2 state=drain reason=" + R79
+    assert (fake["tmp"] / "dmesg.args").read_text() == "-T\n--kernel\n"
+    # ... and with none left, the kernel log is unreadable: drained, not passed
+    fake["calls"].unlink()
+    (fake["tmp"] / "dmesg.args").unlink()
+    fake["data"]["kernel_log_commands"] = [[dmesg, "-S"], [dmesg, "--time-format", "notime"]]
+    fake["config"].write_text(json.dumps(fake["data"]))
+    assert hc.main(["--config", str(fake["config"]), "--node", "n2"]) == hc.EXIT_FAILED
+    reason = _argvs(fake)[-1].split(" reason=", 1)[1]
+    assert reason.startswith("clusterops-health: gpu_xid: kernel log unreadable: %s: option -S refused" % dmesg)
+    assert not (fake["tmp"] / "dmesg.args").exists()
 
 
 # ---- the role ------------------------------------------------------------------------------------
