@@ -93,7 +93,7 @@ def make_wrappers(directory, log):
         path = os.path.join(directory, name)
         with open(path, "w") as handle:
             handle.write('#!/bin/sh\nprintf "%%s\\n" "%s $1" >> "%s"\nexec "%s" "$@"\n' % (name, log, real))
-        os.chmod(path, 0o755)
+        os.chmod(path, 0o700)  # run by this user's playbook only (its folder is 0700 anyway)
 
 
 def settle(silent, timeout=600):

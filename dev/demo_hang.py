@@ -32,6 +32,8 @@ from training_remediation import SLURM, STATE, USER, attempts, cluster_info, hea
 from training_hang import EVERY, HANG_AT, STEPS, hang_and_remediate  # noqa: E402
 
 HANG_TIMEOUT = 20
+# The demo's folder on the host cluster: a path the jobs see as it is (not a service's private /tmp).
+HOST_PARENT = "/var/tmp"  # nosec B108  # a fixed name under it; a path planted there fails makedirs in main()
 
 
 def say(text):
@@ -72,7 +74,7 @@ def main():
         raise SystemExit("the dev cluster is not up (%s): make cluster-up" % STATE)
     info = cluster_info()
     # A folder the jobs see at the same path: /var/tmp on the host, the container's shared folder.
-    base = os.path.join(info.get("shared_dir") or "/var/tmp",
+    base = os.path.join(info.get("shared_dir") or HOST_PARENT,
                         "clusterops-demo-hang" + ("-" + SLURM if info.get("container") else ""))
     name = "demo-hang-%s" % time.strftime("%H%M%S")  # sacct keeps earlier demos' jobs by name
     say("Slurm %s dev cluster (%s)" % (sh("sinfo", "--version").split()[-1], STATE))
@@ -82,7 +84,7 @@ def main():
     print("\n".join(sorted(set(nodes))))  # a node in two partitions is listed twice
     shutil.rmtree(base, ignore_errors=True)
     os.makedirs(base)
-    os.chmod(base, 0o755)
+    os.chmod(base, 0o755)  # nosec B103  # the jobs run as USER, another uid: they must traverse it; only we write it
 
     say("Deploying run %s with the role torchrun_launcher: heartbeat every step, hang_timeout %d s, "
         "checkpoint every %d steps, --hang-at-step %d" % (name, HANG_TIMEOUT, EVERY, HANG_AT))

@@ -102,7 +102,7 @@ CONTAINER_VAR = "CLUSTEROPS_DEV_CONTAINER"
 BOOKWORM_LIBMARIADB = "/opt/clusterops/bookworm-libmariadb"
 CONTAINER_VENV = "/opt/clusterops/venv"
 # Same path inside every container and on the host: training registries, checkpoints, logs.
-SHARED_DIR = "/var/tmp/clusterops-shared"
+SHARED_DIR = "/var/tmp/clusterops-shared"  # nosec B108  # one fixed path for the bind mounts; made by make_shared_dir()
 # Users the tests and the demo submit as, created in the containers with the host's uid/gid.
 DEV_USERS = ("clusterops-alice",)
 # Client commands that get a wrapper in <state dir>/bin for a containerised release.
@@ -333,6 +333,25 @@ def read_json(path):
             return json.load(f)
     except (FileNotFoundError, json.JSONDecodeError):
         return None
+
+
+def make_shared_dir():
+    """SHARED_DIR, mode 1777 like /tmp (every user's runs, checkpoints and logs), never through a
+    link or a folder someone else planted at that fixed path in /var/tmp (a chmod through a link to
+    /etc would make /etc world-writable): opened with O_NOFOLLOW, it must be this user's directory."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(SHARED_DIR, 0o700)
+    try:
+        fd = os.open(SHARED_DIR, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise ClusterError(f"{SHARED_DIR}: not a directory, or a link ({exc.strerror}): remove it") from exc
+    try:
+        owner = os.fstat(fd).st_uid
+        if owner != os.geteuid():
+            raise ClusterError(f"{SHARED_DIR} belongs to uid {owner}, not to {os.geteuid()}: remove it")
+        os.fchmod(fd, 0o1777)  # nosec B103  # shared like /tmp (sticky): the dev users' jobs write their runs there
+    finally:
+        os.close(fd)
 
 
 def write_file(path, text, mode=0o644):
@@ -1409,8 +1428,7 @@ class ContainerCluster:
         if res.returncode != 0:
             raise ClusterError(f"building {self.image} failed (dev/cluster/images/build.sh)")
         self.p.ensure_dirs()
-        os.makedirs(SHARED_DIR, exist_ok=True)
-        os.chmod(SHARED_DIR, 0o1777)  # like /tmp: every user's runs, checkpoints and logs
+        make_shared_dir()
         state = self.state()
         if state == "running":
             used = self.podman("container", "inspect", "--format", "{{.Image}}", self.name).stdout
