@@ -9,7 +9,7 @@
 #   background, one after the other, at nice 19 (they get only what the clusters and their tests
 #     leave): the podman images of the other releases (dev clusters and Molecule: cached, built
 #     before the tests that need them start), packaging, ansible-test sanity, the ansible-core
-#     matrix, ansible-lint. None of them needs a cluster.
+#     matrix, ansible-lint, bandit. None of them needs a cluster.
 #
 # Every suite runs even when one before it failed; the background suites' output is printed when
 # they end (their logs stay in .cache/test-logs/), then one line per suite, and the exit status
@@ -53,6 +53,7 @@ if [[ "${1:-}" == --background ]]; then
   # `make unit` and `make sanity` ran the pinned ansible-core: the matrix adds the other lines.
   lane matrix "${make}" --no-print-directory matrix NOXFLAGS='-t unpinned'
   lane lint "${make}" --no-print-directory lint
+  lane security "${make}" --no-print-directory security
   exit 0
 fi
 
@@ -68,7 +69,7 @@ lane typecheck "${make}" --no-print-directory typecheck
 for release in ${releases}; do
   lane "integration ${release}" "${make}" --no-print-directory integration-release SLURM="${release}"
 done
-echo "test: waiting for the background suites (packaging, sanity, matrix, lint)"
+echo "test: waiting for the background suites (packaging, sanity, matrix, lint, security)"
 wait "${background_pid}"
 echo "=== background suites' output (.cache/test-logs/background.log) ==="
 cat "${logs}/background.log"
