@@ -160,6 +160,13 @@ notes:
     (C(runuser -u <owner> -- sbatch ...)).
   - The launcher is submitted as it is (C(sbatch <launcher>)); every option is in its
     C(#SBATCH) lines and it starts with a clean environment (C(--export=NONE)).
+  - Cluster users are not trusted (C(docs/security.md)). Each run's checkpoint folder, heartbeat and job logs
+    are read, and its hang evidence written, as the run's owner, in a forked child with the owner's uid, gid
+    and groups that is killed after 120 s; a folder whose real path is not the registered one is refused. A
+    run is acted on only while its C(run.json) is bound to its owner (owned by root or the user the task runs
+    as, or, in a sticky registry users may write, by the owner itself; never O(registry) entries writable by
+    others), its owner is not root and its launcher is controlled by none but them. Any fault of one run is
+    reported for that run (RV(needs_human)); the others are still decided and acted on.
 seealso:
   - module: clusterops.slurm.training_run
   - module: clusterops.slurm.slurm_job
@@ -167,6 +174,9 @@ seealso:
   - name: Training remediation
     description: How runs are registered, resumed and budgeted (docs/training-remediation.md).
     link: https://github.com/clusterops/slurm/blob/main/docs/training-remediation.md
+  - name: Security
+    description: Who is trusted, what runs as whom, and what a cluster user cannot make root do (docs/security.md).
+    link: https://github.com/clusterops/slurm/blob/main/docs/security.md
 '''
 
 EXAMPLES = r'''
