@@ -146,7 +146,7 @@ def call_as(user: Optional[str], func: Callable[..., Any], *args: Any, **kw: Any
                 os.kill(pid, signal.SIGKILL)
                 _reap(pid)
                 raise PrivsepError("no answer within %d s (a blocked read? the child was killed)" % timeout)
-            ready, dummy, dummy = select.select([read_fd], [], [], left)
+            ready = select.select([read_fd], [], [], left)[0]
             if not ready:
                 continue
             chunk = os.read(read_fd, 1 << 16)
@@ -160,7 +160,7 @@ def call_as(user: Optional[str], func: Callable[..., Any], *args: Any, **kw: Any
                 raise PrivsepError("answer larger than %d bytes" % MAX_RESULT_BYTES)
     finally:
         os.close(read_fd)
-    dummy, status = os.waitpid(pid, 0)
+    status = os.waitpid(pid, 0)[1]
     try:
         answer = json.loads(b"".join(chunks).decode("utf-8")) if chunks else None
     except ValueError:
