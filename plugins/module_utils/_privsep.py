@@ -85,7 +85,8 @@ def _child(write_fd: int, ids: Optional[Tuple[int, int, List[int]]], func: Calla
         if ids is not None:
             switch_user(*ids)
         data = json.dumps({"ok": func(*args)})
-    except BaseException as exc:  # pylint: disable=broad-except; everything goes back to the parent as text
+    # Everything goes back to the parent as text.
+    except BaseException as exc:  # pylint: disable=broad-except
         data = json.dumps({"error": "%s: %s" % (type(exc).__name__, exc)})
         status = 1
     try:

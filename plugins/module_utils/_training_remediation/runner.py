@@ -362,7 +362,8 @@ def _decide_all(cli, runs, start):
     for run in runs:
         try:
             decision, state = _decide_one(run, jobs)
-        except Exception as exc:  # pylint: disable=broad-except; one run's fault is reported for that run
+        # One run's fault is reported for that run.
+        except Exception as exc:  # pylint: disable=broad-except
             decision, state = _unusable(run, jobs, "cannot decide: %s: %s" % (type(exc).__name__, exc)), None
         decision.update(job_id=None, command=None, error=None, changed=False, suspects=[], exclude=None)
         decision.setdefault("warnings", [])
@@ -463,7 +464,8 @@ def restart(module, cli):
                 diff["after"][run["name"]] = _act(module, cli, me, run, decision, state, jobs, start)
             except (SlurmCommandError, SlurmAnswerError):
                 raise   # Slurm itself failed: the whole task fails, as for any partial read
-            except Exception as exc:  # pylint: disable=broad-except; one run's fault stays that run's
+            # One run's fault stays that run's.
+            except Exception as exc:  # pylint: disable=broad-except
                 decision.update(needs_human=True, error="%s: %s" % (type(exc).__name__, exc))
                 diff["after"][run["name"]] = "failed: %s" % decision["error"]
             result["runs"].append(decision)
