@@ -15,7 +15,6 @@ import pytest
 
 from ansible_collections.clusterops.slurm.plugins.module_utils import _jobs
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import registry as training_registry
-from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import runner
 from ansible_collections.clusterops.slurm.plugins.modules import training_remediation
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "devcluster")
