@@ -5,25 +5,33 @@
 """The checkpoint_pruning role applied to this machine, and prunes next to a real trainer.
 
 No Slurm cluster needed. The role runs with ansible-playbook (connection local) into a temporary
-install and log folder and root's crontab, which is saved first and restored afterwards. The
-crontab's own command line (read back with ``crontab -l``, cron's ``\\%`` unescaped) prunes a folder of
-real torch.save checkpoints written through the library's CheckpointWriter. Then prunes run over
-and over while the reference trainer (roles/torchrun_launcher/files/reference_trainer.py, 2 ranks
-under torch.distributed.run) saves, and after it is killed mid-run.
+install and log folder and the crontabs of root and of the local user clusterops-alice (created when
+missing), which are saved first and restored afterwards. The crontab's own command line (read back
+with ``crontab -l``, cron's ``\\%`` unescaped) prunes a folder of real torch.save checkpoints written
+through the library's CheckpointWriter. Each folder's entry runs as its owner (issue 22): alice's
+folder gets its entry in alice's crontab, which prunes it when run as alice; root is refused for it
+unless the folder entry sets allow_root. Then prunes run over and over while the reference trainer
+(roles/torchrun_launcher/files/reference_trainer.py, 2 ranks under torch.distributed.run) saves, and
+after it is killed mid-run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
 import os
+import pathlib
+import pwd
 import random
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -33,6 +41,7 @@ from conftest import REPO, run
 LIBRARY = os.path.join(REPO, "plugins", "module_utils", "_checkpoint")  # the package folder
 TRAINER = os.path.join(REPO, "roles", "torchrun_launcher", "files", "reference_trainer.py")
 CRON_NAME = "clusterops checkpoint prune %s"
+ALICE = "clusterops-alice"
 
 
 def _load_library():
@@ -52,16 +61,17 @@ ck = _load_library()
 # Helpers
 # ---------------------------------------------------------------------------------------------
 
-def crontab_lines():
-    proc = subprocess.run(["crontab", "-l"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, check=False)
+def crontab_lines(user=None):
+    """The lines of root's crontab, or of ``user``'s; [] when there is none."""
+    proc = subprocess.run(["crontab", "-l"] + (["-u", user] if user else []), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, universal_newlines=True, check=False)
     return proc.stdout.splitlines() if proc.returncode == 0 else []
 
 
-def cron_job(name):
+def cron_job(name, user=None):
     """The command of the cron entry ``name`` as cron runs it (crontab(5)): the five time fields cut
     off, the command ending at the first unescaped ``%`` (the rest is stdin), ``\\%`` back to ``%``."""
-    lines = crontab_lines()
+    lines = crontab_lines(user)
     marker = "#Ansible: " + CRON_NAME % name
     assert lines.count(marker) == 1, lines
     entry = lines[lines.index(marker) + 1]
@@ -69,37 +79,74 @@ def cron_job(name):
     return command.replace("\\%", "%")
 
 
-@pytest.fixture
-def crontab_restored():
+def _need_crontab():
     if shutil.which("crontab") is None:
         if os.environ.get("CLUSTEROPS_REQUIRE_CLUSTER"):
             pytest.fail("crontab is not installed (Debian package cron; make deps installs it)")
         pytest.skip("crontab is not installed (Debian package cron; make deps installs it)")
-    saved = subprocess.run(["crontab", "-l"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+
+
+@contextlib.contextmanager
+def _crontab_kept(user=None):
+    """Save ``user``'s crontab (root's by default) and put it back afterwards."""
+    who = ["-u", user] if user else []
+    saved = subprocess.run(["crontab", "-l"] + who, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            universal_newlines=True, check=False)
     try:
         yield
     finally:
         if saved.returncode == 0:
-            subprocess.run(["crontab", "-"], input=saved.stdout, universal_newlines=True, check=True)
+            subprocess.run(["crontab"] + who + ["-"], input=saved.stdout, universal_newlines=True, check=True)
         else:
-            subprocess.run(["crontab", "-r"], stderr=subprocess.DEVNULL, check=False)
+            subprocess.run(["crontab"] + who + ["-r"], stderr=subprocess.DEVNULL, check=False)
 
 
-def apply_role(tmp_path, folders, check=True, install_dir=None, ansible_args=()):
+@pytest.fixture
+def crontab_restored():
+    _need_crontab()
+    with _crontab_kept():
+        yield
+
+
+@pytest.fixture
+def alice(crontab_restored):
+    """The local user clusterops-alice (created when missing; the role's tests need root), her crontab
+    saved and restored, and a folder in /tmp she can reach (tmp_path is under a 0700 folder), removed after."""
+    if os.geteuid() != 0:
+        pytest.skip("the role's per-owner entries need root (crontab -u, chown)")
+    if run(["id", ALICE], check=False).returncode != 0:
+        run(["useradd", "-m", "-s", "/bin/bash", ALICE])
+    top = tempfile.mkdtemp(prefix="clusterops-pruning-", dir="/tmp")
+    os.chmod(top, 0o755)
+    try:
+        with _crontab_kept(ALICE):
+            yield {"user": ALICE, "uid": pwd.getpwnam(ALICE).pw_uid, "gid": pwd.getpwnam(ALICE).pw_gid,
+                   "top": top}
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def chown_tree(top, uid, gid):
+    for dirpath, dirnames, filenames in os.walk(str(top)):
+        for name in dirnames + filenames:
+            os.chown(os.path.join(dirpath, name), uid, gid, follow_symlinks=False)
+    os.chown(str(top), uid, gid)
+
+
+def apply_role(tmp_path, folders, check=True, install_dir=None, ansible_args=(), extra=None):
     """ansible-playbook of the role on this machine; returns (output, recap dict).
 
     The command goes to tmp_path/opt/clusterops_checkpoint, or with ``install_dir`` through the
-    deprecated checkpoint_pruning_install_dir."""
+    deprecated checkpoint_pruning_install_dir; the logs to tmp_path/log/<user>/. ``extra``: more role
+    variables (checkpoint_pruning_cron_user, the deprecated one)."""
     where = ({"checkpoint_pruning_install_dir": install_dir} if install_dir
              else {"checkpoint_tool_dir": str(tmp_path / "opt")})
     play = [{
         "hosts": "localhost", "gather_facts": False,
-        "roles": [{"role": "clusterops.slurm.checkpoint_pruning", "vars": dict(where, **{
+        "roles": [{"role": "clusterops.slurm.checkpoint_pruning", "vars": dict(where, **dict({
             "checkpoint_pruning_log_dir": str(tmp_path / "log"),
-            "checkpoint_pruning_cron_user": "root",
             "checkpoint_pruning_tmp_grace": 3600,
-            "checkpoint_pruning_folders": folders})}],
+            "checkpoint_pruning_folders": folders}, **(extra or {})))}],
     }]
     playbook = tmp_path / "play.yml"
     playbook.write_text(json.dumps(play))  # JSON is YAML
@@ -193,7 +240,7 @@ def test_role_installs_one_cron_entry_whose_command_prunes(tmp_path, crontab_res
     newest = ck.latest_valid(str(run_dir), "sha256")
     assert newest.name == "step_000010400"
     assert float(torch.load(os.path.join(newest.path, "model.pt"))["w"][0]) == 10400.0
-    log = tmp_path / "log" / "checkpoint-prune-llama-8b.log"
+    log = tmp_path / "log" / "root" / "checkpoint-prune-llama-8b.log"  # root owns the folder: root's entry
     logged = log.read_text().splitlines()
     deleted = [line for line in logged if ": deleted " in line]
     assert len(deleted) == 5  # 9000, 9100, 9300, 9400 (9200 is named by latest) and the stale tmp folder
@@ -229,6 +276,7 @@ def test_role_refuses_bad_folder_entries(tmp_path, crontab_restored):
 
 def test_deprecated_install_dir_still_chooses_where_the_command_goes(tmp_path, crontab_restored):
     folders = [{"name": "old-var", "path": str(tmp_path / "run"), "keep_last": 2}]
+    (tmp_path / "run").mkdir()  # root's: its entry goes to root's crontab
     output, recap = apply_role(tmp_path, folders, install_dir=str(tmp_path / "opt" / "bin"))
     assert recap.get("failed") == 0, output
     tool = str(tmp_path / "opt" / "bin" / "clusterops_checkpoint")
@@ -240,6 +288,7 @@ def test_old_copies_of_the_command_are_removed_in_check_mode_never(tmp_path, cro
     # Before issue 14: <dir>/bin/_checkpoint.py (checkpoint_pruning), <dir>/clusterops_checkpoint.py
     # (torchrun_launcher). The role checkpoint_tool removes both, and bin/ once empty.
     folders = [{"name": "old-copies", "path": str(tmp_path / "run"), "keep_last": 2}]
+    (tmp_path / "run").mkdir()
     opt = tmp_path / "opt"
     (opt / "bin").mkdir(parents=True)
     old = [opt / "bin" / "_checkpoint.py", opt / "clusterops_checkpoint.py"]
@@ -260,6 +309,114 @@ def test_old_copies_of_the_command_are_removed_in_check_mode_never(tmp_path, cro
     (opt / "bin" / "_checkpoint.py").write_text(u"# old\n")
     output, recap = apply_role(tmp_path, folders)
     assert recap.get("failed") == 0 and os.listdir(str(opt / "bin")) == ["site-tool"], output
+
+
+# ---------------------------------------------------------------------------------------------
+# Least privilege (issue 22): each entry runs as its folder's owner, never root for another user
+# ---------------------------------------------------------------------------------------------
+
+def users_run(alice, name="alice-run", steps=(100, 200, 300, 400)):
+    """alice's run folder with contract checkpoints, all of it hers, in a folder root owns."""
+    run_dir = os.path.join(alice["top"], "runs", name)
+    for step in steps:
+        ck.write_checkpoint(run_dir, step, 0, {"model.pt": b"m" * 64}, fsync=False)
+    os.chmod(os.path.dirname(run_dir), 0o755)
+    chown_tree(run_dir, alice["uid"], alice["gid"])
+    return run_dir
+
+
+def marker(name):
+    return "#Ansible: " + CRON_NAME % name
+
+
+def test_a_users_folder_gets_its_entry_in_that_users_crontab(alice):
+    top = alice["top"]
+    run_dir = users_run(alice)
+    folders = [{"name": "alice-run", "path": run_dir, "keep_last": 2}]
+    # As an earlier release installed it: in root's crontab (checkpoint_pruning_cron_user: root).
+    old = "\n".join(crontab_lines() + [marker("alice-run"), "*/30 * * * * /usr/bin/python3 /old prune %s" % run_dir])
+    subprocess.run(["crontab", "-"], input=old + "\n", universal_newlines=True, check=True)
+
+    output, recap = apply_role(pathlib.Path(top), folders, ansible_args=["--check"])
+    assert recap.get("failed") == 0 and recap.get("changed", 0) > 0, output
+    assert marker("alice-run") in crontab_lines() and crontab_lines(ALICE) == [], output  # check mode: as it was
+    assert not os.path.exists(os.path.join(top, "log", ALICE))
+
+    output, recap = apply_role(pathlib.Path(top), folders)
+    assert recap.get("failed") == 0 and recap.get("changed", 0) > 0, output
+    assert marker("alice-run") not in crontab_lines(), output  # moved out of root's crontab
+    assert crontab_lines(ALICE).count(marker("alice-run")) == 1
+    output, recap = apply_role(pathlib.Path(top), folders)
+    assert recap.get("failed") == 0 and recap.get("changed") == 0, output  # idempotent
+    log_dir = os.path.join(top, "log", ALICE)
+    st = os.stat(log_dir)
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (alice["uid"], 0o750)
+    st = os.stat(os.path.join(top, "log"))
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o755)
+
+    # Run the entry's command as cron runs it for alice: her uid, /bin/sh, a minimal environment.
+    job = cron_job("alice-run", ALICE)
+    assert os.path.join(log_dir, "checkpoint-prune-alice-run.log") in job
+    home = pwd.getpwnam(ALICE).pw_dir
+    proc = subprocess.run(["/bin/sh", "-c", job], env={"PATH": "/usr/bin:/bin", "HOME": home, "SHELL": "/bin/sh",
+                                                       "LOGNAME": ALICE}, user=alice["uid"], group=alice["gid"],
+                          extra_groups=[], cwd=home, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, check=False)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", ""), proc.stderr
+    assert entries(run_dir) == ["step_000000300", "step_000000400"]
+    log = os.path.join(log_dir, "checkpoint-prune-alice-run.log")
+    assert os.stat(log).st_uid == alice["uid"]
+    with open(log) as handle:
+        assert handle.read().splitlines()[-1].split(": ", 1)[1].startswith("2 deleted ")
+
+    # state: absent removes it from her crontab, even once the folder is gone (no owner to read).
+    shutil.rmtree(run_dir)
+    folders[0]["state"] = "absent"
+    output, recap = apply_role(pathlib.Path(top), folders)
+    assert recap.get("failed") == 0 and recap.get("changed") == 1, output
+    assert marker("alice-run") not in crontab_lines(ALICE) + crontab_lines()
+
+
+def test_root_is_refused_for_a_users_folder_unless_allow_root(alice):
+    top = pathlib.Path(alice["top"])
+    run_dir = users_run(alice)
+    before = (crontab_lines(), crontab_lines(ALICE))
+    refusals = [
+        ([{"name": "as-root", "path": run_dir, "keep_last": 2, "user": "root"}], {},
+         "is owned by %s, not root: not run as root (user: root) without allow_root: true" % ALICE),
+        ([{"name": "as-root", "path": run_dir, "keep_last": 2}], {"checkpoint_pruning_cron_user": "root"},
+         "not root: not run as root (checkpoint_pruning_cron_user) without allow_root"),
+        ([{"name": "missing", "path": str(top / "runs" / "nope"), "keep_last": 2}], {},
+         "does not exist yet, so it has no owner to run as"),
+        ([{"name": "missing", "path": str(top / "runs" / "nope"), "keep_last": 2, "user": "root"}], {},
+         "does not exist yet, so it is not known to be root's"),
+    ]
+    os.symlink(run_dir, str(top / "runs" / "link"))
+    refusals += [
+        ([{"name": "link", "path": str(top / "runs" / "link"), "keep_last": 2}], {}, "is a symlink"),
+        ([{"name": "link", "path": str(top / "runs" / "link" / "sub"), "keep_last": 2, "user": ALICE}], {},
+         "is not its real path (%s/sub)" % run_dir),
+    ]
+    for folders, extra, words in refusals:
+        output, recap = apply_role(top, folders, check=False, extra=extra)
+        assert recap.get("failed") == 1 and words in output, output
+        assert (crontab_lines(), crontab_lines(ALICE)) == before  # refused before anything changed
+    assert not os.path.exists(str(top / "opt")) and not os.path.exists(str(top / "log"))
+
+    # Explicit and documented as dangerous: allow_root puts it in root's crontab, logging as root.
+    folders = [{"name": "as-root", "path": run_dir, "keep_last": 2, "user": "root", "allow_root": True}]
+    output, recap = apply_role(top, folders)
+    assert recap.get("failed") == 0, output
+    assert str(top / "log" / "root" / "checkpoint-prune-as-root.log") in cron_job("as-root")
+    assert crontab_lines(ALICE) == before[1]
+    # The deprecated cron user, set to alice: every entry without user: goes to her crontab, as before.
+    folders = [{"name": "as-root", "path": run_dir, "keep_last": 2},
+               {"name": "missing", "path": str(top / "runs" / "nope"), "keep_last": 1}]
+    output, recap = apply_role(top, folders, extra={"checkpoint_pruning_cron_user": ALICE})
+    assert recap.get("failed") == 0 and "checkpoint_pruning_cron_user (%s) is deprecated" % ALICE in output, output
+    assert marker("as-root") not in crontab_lines()  # moved to alice's
+    lines = crontab_lines(ALICE)
+    assert lines.count(marker("as-root")) == 1 and lines.count(marker("missing")) == 1
 
 
 # ---------------------------------------------------------------------------------------------
