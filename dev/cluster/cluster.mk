@@ -129,7 +129,7 @@ cluster-prolog-fail cluster-prolog-ok:
 	$(DEVCLUSTER) $(patsubst cluster-%,%,$@) "$(NODE)"
 
 # GPU fault emulation (dev/cluster/gpu_standin.py, samples in dev/cluster/gpu-samples/):
-# FAULT=none|fallen-off-bus|dbe-ecc|row-remap-failure|gpu-lost. The stand-in nvidia-smi shows it at
+# FAULT=none|fallen-off-bus|dbe-ecc|row-remap-failure|gpu-lost|spoofed-xid (a user's text in the kernel's lines, no fault). The stand-in nvidia-smi shows it at
 # once; the node's kernel log gets its Xid lines now and again at every boot until FAULT=none
 # (a cleared fault is gone from the kernel log after the next boot).
 .PHONY: cluster-gpu-fault

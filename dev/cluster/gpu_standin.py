@@ -28,6 +28,9 @@ FAULTS = {
     "dbe-ecc": ("nvidia-smi-dbe-ecc.csv", ("xid-48.log",)),
     "row-remap-failure": ("nvidia-smi-8gpu.csv", ("xid-64.log",)),
     "gpu-lost": ("nvidia-smi-gpu-lost.csv", ()),
+    # A user's crashing program, its file and process names chosen to carry the driver's words into the
+    # kernel's own segfault and trap lines: no GPU fault at all (docs/security.md).
+    "spoofed-xid": ("nvidia-smi-8gpu.csv", ("spoofed-xid.log",)),
 }
 
 

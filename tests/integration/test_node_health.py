@@ -87,6 +87,21 @@ def test_gpu_fault_drains_the_node_at_slurmd_start(gpu_faults, fault):
     assert all(not v["reason"].startswith(PREFIX) for n, v in nodes().items() if n != "n2")
 
 
+def test_a_users_text_in_the_kernels_own_lines_drains_nothing(gpu_faults):
+    """A crashing program whose file and process names carry ``NVRM: Xid ... 79`` into the kernel's
+    segfault and trap lines (docs/security.md): the health check passes, at once and after a reboot."""
+    gpu_faults.append("n2")
+    make("cluster-gpu-fault", NODE="n2", FAULT="spoofed-xid")
+    proc = health_check("n2")
+    assert proc.returncode == 0, proc.stdout
+    before = nodes()["n2"]["boot_time"]
+    scontrol("reboot", "ASAP", "nextstate=resume", "reason=clusterops: test reboot", "n2")
+    wait_for(lambda ns: ns["n2"]["boot_time"] > before and ns["n2"]["base"] == "IDLE" and not ns["n2"]["flags"],
+             "n2 back in service after its reboot", timeout=60, interval=0.2)
+    time.sleep(2)   # slurmd ran the health check at its start
+    assert not nodes()["n2"]["flags"] and not nodes()["n2"]["reason"].startswith(PREFIX)
+
+
 def test_fault_at_power_on_drains_before_jobs(gpu_faults):
     gpu_faults.append("n3")
     make("cluster-crash", NODE="n3")

@@ -330,12 +330,27 @@ def prune(path: str, keep_last: int, keep_every: int = 0, keep: Sequence[str] = 
     return result
 
 
+def _fd_path(fd: int) -> Optional[str]:
+    """``/proc/self/fd/<fd>``: a path that leads to the folder open as ``fd`` itself (the kernel's link, not
+    a name someone can swap), or None where there is no such link (no /proc)."""
+    path = "/proc/self/fd/%d" % fd
+    try:
+        same = os.path.samestat(os.stat(path), os.fstat(fd))
+    except OSError:
+        return None
+    return path if same else None
+
+
 def _prune_locked(root: str, root_fd: int, result: PruneResult, keep_last: int, keep_every: int, keep: List[str],
                   threshold: Optional[Tuple[str, float]], tmp_grace: Optional[float], validate: str, dry_run: bool,
                   log: Callable[[str], None], now: float, fsync: bool) -> None:
-    report = inspect(root, validate, list_all=True)
-    root_real = os.path.realpath(root)
-    result.warnings.extend(report.warnings)
+    # The scan reads the folder that was opened, whatever the path names meanwhile: through the descriptor's
+    # /proc/self/fd link (Linux) a folder swapped for another during the scan and swapped back before the
+    # deletions cannot feed the plan; the path itself only where /proc is not mounted.
+    scan_root = _fd_path(root_fd) or root
+    report = inspect(scan_root, validate, list_all=True)
+    root_real = os.path.realpath(scan_root)
+    result.warnings.extend(w.replace(scan_root, root) for w in report.warnings)
     candidates = report.checkpoints
     best = report.latest_valid
     result.latest_valid = best.name if best else None
@@ -511,7 +526,7 @@ def _prune_locked(root: str, root_fd: int, result: PruneResult, keep_last: int, 
             if not dry_run:
                 _delete_checkpoint(root_fd, ckpt)
         except OSError as exc:
-            result.error = "cannot delete %s: %s" % (ckpt.path, exc)
+            result.error = "cannot delete %s: %s" % (os.path.join(root, ckpt.name), exc)
             reasons[ckpt.name] = "deletion failed: %s" % exc
             log("error: %s; stopped, nothing more deleted" % result.error)
             continue

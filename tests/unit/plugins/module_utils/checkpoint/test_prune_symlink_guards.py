@@ -332,3 +332,26 @@ def test_symlinks_and_hard_links_in_a_deleted_checkpoint(tmp_path):
     assert tree_digest(outside) == canary  # the targets, and the hard link's other name, untouched
     assert os.stat(str(outside / "weights.pt")).st_nlink == 1
     assert names(run) == ["step_000000200", "step_000000300"]
+
+
+def test_swapped_for_the_scan_and_back_before_the_deletions_plans_from_the_folder_opened(two_runs, monkeypatch):
+    """The scan reads the folder opened (its /proc/self/fd link), not the path: a folder swapped for
+    another user's during the scan (steps 100-400 there) and swapped back before the path check feeds
+    no plan; the owner's newest valid checkpoint (300) stays, the other folder is untouched."""
+    _parent, run, victim = two_runs
+    canary = tree_digest(victim)
+    real_inspect = ck.pruning.inspect
+
+    def swap_scan_swap_back(*args, **kwargs):
+        moved = swap_for_symlink(run, victim)
+        try:
+            return real_inspect(*args, **kwargs)
+        finally:
+            os.unlink(str(run))
+            os.rename(moved, str(run))
+
+    monkeypatch.setattr(ck.pruning, "inspect", swap_scan_swap_back)
+    result = ck.prune(str(run), keep_last=1)
+    assert result.error is None and result.latest_valid == "step_000000300"
+    assert [d["name"] for d in result.deleted] == ["step_000000100", "step_000000200"]
+    assert names(run) == ["step_000000300"] and tree_digest(victim) == canary
