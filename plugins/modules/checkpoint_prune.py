@@ -28,6 +28,10 @@ description:
   - A checkpoint is first renamed to C(tmp-deleting-<name>) (from then on no reader chooses it), then
     removed. A lock (C(flock) on C(.prune.lock) in the folder) stops two prunes of one folder at once.
     An error stops the run; nothing more is deleted and the task fails, listing what was deleted.
+  - The folder is opened once, and refused when its path holds a symlink anywhere (give its real path). The
+    scan, the lock, every rename and every deletion go through that descriptor, and before each deletion the
+    path must still lead to it, so a folder swapped for a link to another user's folder never leads the prune
+    there (C(docs/security.md)). Run the task as the folder's owner where you can (C(become_user)).
   - The same code runs from cron on hosts without Ansible as
     C(python3 clusterops_checkpoint prune DIR --keep-last N) (role P(clusterops.slurm.checkpoint_pruning#role)).
 author:
