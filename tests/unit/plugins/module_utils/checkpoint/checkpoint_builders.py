@@ -8,6 +8,7 @@ descriptors; safetensors; torch.distributed.checkpoint metadata stand-ins; every
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -207,3 +208,25 @@ def _steps(root, *names_steps):
 
 
 SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def tree_digest(top):
+    """sha256 over every path, symlink target and file content under ``top`` (not following links):
+    equal before and after means nothing under ``top`` was changed, added or removed."""
+    digest = hashlib.sha256()
+    for dirpath, dirnames, filenames in sorted(os.walk(str(top))):
+        dirnames.sort()
+        for name in sorted(dirnames + filenames):
+            path = os.path.join(dirpath, name)
+            digest.update(os.path.relpath(path, str(top)).encode())
+            if os.path.islink(path):
+                digest.update(b"->" + os.readlink(path).encode())
+            elif os.path.isfile(path):
+                with open(path, "rb") as handle:
+                    digest.update(handle.read())
+    return digest.hexdigest()
+
+
+def names(root):
+    """The entries of a run folder, sorted, less the prune's lock file."""
+    return sorted(n for n in os.listdir(str(root)) if n != ck.PRUNE_LOCK)

@@ -12,7 +12,6 @@ safety properties checked after every step.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -31,7 +30,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from ansible_collections.clusterops.slurm.plugins.module_utils import _checkpoint as ck
 
-from checkpoint_builders import LIBRARY, write  # noqa: E402 pylint: disable=import-error
+from checkpoint_builders import LIBRARY, names, tree_digest, write  # noqa: E402 pylint: disable=import-error
 
 
 # ---------------------------------------------------------------------------------------------
@@ -83,24 +82,6 @@ def lightning(root, epoch, step):
     return path
 
 
-def names(root):
-    return sorted(n for n in os.listdir(str(root)) if n != ck.PRUNE_LOCK)
-
-
-def tree_digest(top):
-    """sha256 over every path, symlink target and file content under ``top`` (not following links)."""
-    digest = hashlib.sha256()
-    for dirpath, dirnames, filenames in sorted(os.walk(str(top))):
-        dirnames.sort()
-        for name in sorted(dirnames + filenames):
-            path = os.path.join(dirpath, name)
-            digest.update(os.path.relpath(path, str(top)).encode())
-            if os.path.islink(path):
-                digest.update(b"->" + os.readlink(path).encode())
-            elif os.path.isfile(path):
-                with open(path, "rb") as handle:
-                    digest.update(handle.read())
-    return digest.hexdigest()
 
 
 def age(path, seconds):

@@ -13,7 +13,6 @@ scan and the deletions, between two deletions, before the lock)."""
 from __future__ import annotations
 
 import errno
-import hashlib
 import io
 import os
 
@@ -22,30 +21,23 @@ import pytest
 from ansible_collections.clusterops.slurm.plugins.module_utils import _checkpoint as ck
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import fsutil
 
+from checkpoint_builders import names, tree_digest  # noqa: E402 pylint: disable=import-error
+
 
 def contract(root, step, size=64):
     return ck.write_checkpoint(str(root), step, 0, {"model.pt": b"m" * size, "optim/rank0.pt": b"o" * size},
                                fsync=False)
 
 
-def tree_digest(top):
-    """sha256 over every path, symlink target and file content under ``top`` (links not followed)."""
-    digest = hashlib.sha256()
-    for dirpath, dirnames, filenames in sorted(os.walk(str(top))):
-        dirnames.sort()
-        for name in sorted(dirnames + filenames):
-            path = os.path.join(dirpath, name)
-            digest.update(os.path.relpath(path, str(top)).encode())
-            if os.path.islink(path):
-                digest.update(b"->" + os.readlink(path).encode())
-            elif os.path.isfile(path):
-                with open(path, "rb") as handle:
-                    digest.update(handle.read())
-    return digest.hexdigest()
 
 
-def names(root):
-    return sorted(n for n in os.listdir(str(root)) if n != ck.PRUNE_LOCK)
+def remove_in(folder, name):
+    """fsutil.remove_tree_at of ``name`` in ``folder``, opened as the prune opens its run folder."""
+    fd = fsutil.open_dir_nofollow(str(folder))
+    try:
+        fsutil.remove_tree_at(fd, name)
+    finally:
+        os.close(fd)
 
 
 def swap_for_symlink(path, target):
@@ -166,11 +158,7 @@ def test_remove_tree_at_removes_a_hard_link_and_the_other_name_keeps_the_content
     (tmp_path / "run" / "doomed").mkdir(parents=True)
     os.link(str(outside / "weights.pt"), str(tmp_path / "run" / "doomed" / "model.pt"))
     assert os.stat(str(outside / "weights.pt")).st_nlink == 2
-    fd = fsutil.open_dir_nofollow(str(tmp_path / "run"))
-    try:
-        fsutil.remove_tree_at(fd, "doomed")
-    finally:
-        os.close(fd)
+    remove_in(tmp_path / "run", "doomed")
     assert os.listdir(str(tmp_path / "run")) == []
     assert (outside / "weights.pt").read_bytes() == b"precious"
     assert os.stat(str(outside / "weights.pt")).st_nlink == 1
@@ -203,11 +191,7 @@ def test_remove_tree_at_a_tree_deeper_than_the_recursion_limit(tmp_path):
         fd = child
     os.close(os.open("f", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd))
     os.close(fd)
-    fd = fsutil.open_dir_nofollow(str(tmp_path / "run"))
-    try:
-        fsutil.remove_tree_at(fd, "deep")
-    finally:
-        os.close(fd)
+    remove_in(tmp_path / "run", "deep")
     assert os.listdir(str(tmp_path / "run")) == []
 
 
