@@ -169,9 +169,10 @@ def test_alices_attacks_change_nothing_of_anyone_else_and_bobs_run_is_remediated
 
 def test_entries_users_write_bind_their_writer(arena):
     """In a registry users may write (sticky): alice's own entry is remediated as alice; one naming bob
-    (with her launcher) or root, or with a state.json of the wrong shape, is refused for a human, alone."""
+    (with her launcher) or root, with a state.json of the wrong shape, or whose run.json is a FIFO or
+    64 MiB, is refused for a human, alone."""
     tag, reg = arena["tag"], arena["open"]
-    names = dict((k, "%s-%s" % (k, tag)) for k in ("own", "forge", "as-root", "badstate"))
+    names = dict((k, "%s-%s" % (k, tag)) for k in ("own", "forge", "as-root", "badstate", "fifo", "huge"))
     for key, name in names.items():
         folders = {"ckpt": user_folder(arena, ALICE, "open", key, "ckpt"),
                    "logs": user_folder(arena, ALICE, "open", key, "logs")}
@@ -184,6 +185,10 @@ def test_entries_users_write_bind_their_writer(arena):
             with open(os.path.join(folder, "state.json"), "w") as handle:
                 handle.write('{"format": "clusterops.training_state", "resubmissions": ["x"]}')
             os.chown(os.path.join(folder, "state.json"), pwd.getpwnam(ALICE).pw_uid, -1)
+        if key in ("fifo", "huge"):   # a run.json that would block a reader, one of 64 MiB (sparse)
+            spec = os.path.join(folder, "run.json")
+            os.unlink(spec)
+            as_user(ALICE, "mkfifo", spec) if key == "fifo" else as_user(ALICE, "truncate", "-s", "64M", spec)
         if key in ("own", "badstate"):
             as_user(ALICE, "sbatch", "--quiet", script)
     until(lambda: all(jobs_of(ALICE, names[k]) and jobs_of(ALICE, names[k])[-1][1] == "FAILED"
@@ -200,3 +205,5 @@ def test_entries_users_write_bind_their_writer(arena):
     bad = summary_line(proc, names["badstate"])
     assert "resubmissions[0] is not an object" in bad and "[needs a human]" in bad
     assert len(jobs_of(ALICE, names["badstate"])) == 1
+    assert "not a regular file" in summary_line(proc, names["fifo"])
+    assert "larger than" in summary_line(proc, names["huge"])
