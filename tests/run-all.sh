@@ -9,7 +9,8 @@
 #   background, one after the other, at nice 19 (they get only what the clusters and their tests
 #     leave): the podman images of the other releases (dev clusters and Molecule: cached, built
 #     before the tests that need them start), packaging, ansible-test sanity, the ansible-core
-#     matrix, ansible-lint, bandit. None of them needs a cluster.
+#     matrix, ansible-lint, bandit, the checkpoint_pruning role on this machine. None of them needs a
+#     cluster.
 #
 # Every suite runs even when one before it failed; the background suites' output is printed when
 # they end (their logs stay in .cache/test-logs/), then one line per suite, and the exit status
@@ -54,6 +55,9 @@ if [[ "${1:-}" == --background ]]; then
   lane matrix "${make}" --no-print-directory matrix NOXFLAGS='-t unpinned'
   lane lint "${make}" --no-print-directory lint
   lane security "${make}" --no-print-directory security
+  # The checkpoint_pruning role on this machine (crontabs, the user clusterops-alice): it needs no
+  # cluster, and runs last, long after the integration tests created that user.
+  lane "pruning role" "${make}" --no-print-directory pruning-role
   exit 0
 fi
 
