@@ -83,7 +83,7 @@ def hash_file(path: str, chunk_size: int = CHUNK_SIZE, fsync: bool = False) -> T
 
 
 def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    fd = os.open(path, os.O_RDONLY | _O_DIRECTORY)
     try:
         os.fsync(fd)
     finally:
@@ -179,9 +179,9 @@ def open_regular(path: str, follow: bool = False, dir_fd: Optional[int] = None) 
         OSError: from ``open`` (``ENOENT``; ``ELOOP``: ``path`` is a symlink and ``follow`` is
             False), or ``EINVAL`` "not a regular file".
     """
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | _O_CLOEXEC
     if not follow:
-        flags |= getattr(os, "O_NOFOLLOW", 0)
+        flags |= _O_NOFOLLOW
     fd = os.open(path, flags) if dir_fd is None else os.open(path, flags, dir_fd=dir_fd)
     try:
         st = os.fstat(fd)
@@ -195,6 +195,17 @@ def open_regular(path: str, follow: bool = False, dir_fd: Optional[int] = None) 
 
 def read_bounded(path: str, max_bytes: int, follow: bool = False, dir_fd: Optional[int] = None) -> bytes:
     """The whole content of the regular file ``path`` (:func:`open_regular`), at most ``max_bytes`` bytes.
+
+    Raises:
+        OSError: see :func:`read_bounded_stat`.
+    """
+    return read_bounded_stat(path, max_bytes, follow, dir_fd)[0]
+
+
+def read_bounded_stat(path: str, max_bytes: int, follow: bool = False,
+                      dir_fd: Optional[int] = None) -> Tuple[bytes, os.stat_result]:
+    """:func:`read_bounded` and the ``fstat`` of the descriptor it read (owner and mode of the very
+    file read, not of whatever the name leads to a moment later).
 
     Raises:
         OSError: see :func:`open_regular`; ``EFBIG`` when the file holds more than ``max_bytes``
@@ -214,7 +225,7 @@ def read_bounded(path: str, max_bytes: int, follow: bool = False, dir_fd: Option
             total += len(chunk)
             if total > max_bytes:
                 raise OSError(errno.EFBIG, "larger than %d bytes" % max_bytes, path)
-        return b"".join(chunks)
+        return b"".join(chunks), st
     finally:
         os.close(fd)
 

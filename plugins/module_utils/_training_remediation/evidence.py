@@ -18,7 +18,7 @@ import os
 import re
 import time
 
-from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.fsutil import open_regular
+from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.fsutil import open_dir_nofollow, open_regular
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import expand_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._privsep import PrivsepError
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import SlurmCommandError
@@ -115,16 +115,18 @@ def write_evidence(folder: str, name: str, text: str, log_dir: Optional[str], lo
     """Write the evidence file ``<folder>/<name>`` (run as the run's owner, ``runner.owner_call``):
     ``text``, then, when ``log_dir`` is given, the tails of its logs ``<log_prefix>*``. Returns its path.
 
-    The file is new: created ``O_CREAT | O_EXCL | O_NOFOLLOW`` relative to the folder opened
-    ``O_DIRECTORY | O_NOFOLLOW`` (a name taken already, a symlink or a hard link planted there is
-    never written through: the next free name ``<name>.1`` ... is used), then ``fchmod`` 0644.
+    The file is new: created ``O_CREAT | O_EXCL | O_NOFOLLOW`` relative to the folder, which is opened
+    without following a symlink in any component of its path (``fsutil.open_dir_nofollow``). A name
+    taken already, a symlink or a hard link planted there, is never written through: the next free
+    name ``<name>.1`` ... is used. Then ``fchmod`` 0644.
 
     Raises:
-        OSError: the folder cannot be opened, or ten names are taken.
+        OSError: the folder cannot be opened (``fsutil.FolderPathError``: a symlink on its path), or ten
+            names are taken.
     """
     if log_dir:
         text += _log_tails(log_dir, log_prefix or "")
-    dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    dir_fd = open_dir_nofollow(folder)
     try:
         for attempt in range(10):
             candidate = name if attempt == 0 else "%s.%d" % (name, attempt)

@@ -52,8 +52,8 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.fsuti
     atomic_write_json,
     load_json_bounded,
     open_lock_file,
-    open_regular,
     parse_json_bytes,
+    read_bounded_stat,
     try_flock,
 )
 
@@ -276,16 +276,10 @@ def read_run(folder: str, trusted: Optional[Tuple[int, ...]] = None) -> Dict[str
     """
     spec_path = os.path.join(folder, RUN_FILE)
     try:
-        fd, entry = open_regular(spec_path)
-        try:
-            data = os.read(fd, MAX_STATE_BYTES + 1)
-        finally:
-            os.close(fd)
+        data, entry = read_bounded_stat(spec_path, MAX_STATE_BYTES)
         folder_st = os.lstat(folder)
     except (OSError, IOError) as exc:
         raise RegistryError("%s: %s" % (spec_path, exc.strerror or exc))
-    if len(data) > MAX_STATE_BYTES or entry.st_size > MAX_STATE_BYTES:
-        raise RegistryError("%s is larger than %d bytes" % (spec_path, MAX_STATE_BYTES))
     try:
         spec = parse_json_bytes(data)
     except ValueError as exc:
