@@ -485,13 +485,18 @@ def _one_prune(run_dir, tool, rng):
         results.append(json.loads(out))
     deleted = 0
     for result in results:
+        # Judged against the resume point this prune saw in its own scan: the trainer may have
+        # saved twice since ``before`` was read, and then deleting ``before`` is right.
         assert result["error"] is None
+        resume_step = ck.parse_name(result["latest_valid"])[2]
+        assert resume_step >= before.step, result["latest_valid"]
         gone = [d["name"] for d in result["deleted"]]
-        assert before.name not in gone  # the resume point at the time of the prune
+        assert result["latest_valid"] not in gone
         assert all(d["kind"] == "checkpoint" for d in result["deleted"]), gone  # no staging folder
-        assert all(d["step"] < before.step for d in result["deleted"]), gone
+        assert all(d["step"] < resume_step for d in result["deleted"]), gone
         deleted += len(gone)
-    assert os.path.isdir(before.path)
+    after = ck.latest_valid(str(run_dir))
+    assert after is not None and after.step >= before.step  # a resume point at least as new, always
     return deleted
 
 

@@ -82,8 +82,6 @@ def lightning(root, epoch, step):
     return path
 
 
-
-
 def age(path, seconds):
     """Make an entry and everything under it look unchanged for ``seconds``."""
     when = time.time() - seconds

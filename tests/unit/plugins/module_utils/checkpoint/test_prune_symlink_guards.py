@@ -29,8 +29,6 @@ def contract(root, step, size=64):
                                fsync=False)
 
 
-
-
 def remove_in(folder, name):
     """fsutil.remove_tree_at of ``name`` in ``folder``, opened as the prune opens its run folder."""
     fd = fsutil.open_dir_nofollow(str(folder))
