@@ -10,6 +10,7 @@ set_stats, the summary lines, the Prometheus textfile and the failure that names
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -78,10 +79,21 @@ def ansible_playbook(tmp_path):
     return proc.returncode, json.loads(out[out.index("{"):]), prom
 
 
+def _has_collection(package):
+    try:
+        return importlib.util.find_spec(package) is not None
+    except ImportError:  # not even the parent namespace (ansible_collections.ansible) is there
+        return False
+
+
 @pytest.fixture(scope="module")
 def played(tmp_path_factory):
     if ansible_version_info < (2, 19):
-        pytest.skip("the stdout callback ansible.builtin.json these tests read comes with ansible-core 2.19")
+        pytest.skip("these tests read the JSON stdout callback's output as ansible-core 2.19 writes it")
+    if not _has_collection("ansible_collections.ansible.posix"):
+        # ansible-core redirects ansible.builtin.json to ansible.posix.json: .venv has it (the
+        # ansible package), the matrix's bare ansible-core sessions do not.
+        pytest.skip("the JSON stdout callback comes with the ansible.posix collection, not installed here")
     return ansible_playbook(tmp_path_factory.mktemp("remediate-report"))
 
 
