@@ -19,9 +19,15 @@ description:
   - Only nodes that are drained, DOWN or FAIL are looked at. A node with a reboot already
     requested or issued, a node in power saving and a node in a maintenance reservation are
     skipped; a node rebooting counts against the blast radius (in flight).
-  - Each node's reason is looked up in O(classes), first match wins. A reason that matches
-    no class, or no reason at all, is skipped, as an admin or a health check drained the node
-    on purpose. Action V(human) reports the node as needing a human (RV(_value.needs_human)).
+  - "Each node's reason is looked up in O(classes), first match wins, without the tails slurmctld
+    appends to a reason (C( : Not responding), C( : reboot issued), C( : reboot complete)) and
+    the C( [user@time]) of C(scontrol show node): the class of the reason Slurm started with
+    decides. A reason that matches no class, or no reason at all, is skipped, as an admin or a
+    health check drained the node on purpose, unless Slurm flags the node NOT_RESPONDING or FAIL:
+    then it needs a human (class C(unclassified_failing)). Action V(human) reports the node as
+    needing a human (RV(_value.needs_human))."
+  - "A reason to which slurmctld appended C( : reboot timed out) or C( : ResumeTimeout reached)
+    needs a human (class C(resume_timeout)); the node is no longer a reboot in flight."
   - A node that does not respond (NOT_RESPONDING), or whose class says V(reboot), is to be
     rebooted (C(scontrol reboot ASAP nextstate=resume)); a node of a V(resume) class is to
     be resumed.
@@ -149,7 +155,10 @@ _value:
       type: list
       elements: dict
     human:
-      description: Nodes whose class says a human must act, grouped - C({class, state, reason, count, hostlist}).
+      description:
+        - Nodes whose class says a human must act, grouped - C({class, state, reason, count, hostlist}).
+        - C(class) is one of O(classes), or C(resume_timeout) (a reboot through Slurm timed out) or
+          C(unclassified_failing) (no class matches, and Slurm flags the node NOT_RESPONDING or FAIL).
       type: list
       elements: dict
     skipped:

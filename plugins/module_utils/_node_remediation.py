@@ -19,18 +19,24 @@ node in scope:
    power saving, or in a maintenance reservation is skipped: something else owns it. A node
    rebooting (a reboot requested or issued, or still broken with this collection's reboot
    reason) is *in flight* and counts against the blast radius of this run.
-3. The node's reason is looked up in the reason classes (first match wins). A node whose
-   reason matches no class, or that has no reason, is skipped: an admin or a health check
-   drained it on purpose. A class with action ``human`` is reported as needing a human
-   (e.g. a GPU that needs a hardware repair, or a node this collection stopped healing).
-4. Healing budget: a node healed ``heal_budget`` times within ``heal_window`` seconds (closed
+3. A reason to which slurmctld appended that its own recovery failed (`` : reboot timed out``,
+   `` : ResumeTimeout reached``) is reported as needing a human (class ``resume_timeout``); it
+   is not in flight any more.
+4. The reason Slurm started with (the reason without the tails slurmctld appends, see
+   :func:`reason_origin`) is looked up in the reason classes (first match wins). A node whose
+   reason matches no class, or that has no reason, is skipped (an admin or a health check
+   drained it on purpose), unless Slurm flags it NOT_RESPONDING or FAIL: then it is reported
+   as needing a human (class ``unclassified_failing``), never acted on. A class with action
+   ``human`` is reported as needing a human (e.g. a GPU that needs a hardware repair, or a node
+   this collection stopped healing).
+5. Healing budget: a node healed ``heal_budget`` times within ``heal_window`` seconds (closed
    events of an acting class in Slurm's accounting) is not healed again; it gets the reason
    ``clusterops: flapping: healed N times in W, last: <reason>`` that only a ``human`` class
    matches, and is reported as needing a human. Heals before ``heal_since`` or before the node
    last left a ``human`` class (a person repaired it and returned it to service) do not count.
-5. A node that does not respond (NOT_RESPONDING), or whose class says ``reboot``, is rebooted;
+6. A node that does not respond (NOT_RESPONDING), or whose class says ``reboot``, is rebooted;
    any other node of a ``resume`` class is resumed.
-6. Circuit breaker: when more nodes in scope broke within ``circuit_window`` seconds than
+7. Circuit breaker: when more nodes in scope broke within ``circuit_window`` seconds than
    ``min(circuit_max_nodes, max(circuit_min_nodes, floor(considered * circuit_max_percent /
    100)))``, nothing is healed: a cluster-wide failure (file system, fabric) is suspected and
    reported with the reasons grouped by class.
@@ -57,11 +63,43 @@ except ImportError:  # pragma: no cover
 
 #: Reasons Slurm itself (or a failed prolog/epilog) sets are anchored at both ends: Slurm writes
 #: them as exact strings, while an admin's free text that merely starts with them ("Kill task
-#: failed by admin for testing") or a reason Slurm extended after a failed reboot ("... : reboot
-#: issued : reboot timed out") must not match. The optional tails are the details newer releases
-#: append in a fixed form: since 25.05 the kill-task drain names the job step ("Kill task failed
-#: (JobId=7 batch)"); "Node unexpectedly rebooted" may carry "boot_time=N last response=N".
+#: failed by admin for testing") must not match. A class is matched against the reason Slurm
+#: started with: what slurmctld appends later (" : Not responding", " : reboot issued", see
+#: ``SLURM_REASON_TAILS``) is taken off first (:func:`reason_origin`). The optional details are
+#: those newer releases write in a fixed form: since 25.05 the kill-task drain names the job step
+#: ("Kill task failed (JobId=7 batch)"); "Node unexpectedly rebooted" may carry "boot_time=N last
+#: response=N".
 KILL_TASK_FAILED = r"^Kill task failed( \(JobId=[0-9]+[^()]*\))?$"
+
+#: What slurmctld appends to a reason a node already has: ``" : <message>"``, unless the reason
+#: already holds the message (``set_node_reason`` in src/slurmctld/node_mgr.c of 23.02 and later;
+#: ``set_node_reboot_reason`` in 22.05, which appends the reboot messages only). The value is None
+#: for a tail that tells a state the node's flags show anyway (the class of the reason Slurm
+#: started with decides), else what went wrong: Slurm's own recovery failed, a human looks.
+#:
+#: * ``Not responding``: ping_nodes.c, no answer within SlurmdTimeout (appended since 23.02; 22.05
+#:   keeps the old reason and sets only the flag).
+#: * ``reboot issued``: controller.c (power_save.c in 25.05+), the reboot went to slurmd.
+#: * ``reboot complete``: node_mgr.c, a reboot with ``nextstate=DOWN`` finished.
+#: * ``reboot timed out``: node_mgr.c, the node did not register within ResumeTimeout of the reboot.
+#: * ``ResumeTimeout reached``: power_save.c, a node resumed by power saving did not come up.
+SLURM_REASON_TAILS = {
+    "Not responding": None,
+    "reboot issued": None,
+    "reboot complete": None,
+    "reboot timed out": "the reboot did not finish within ResumeTimeout",
+    "ResumeTimeout reached": "the node did not power up within ResumeTimeout",
+}
+
+#: ``scontrol show node`` prints who set the reason and when after it: ``Reason=Kill task failed
+#: [root@2026-09-21T15:02:11]`` (sinfo's ``%E`` and the JSON ``reason`` do not).
+_SET_BY_TAIL = re.compile(r" \[[^\[\]@ ]*@[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\]$")
+
+#: Pseudo-classes of the plan (not in the reason classes; a human acts): a reason with a tail of
+#: ``SLURM_REASON_TAILS`` that says Slurm's recovery failed, and a reason no class matches on a
+#: node Slurm itself flags as failing (NOT_RESPONDING, FAIL): not "drained on purpose".
+RESUME_TIMEOUT_CLASS = "resume_timeout"
+UNCLASSIFIED_FAILING_CLASS = "unclassified_failing"
 
 #: Prefix of every reason the node_health role's HealthCheckProgram sets
 #: (``clusterops-health: <check>: <detail>``, see docs/node-health.md).
@@ -233,12 +271,46 @@ def classes_from_allowlist(allow_reasons: Sequence[str], reboot_reasons: Sequenc
             for index, pattern in enumerate(allow_reasons or ())]
 
 
+def reason_origin(reason: str) -> Tuple[str, Tuple[str, ...]]:
+    """Split a node's reason into the reason Slurm started with and the tails slurmctld appended.
+
+    ``"Kill task failed (JobId=4242 StepId=0) : Not responding"`` gives ``("Kill task failed
+    (JobId=4242 StepId=0)", ("Not responding",))``. Only the messages of ``SLURM_REASON_TAILS``
+    are taken off, from the end, and the `` [user@time]`` scontrol prints after a reason: other
+    text after `` : `` belongs to the reason (an admin's ``Kill task failed : keep, bob`` stays
+    whole and matches no class).
+
+    Returns:
+        ``(base, tails)``: tails oldest first; ``(reason, ())`` when nothing was appended.
+    """
+    base = _SET_BY_TAIL.sub("", reason or "")
+    tails = []
+    while True:
+        head, sep, last = base.rpartition(" : ")
+        if not sep or not head or last not in SLURM_REASON_TAILS:
+            break
+        tails.append(last)
+        base = head
+    return base, tuple(reversed(tails))
+
+
+def recovery_failure(reason: str) -> Optional[str]:
+    """What Slurm's own recovery says went wrong in ``reason``'s tails (``SLURM_REASON_TAILS``),
+    the newest such tail first, or None."""
+    for tail in reversed(reason_origin(reason)[1]):
+        if SLURM_REASON_TAILS[tail]:
+            return "%s (%s)" % (tail, SLURM_REASON_TAILS[tail])
+    return None
+
+
 def classify(reason: str, classes: Sequence[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
-    """The first compiled class (see ``compile_classes``) whose regex matches ``reason``, or None."""
-    if not reason:
+    """The first compiled class (see ``compile_classes``) whose regex matches the reason Slurm
+    started with (``reason`` without the tails slurmctld appended, :func:`reason_origin`), or None."""
+    base = reason_origin(reason)[0]
+    if not base:
         return None
     for entry in classes:
-        if entry["regex"].search(reason):
+        if entry["regex"].search(base):
             return entry
     return None
 
@@ -635,18 +707,26 @@ def plan_remediation(nodes: List[Dict[str, Any]],
             continue
         reason = node.get("reason") or ""
         view = {"name": node["name"], "state": state.compound(), "reason": reason}
-        # Slurm appends " : reboot issued" (and more) to the reason a reboot was given.
-        if state.flags & _REBOOTING or (reboot_reason and (reason == reboot_reason
-                                                           or reason.startswith(reboot_reason + " : "))):
+        # Slurm appends " : reboot issued" (and more) to the reason a reboot was given; one that
+        # timed out is no longer in flight.
+        failure = recovery_failure(reason)
+        if state.flags & _REBOOTING or (reboot_reason and failure is None
+                                        and reason_origin(reason)[0] == reboot_reason):
             in_flight.append(node["name"])
         owned = [why for flag, why in _OWNED_ELSEWHERE if flag in state.flags]
         if owned:
             skipped.append(dict(view, why=owned[0]))
             continue
+        if failure is not None:
+            human.append(dict(view, **{"class": RESUME_TIMEOUT_CLASS}))
+            continue
+        entry = classified(reason)
+        if entry is None and (not state.responding or "FAIL" in state.flags):
+            human.append(dict(view, **{"class": UNCLASSIFIED_FAILING_CLASS}))
+            continue
         if not reason:
             skipped.append(dict(view, why="no reason recorded; left for a human"))
             continue
-        entry = classified(reason)
         if entry is None:
             skipped.append(dict(view, why="reason matches no class (drained on purpose?)"))
             continue

@@ -20,6 +20,8 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation
     heal_candidates,
     plan_from_options,
     plan_remediation,
+    reason_origin,
+    recovery_failure,
     scope_names,
 )
 
@@ -142,9 +144,11 @@ def test_scope():
 def test_custom_classes():
     plan = plan_remediation(CLUSTER, classes=[{"name": "nhc_fs", "match": "^NHC: check_fs_mount", "action": "reboot"}],
                             max_nodes=100, max_percent=100)
-    # Only the given classes count: "Not responding" (n2) now matches none and is left alone.
+    # Only the given classes count: "Not responding" (n2) now matches none and is not acted on, but
+    # Slurm flags it NOT_RESPONDING: a human hears of it. n4 (responding, drained by an admin) is left alone.
     assert plan["reboot"] == ["n7"] and plan["resume"] == []
-    assert "no class" in skipped_by_name(plan)["n2"]["why"]
+    assert by_name(plan["human"])["n2"]["class"] == "unclassified_failing"
+    assert "no class" in skipped_by_name(plan)["n4"]["why"]
 
 
 def test_report_has_one_line_per_group_and_every_listed_node():
@@ -172,18 +176,89 @@ def test_nodes_that_say_the_same_share_one_entry():
 @pytest.mark.parametrize("reason", [
     "Kill task failed by admin for testing",
     "maintenance: Kill task failed on n3",
-    "clusterops.slurm remediation: reboot : reboot issued : reboot timed out",
-    "Kill task failed: reboot by clusterops : reboot issued : reboot timed out",
     "NHC: Not responding",
     "Kill task failed (by admin)",
-    "Kill task failed (JobId=7 batch) : reboot issued : reboot timed out",
     "Kill task failed (JobId=abc)",
     "Node unexpectedly rebooted by the admin",
+    # text after " : " that is not one of slurmctld's own tails belongs to the reason
+    "Kill task failed : keep, bob",
+    "Kill task failed : Not responding since Monday",
+    "Epilog error : investigating",
+    "Kill task failed [bob@yesterday]",
 ])
 def test_only_slurms_exact_reasons_are_fixed(reason):
     plan = plan_remediation([node("n1", "IDLE+DRAIN", reason)], max_nodes=10, max_percent=100)
     assert plan["reboot"] == [] and plan["resume"] == []
     assert "no class" in plan["skipped"][0]["why"]
+
+
+@pytest.mark.parametrize("reason, base, tails", [
+    ("Kill task failed", "Kill task failed", ()),
+    ("Not responding", "Not responding", ()),
+    # 23.02+: set_node_reason appends " : Not responding" to a DOWN node's reason
+    ("Kill task failed (JobId=4242 StepId=0) : Not responding", "Kill task failed (JobId=4242 StepId=0)",
+     ("Not responding",)),
+    ("Prolog error : Not responding", "Prolog error", ("Not responding",)),
+    # the reboot messages (22.05's set_node_reboot_reason too), recorded in tests/unit/fixtures
+    ("clusterops: test : reboot issued : reboot timed out", "clusterops: test", ("reboot issued", "reboot timed out")),
+    ("clusterops.slurm remediation: reboot : reboot issued", "clusterops.slurm remediation: reboot", ("reboot issued",)),
+    ("maintenance : reboot issued : reboot complete", "maintenance", ("reboot issued", "reboot complete")),
+    ("Epilog error : ResumeTimeout reached", "Epilog error", ("ResumeTimeout reached",)),
+    # scontrol show node's "[user@time]"
+    ("Kill task failed [root@2026-09-21T15:02:11]", "Kill task failed", ()),
+    ("Kill task failed : Not responding [slurm@2026-09-21T15:02:11]", "Kill task failed", ("Not responding",)),
+    # not Slurm's: kept whole
+    ("Kill task failed : keep, bob", "Kill task failed : keep, bob", ()),
+    ("maintenance : reboot issued by bob", "maintenance : reboot issued by bob", ()),
+    (" : Not responding", " : Not responding", ()),
+    ("", "", ()),
+])
+def test_reason_origin_takes_off_only_what_slurmctld_appends(reason, base, tails):
+    assert reason_origin(reason) == (base, tails)
+
+
+@pytest.mark.parametrize("state, reason, action", [
+    ("DOWN+DRAIN+NOT_RESPONDING", "Kill task failed (JobId=4242 StepId=0) : Not responding", "reboot"),
+    ("DOWN+DRAIN+NOT_RESPONDING", "Kill task failed : Not responding", "reboot"),
+    ("DOWN+DRAIN+NOT_RESPONDING", "Prolog error : Not responding", "reboot"),  # not responding: reboot
+    ("IDLE+DRAIN", "Epilog error : reboot issued : reboot complete", "resume"),
+    ("IDLE+DRAIN", "Kill task failed [root@2026-09-21T15:02:11]", "reboot"),
+])
+def test_the_class_of_the_reason_slurm_started_with_decides(state, reason, action):
+    plan = plan_remediation([node("n1", state, reason)], max_nodes=10, max_percent=100)
+    assert plan[action] == ["n1"], plan["report"]
+
+
+@pytest.mark.parametrize("state, reason", [
+    ("DOWN+NOT_RESPONDING", "clusterops.slurm remediation: reboot : reboot issued : reboot timed out"),
+    ("DOWN+DRAIN+NOT_RESPONDING", "Kill task failed (JobId=7 batch) : reboot issued : reboot timed out"),
+    ("DOWN+NOT_RESPONDING", "Kill task failed: reboot by clusterops : reboot issued : reboot timed out"),
+    ("DOWN+DRAIN", "Epilog error : ResumeTimeout reached"),
+])
+def test_a_reboot_slurm_could_not_finish_is_for_a_human_and_not_in_flight(state, reason):
+    plan = plan_remediation([node("n1", state, reason), node("n2", "IDLE+DRAIN", "Kill task failed")],
+                            max_nodes=1, max_percent=100)
+    assert plan["reboot"] == ["n2"]  # n1 holds no room of the blast radius: its reboot is over
+    assert plan["in_flight"]["count"] == 0
+    assert by_name(plan["human"])["n1"]["class"] == "resume_timeout"
+    assert recovery_failure(reason).split(" (")[0] in ("reboot timed out", "ResumeTimeout reached")
+
+
+@pytest.mark.parametrize("state, reason, where", [
+    ("DOWN+NOT_RESPONDING", "maintenance: swap DIMM : Not responding", "human"),
+    ("DOWN+DRAIN+NOT_RESPONDING", "rack 12 power work", "human"),
+    ("IDLE+DRAIN+FAIL", "bad DIMM", "human"),
+    ("DOWN+NOT_RESPONDING", "", "human"),
+    ("DOWN", "maintenance: swap DIMM", "skipped"),
+    ("IDLE+DRAIN", "maintenance: swap DIMM", "skipped"),
+])
+def test_no_class_on_a_node_slurm_flags_as_failing_needs_a_human(state, reason, where):
+    plan = plan_remediation([node("n1", state, reason)], max_nodes=10, max_percent=100)
+    assert plan["reboot"] == [] and plan["resume"] == []
+    assert list(by_name(plan[where])) == ["n1"]
+    if where == "human":
+        assert by_name(plan["human"])["n1"]["class"] == "unclassified_failing"
+        assert any("unclassified_failing" in h["why"] for h in plan["needs_human"])
 
 
 @pytest.mark.parametrize("state, reason, action", [

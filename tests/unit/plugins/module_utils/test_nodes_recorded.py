@@ -17,7 +17,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import (
     parse_nodes_json,
     parse_sinfo_text,
 )
-from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation import plan_remediation
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation import plan_remediation, reason_origin
 
 
 def skipped_by_name(plan):
@@ -126,7 +126,7 @@ def test_recorded_policy_decisions():
     # a reboot that timed out is for a human
     timed_out = plan("reboot_timed_out_n2")
     assert timed_out["reboot"] == [] and timed_out["resume"] == []
-    assert "no class" in timed_out["skipped"][0]["why"]
+    assert [h["class"] for h in timed_out["human"]] == ["resume_timeout"] and timed_out["in_flight"]["count"] == 0
     assert plan("drained_n3")["reboot"] == ["n3"]
     assert plan("slurmd_dead_n4")["reboot"] == ["n4"]
     # slurmd restarted, node responds again: it only needs returning to service
@@ -203,6 +203,26 @@ def test_2411_kill_task_failed_and_crash_are_planned():
     plan = plan_remediation(nodes, max_nodes=10, max_percent=100)
     assert plan["reboot"] == ["n1", "n2"]
     assert skipped_names(plan) == ["n3"]
+
+
+def test_2411_the_tail_slurmctld_appends_is_taken_off_the_recorded_reason():
+    """24.11 appended " : Not responding" to n3's reason when it stopped answering (23.02+
+    set_node_reason); n3 answers again (DOWN, no NOT_RESPONDING), its reason is an admin's."""
+    nodes = dict((n["name"], n) for n in parse_nodes_json(
+        release_fixture("24.11", "04-n1-down-n2-killtask", "scontrol-show-node-json.out")))
+    assert nodes["n3"]["reason"] == "clusterops test : Not responding"
+    assert reason_origin(nodes["n3"]["reason"]) == ("clusterops test", ("Not responding",))
+    line = [l for l in release_fixture("24.11", "04-n1-down-n2-killtask", "scontrol-show-node.out").splitlines()
+            if l.startswith("NodeName=n3 ")][0]
+    assert reason_origin(line.split(" Reason=", 1)[1].rstrip()) == ("clusterops test", ("Not responding",))
+    plan = plan_remediation(list(nodes.values()), max_nodes=10, max_percent=100)
+    assert skipped_names(plan) == ["n3"] and plan["human"] == []
+
+
+def test_2205_reboot_issued_tail_of_a_recorded_reboot():
+    nodes = parse_nodes_json(release_fixture("22.05", "rebooting", "sinfo-json.out"))
+    n3 = [n for n in nodes if n["name"] == "n3"][0]
+    assert reason_origin(n3["reason"]) == ("clusterops: fixture", ("reboot issued",))
 
 
 def test_2411_reboot_states_are_left_alone():
