@@ -202,6 +202,26 @@ unordered:
     valid:
       description: V(false) when the file is broken, else V(null).
       type: bool
+unexplained:
+  description: >-
+    Entries that look like training state (a state file suffix such as V(.pt), V(.safetensors),
+    V(.distcp); framework metadata such as C(.metadata) or C(trainer_state.json); a step, epoch or
+    iteration in the name; or such files in the two levels below a folder) that no known layout
+    explains. Without a valid checkpoint the folder is "exists, none usable", never empty: the
+    launcher does not start from scratch and remediation asks a human.
+  returned: success
+  type: list
+  elements: dict
+  sample:
+    - name: epoch_0_step_19
+      reason: "looks like training state (a progress counter in its name (epoch_0)), but no known layout explains it"
+empty:
+  description: >-
+    V(true) when the folder holds no checkpoint candidate and nothing in RV(unexplained): the only case
+    in which a run starts from scratch (C(clusterops_checkpoint latest) exits 1).
+  returned: success
+  type: bool
+  sample: false
 ignored:
   description: Entries of the folder that are neither checkpoints nor pointers, with why.
   returned: success

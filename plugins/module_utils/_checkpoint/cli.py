@@ -277,4 +277,4 @@ def main(argv: Optional[Sequence[str]] = None, out: Any = None, err: Any = None)
             err.write("warning: %s\n" % message)
     if report.latest_valid is not None:
         return EXIT_OK
-    return EXIT_INVALID if report.had_candidates else EXIT_NONE
+    return EXIT_NONE if report.empty else EXIT_INVALID

@@ -152,6 +152,12 @@ class Report(object):
         unordered: ``{"name", "reason", "valid"}`` for each Lightning checkpoint whose step neither
             its name nor its own metadata tells (``valid`` False when the file is broken, else None).
             One that is not broken makes the folder unusable: nothing is chosen (``latest`` exit 3).
+        unexplained: ``{"name", "reason"}`` for each entry that looks like training state (a state
+            file suffix, framework metadata, a step or epoch in its name, or such files inside; see
+            ``names.training_state_hint``) but that no known layout explains. With no valid
+            checkpoint, the folder is "exists, none usable" (``latest`` exit 3), never "empty".
+        empty: no candidate, nothing unordered, nothing unexplained: only then does a run start
+            from scratch (``latest`` exit 1).
     """
 
     def __init__(self, path: str, validate: str) -> None:
@@ -166,16 +172,23 @@ class Report(object):
         self.had_candidates = False
         #: ``{"name", "reason", "valid"}``: checkpoints whose step neither the name nor the file tells.
         self.unordered: List[Dict[str, Any]] = []
+        #: ``{"name", "reason"}``: entries that look like training state no known layout explains.
+        self.unexplained: List[Dict[str, str]] = []
         # For prune(): (name, path) of temporary entries and of symlinks; not in to_dict().
         self.temporary: List[Tuple[str, str]] = []
         self.symlinks: List[Tuple[str, str]] = []
+
+    @property
+    def empty(self) -> bool:
+        return not (self.had_candidates or self.unexplained)
 
     def to_dict(self) -> Dict[str, Any]:
         return dict(path=self.path, validate=self.validate,
                     checkpoints=[c.to_dict() for c in self.checkpoints],
                     latest_valid=self.latest_valid.to_dict() if self.latest_valid else None,
                     ignored=list(self.ignored), pointers=list(self.pointers),
-                    warnings=list(self.warnings), finished=self.finished, unordered=list(self.unordered))
+                    warnings=list(self.warnings), finished=self.finished, unordered=list(self.unordered),
+                    unexplained=list(self.unexplained), empty=self.empty)
 
 
 class _Invalid(Exception):

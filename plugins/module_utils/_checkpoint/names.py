@@ -59,6 +59,38 @@ _CKPT_STEP = re.compile(r"(?:^|-)step=([0-9]+)(?=-|$)")
 _CKPT_EPOCH = re.compile(r"(?:^|-)epoch=([0-9]+)(?=-|$)")
 
 
+#: What training state looks like when no layout explains it (:func:`training_state_hint`): the
+#: file suffixes of torch.save, safetensors, torch.distributed.checkpoint shards, Lightning, pickle,
+#: HDF5/Keras, Flax/Orbax msgpack and NumPy archives; the metadata files frameworks write
+#: (torch.distributed.checkpoint ``.metadata``, the HF Trainer's ``trainer_state.json``, Orbax's
+#: ``_CHECKPOINT_METADATA``/``_METADATA``, DeepSpeed's ``latest``, torchtune's ``recipe_state``);
+#: and a name that carries a progress counter (``epoch_4``, ``epoch_0_step_19``, ``step=19``,
+#: ``ep3-ba1200-rank0.pt``, ``iteration-500``, ``ckpt_12``).
+STATE_SUFFIXES = (".pt", ".pth", ".bin", ".safetensors", ".distcp", ".ckpt", ".pkl", ".pickle", ".h5",
+                  ".keras", ".msgpack", ".npz")
+STATE_FILE_NAMES = frozenset((".metadata", "trainer_state.json", "_CHECKPOINT_METADATA", "_METADATA",
+                              "latest", "recipe_state", "recipe_state.pt", "latest_checkpointed_iteration.txt"))
+_PROGRESS_NAME = re.compile(r"(?:^|[^a-z])(?:global_step|step|steps|epoch|ep|iteration|iter|it|ba|batch|"
+                            r"checkpoint|ckpt|ckp)[_=\-]?[0-9]+(?![a-z])", re.IGNORECASE)
+
+
+def training_state_hint(name: str) -> Optional[str]:
+    """Why an entry named ``name`` looks like training state (see ``STATE_SUFFIXES``), or None.
+
+    By its name only (nothing is opened): a state file suffix, a framework's metadata file, or a
+    progress counter in the name.
+    """
+    lower = name.lower()
+    if lower.endswith(STATE_SUFFIXES):
+        return "a %s file" % lower.rsplit(".", 1)[1]
+    if name in STATE_FILE_NAMES:
+        return "a framework's checkpoint metadata file %s" % name
+    match = _PROGRESS_NAME.search(name)
+    if match:
+        return "a progress counter in its name (%s)" % match.group(0).lstrip("-_=.")
+    return None
+
+
 def checkpoint_name(step: int) -> str:
     """The contract's folder name for a step: ``step_`` and the step zero-padded to 9 digits."""
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:

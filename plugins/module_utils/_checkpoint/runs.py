@@ -43,6 +43,7 @@ from .names import (
     _MEGATRON_TRACKER,
     parse_lightning_name,
     parse_name,
+    training_state_hint,
 )
 from .fsutil import _inside, open_regular, parse_json_bytes
 from .layouts import _check
@@ -102,6 +103,43 @@ def _lightning_candidate(entry: Any, is_dir: bool, template: Any, report: Report
     return ckpt
 
 
+#: How much of a folder no layout explains is looked into for training state: its entries and
+#: those of its sub-folders (two levels), at most this many names in all; links are not followed.
+UNEXPLAINED_SCAN_NAMES = 256
+
+
+def _unexplained_state(path: str, name: str, is_dir: bool) -> Optional[str]:
+    """Why the entry no layout explains looks like training state (names only, nothing opened but
+    folders, links never followed), or None."""
+    hint = training_state_hint(name)
+    if hint or not is_dir:
+        return hint
+    budget = [UNEXPLAINED_SCAN_NAMES]
+
+    def look(folder: str, rel: str, depth: int) -> Optional[str]:
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            return None
+        inner = []
+        for entry in entries:
+            if budget[0] <= 0:
+                return None
+            budget[0] -= 1
+            found = training_state_hint(entry.name)
+            if found:
+                return "%s/%s%s: %s" % (name, rel, entry.name, found)
+            if depth > 1 and entry.is_dir(follow_symlinks=False):
+                inner.append(entry)
+        for entry in inner:
+            found_inner = look(entry.path, rel + entry.name + "/", depth - 1)
+            if found_inner:
+                return found_inner
+        return None
+
+    return look(path, "", 2)
+
+
 def _list_run(root: str, root_real: str, report: Report, template: Any = None) -> Tuple[List[Checkpoint], List[Dict[str, Any]]]:
     candidates: List[Checkpoint] = []
     pointers: List[Dict[str, Any]] = []
@@ -145,14 +183,24 @@ def _list_run(root: str, root_real: str, report: Report, template: Any = None) -
                     candidates.append(ckpt)
                 continue
             report.ignored.append(dict(name=name, reason="matches no checkpoint layout"))
+            _note_unexplained(report, entry.path, name, is_dir)
             continue
         layout, kind, step, epoch = parsed
         if (kind == "dir" and not is_dir) or (kind == "file" and is_dir):
-            report.ignored.append(dict(name=name, reason="a %s named like a %s checkpoint %s" % (
-                "folder" if is_dir else "file", layout, kind == "dir" and "folder" or "file")))
+            why = "a %s named like a %s checkpoint %s" % (
+                "folder" if is_dir else "file", layout, kind == "dir" and "folder" or "file")
+            report.ignored.append(dict(name=name, reason=why))
+            report.unexplained.append(dict(name=name, reason=why))
             continue
         candidates.append(Checkpoint(name, entry.path, layout, step, epoch, is_dir))
     return candidates, pointers
+
+
+def _note_unexplained(report: Report, path: str, name: str, is_dir: bool) -> None:
+    hint = _unexplained_state(path, name, is_dir)
+    if hint:
+        report.unexplained.append(dict(name=name, reason="looks like training state (%s), but no known "
+                                       "layout explains it" % hint))
 
 
 def _read_finished(path: str) -> Dict[str, Any]:
@@ -262,6 +310,9 @@ def inspect(path: str, validate: str = SIZES, validate_all: bool = False, list_a
     for item in report.unordered:
         report.warnings.append("%s cannot be ordered: %s" % (item["name"], item["reason"]))
     # One whole checkpoint whose step is unknown might be the newest: choose none rather than guess.
+    if report.unexplained:
+        report.warnings.append("training state no known layout explains: %s (%s)" % (
+            ", ".join(item["name"] for item in report.unexplained[:5]), report.unexplained[0]["reason"]))
     blocking = [item["name"] for item in report.unordered if item["valid"] is not False]
     if blocking:
         report.warnings.append("refusing to choose a checkpoint: the order of %s is unknown (rename, move "

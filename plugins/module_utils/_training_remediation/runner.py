@@ -90,8 +90,9 @@ def checkpoint_status(checkpoint_dir: str, validate: str, name_template: Optiona
     Returns:
         ``{"finished": bool, "status": "valid"|"none"|"invalid"|"missing"|"error", "step": int|None,
         "checkpoint": str|None, "detail": str, "warnings": [str]}``: ``valid`` a checkpoint to
-        resume from; ``none`` no checkpoint at all (start from scratch); ``invalid`` checkpoints
-        exist but none is valid, or one cannot be ordered (a human decides); ``missing`` the folder does not exist yet; ``error`` it cannot
+        resume from; ``none`` nothing that looks like training state (start from scratch); ``invalid``
+        checkpoints exist but none is valid, or one cannot be ordered, or entries look like training
+        state that no known layout explains (a human decides); ``missing`` the folder does not exist yet; ``error`` it cannot
         be read.
     """
     result: Dict[str, Any] = {"finished": False, "status": "none", "step": None, "checkpoint": None,
@@ -121,6 +122,11 @@ def checkpoint_status(checkpoint_dir: str, validate: str, name_template: Optiona
     elif report.had_candidates:
         result.update(status="invalid", detail="checkpoints exist in %s but none is valid at level %s"
                       % (checkpoint_dir, validate))
+    elif report.unexplained:
+        result.update(status="invalid", detail="%s holds training state that no known checkpoint layout "
+                      "explains (%s: %s): not starting from scratch; a human decides (or the run declares "
+                      "its checkpoint_name_template)" % (checkpoint_dir, report.unexplained[0]["name"],
+                                                         report.unexplained[0]["reason"]))
     else:
         result["detail"] = "no checkpoint in %s" % checkpoint_dir
     return result
