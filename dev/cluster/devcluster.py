@@ -1081,6 +1081,19 @@ class Cluster:
                 if not quiet:
                     log(f"{node} is already powered off")
             else:
+                # A power loss stops every process at once. SIGKILLs sent one after another
+                # let a slurmstepd see its job's process die and report the job FAILED
+                # (NonZeroExitCode) before it dies itself, instead of the NODE_FAIL Slurm
+                # records for a lost node (seen on a loaded machine): stop them all first
+                # (a stopped process notices nothing), until no new one appeared, then kill.
+                for _ in range(5):
+                    for pid in pids:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(pid, signal.SIGSTOP)
+                    now = self.node_pids(rec)
+                    if set(now) <= set(pids):
+                        break
+                    pids = sorted(set(pids) | set(now))
                 # Inner (the namespace's init) and outer together: when the init of a
                 # PID namespace dies the kernel SIGKILLs everything else in it.
                 for pid in pids:
