@@ -552,3 +552,15 @@ def test_rebooting_node_is_checked_again_after_registration(fake, monkeypatch, r
     assert hc.main(["--config", str(fake["config"]), "--node", "n2"]) == hc.EXIT_FAILED
     assert _argvs(fake) == ["show node n2"] + updates
     assert rechecks == ["n2"]
+
+
+def test_documented_default_xid_ignore_list_equals_role_default():
+    """docs/node-health.md's ``(default 13, ...: application errors`` equals the role default."""
+    import re
+    with open(os.path.join(REPO, "docs", "node-health.md")) as f:
+        m = re.search(r"\(default ([0-9, ]+): application errors", f.read())
+    with open(os.path.join(ROLE, "defaults", "main.yml")) as f:
+        checks = yaml.safe_load(f)["node_health_checks"]
+    ignore = [c for c in checks if c["type"] == "gpu_xid"][0]["ignore"]
+    assert m and [int(x) for x in m.group(1).split(",")] == ignore
+    assert 94 in ignore
