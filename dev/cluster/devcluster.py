@@ -712,7 +712,7 @@ class Cluster:
             "debug": True,
             "checks": [
                 # Xid first: the most specific cause, the one a remediation class keys on.
-                {"type": "gpu_xid", "ignore": [13, 31, 43, 45]},
+                {"type": "gpu_xid", "ignore": [13, 31, 43, 45, 94]},
                 {"type": "gpu_state"},
                 {"type": "gpu_count", "expected": 8},
             ],
