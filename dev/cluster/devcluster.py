@@ -1086,7 +1086,7 @@ class Cluster:
                 # (NonZeroExitCode) before it dies itself, instead of the NODE_FAIL Slurm
                 # records for a lost node (seen on a loaded machine): stop them all first
                 # (a stopped process notices nothing), until no new one appeared, then kill.
-                for _ in range(5):
+                for _attempt in range(5):
                     for pid in pids:
                         with contextlib.suppress(ProcessLookupError):
                             os.kill(pid, signal.SIGSTOP)

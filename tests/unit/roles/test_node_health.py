@@ -14,6 +14,7 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import re
 import stat
 import sys
 import time
@@ -556,7 +557,6 @@ def test_rebooting_node_is_checked_again_after_registration(fake, monkeypatch, r
 
 def test_documented_default_xid_ignore_list_equals_role_default():
     """docs/node-health.md's ``(default 13, ...: application errors`` equals the role default."""
-    import re
     with open(os.path.join(REPO, "docs", "node-health.md")) as f:
         m = re.search(r"\(default ([0-9, ]+): application errors", f.read())
     with open(os.path.join(ROLE, "defaults", "main.yml")) as f:
