@@ -68,6 +68,12 @@ options:
       - name: gpu_xid_reset
         match: '^clusterops-health: gpu_xid: Xid (48|63|74|79|95|119|120|140|154)\b'
         action: reboot
+      - name: gpu_nvidia_smi_reset
+        match: '^clusterops-health: gpu_(count|state): (expected [0-9]+, )?nvidia-smi failed rc=(6|9|10|11|15|16|18|255)\b'
+        action: reboot
+      - name: gpu_nvidia_smi_other
+        match: '^clusterops-health: gpu_(count|state): (expected [0-9]+, )?nvidia-smi failed rc='
+        action: human
       - name: gpu_count
         match: '^clusterops-health: gpu_count: '
         action: reboot

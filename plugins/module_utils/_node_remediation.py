@@ -116,6 +116,17 @@ HOLD_PREFIX = "clusterops: "
 #: high single-bit ECC rate) falls to ``health_other``: a human decides on a repair.
 GPU_XID_RESET = r"^clusterops-health: gpu_xid: Xid (48|63|74|79|95|119|120|140|154)\b"
 
+#: nvidia-smi exit statuses a reboot may repair (nvidia-smi(1) RETURN VALUE and NVML's
+#: nvmlReturn_t): 6 no devices found, 9 driver not loaded, 10/11 interrupt issue, 15 GPU fallen
+#: off the bus, 16 GPU requires a reset, 18 driver/library version mismatch (a driver upgraded
+#: without a reboot), 255 internal driver error. Every other status the health check reports
+#: (2/3/4/17 the command or its permissions, 8 power cables, 12/13 NVML missing or too old, 14
+#: infoROM corrupted, unknown ones) falls to ``gpu_nvidia_smi_other``: a human repairs it.
+NVIDIA_SMI_REBOOT_RC = (6, 9, 10, 11, 15, 16, 18, 255)
+_NVIDIA_SMI_FAILED = r"^clusterops-health: gpu_(count|state): (expected [0-9]+, )?nvidia-smi failed rc="
+GPU_NVIDIA_SMI_RESET = _NVIDIA_SMI_FAILED + r"(%s)\b" % "|".join(str(rc) for rc in NVIDIA_SMI_REBOOT_RC)
+GPU_NVIDIA_SMI_OTHER = _NVIDIA_SMI_FAILED
+
 #: Reason classes: what to do about a drained or down node, by its reason. ``match`` is a Python
 #: regex (``re.search``, case-insensitive), first match wins; ``action`` is ``reboot``, ``resume``
 #: or ``human``. A reason that matches no class is never touched (drained on purpose). The sources
@@ -130,6 +141,8 @@ DEFAULT_REASON_CLASSES = (
     {"name": "prolog_error", "match": r"^Prolog error$", "action": "resume"},
     {"name": "epilog_error", "match": r"^Epilog error$", "action": "resume"},
     {"name": "gpu_xid_reset", "match": GPU_XID_RESET, "action": "reboot"},
+    {"name": "gpu_nvidia_smi_reset", "match": GPU_NVIDIA_SMI_RESET, "action": "reboot"},
+    {"name": "gpu_nvidia_smi_other", "match": GPU_NVIDIA_SMI_OTHER, "action": "human"},
     {"name": "gpu_count", "match": r"^clusterops-health: gpu_count: ", "action": "reboot"},
     {"name": "gpu_state", "match": r"^clusterops-health: gpu_state: ", "action": "reboot"},
     {"name": "mount", "match": r"^clusterops-health: mount: ", "action": "reboot"},

@@ -122,6 +122,12 @@ DRIVER_LINES = [
      (94, "PCI:0000:01:00 GPU-I:05", "Contained: CE User Channel (0x9). RST: No, D-RST: No")),
     ("NVRM: Xid (PCI:0000:3b:00 GPU-I:01 GPU-CI:00): 43, pid=4321, name=pt_main_thread, Ch 00000010",
      (43, "PCI:0000:3b:00 GPU-I:01 GPU-CI:00", "Ch 00000010")),
+    # PCI domains beyond 0000: Grace Hopper puts each GPU in a domain of its own (0009:01:00.0);
+    # Intel VMD domains start at 10000, which the driver's %04x prints with five digits
+    ("NVRM: Xid (PCI:0009:01:00): 79, pid=2251, name=python3, GPU has fallen off the bus.",
+     (79, "PCI:0009:01:00", "GPU has fallen off the bus")),
+    ("NVRM: Xid (PCI:10000:e1:00 GPU-I:03 GPU-CI:00): 95, pid=88, name=torchrun, Uncontained: FBHUB. RST: Yes, "
+     "D-RST: No", (95, "PCI:10000:e1:00 GPU-I:03 GPU-CI:00", "Uncontained: FBHUB. RST: Yes, D-RST: No")),
     # drivers of 2012 and before: no "PCI:" (a kern.log of the Ubuntu forums)
     ("NVRM: Xid (0000:03:00): 13, 0003 00000000 00008297 00001098 00000000 00000044",
      (13, "0000:03:00", "0003 00000000 00008297 00001098 00000000 00000044")),
@@ -564,3 +570,70 @@ def test_documented_default_xid_ignore_list_equals_role_default():
     ignore = [c for c in checks if c["type"] == "gpu_xid"][0]["ignore"]
     assert m and [int(x) for x in m.group(1).split(",")] == ignore
     assert 94 in ignore
+
+
+# nvidia-smi's exit status: (rc, stdout, stderr) -> (number of rows or None, detail or None).
+SMI_TABLE = "0, 00000000:0B:00.0, Tesla P100-PCIE-16GB, 0\n1, 00000000:0C:00.0, Tesla P100-PCIE-16GB, 0\n"
+
+
+@pytest.mark.parametrize("rc, out, err, rows, detail", [
+    (0, SMI_TABLE, "", 2, None),
+    # 14 is a warning: the table is used, the WARNING line nvidia-smi adds is no row (gpu-operator #20)
+    (14, SMI_TABLE + "WARNING: infoROM is corrupted at gpu 0000:0B:00.0\n", "", 2, None),
+    (14, "WARNING: infoROM is corrupted at gpu 0000:0B:00.0\n" + SMI_TABLE, "", 2, None),
+    (14, "WARNING: infoROM is corrupted at gpu 0000:0B:00.0\n", "", None,
+     "nvidia-smi failed rc=14 (the infoROM is corrupted): WARNING: infoROM is corrupted at gpu 0000:0B:00.0"),
+    (14, "garbage\n", "", None, "nvidia-smi failed rc=14 (the infoROM is corrupted): garbage"),
+    (15, "Unable to determine the device handle for GPU0000:3B:00.0: GPU is lost.  Reboot the system to "
+         "recover this GPU\n", "", None,
+     "nvidia-smi failed rc=15 (the GPU has fallen off the bus or has otherwise become inaccessible): Unable to "
+     "determine the device handle for GPU0000:3B:00.0: GPU is lost.  Reboot the system to recover this GPU"),
+    (9, "", "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n", None,
+     "nvidia-smi failed rc=9 (the NVIDIA driver is not loaded): NVIDIA-SMI has failed because it couldn't "
+     "communicate with the NVIDIA driver."),
+    (18, "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 535.161\n", "", None,
+     "nvidia-smi failed rc=18 (the driver and the NVML library versions do not match): Failed to initialize "
+     "NVML: Driver/library version mismatch"),
+    (6, "No devices were found\n", "", None,
+     "nvidia-smi failed rc=6 (a query to find an object was unsuccessful (no devices were found)): No devices "
+     "were found"),
+    # a table with a status that is not a warning is not used
+    (15, SMI_TABLE, "", None, "nvidia-smi failed rc=15 (the GPU has fallen off the bus or has otherwise become "
+                              "inaccessible): 0, 00000000:0B:00.0, Tesla P100-PCIE-16GB, 0"),
+    (42, "", "", None, "nvidia-smi failed rc=42 (unknown exit status): no output"),
+    (127, "", "[Errno 2] No such file or directory: 'nvidia-smi'", None,
+     "nvidia-smi failed rc=127 (unknown exit status): [Errno 2] No such file or directory: 'nvidia-smi'"),
+])
+def test_nvidia_smi_exit_status(rc, out, err, rows, detail):
+    got_rows, got_detail = hc.read_nvidia_smi(rc, out, err)
+    assert (None if got_rows is None else len(got_rows), got_detail) == (rows, detail)
+
+
+def _doc_table(path, heading):
+    """The rows of the first table after ``heading`` in a Markdown file: lists of cell texts."""
+    with open(path) as f:
+        text = f.read()
+    rows = []
+    for line in text[text.index(heading):].splitlines()[1:]:
+        if line.startswith("|"):
+            cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+            if not set(cells[0]) <= set("-"):
+                rows.append(cells)
+        elif rows:
+            break
+    return rows[1:]  # without the header
+
+
+def test_documented_nvidia_smi_exit_statuses_equal_the_check_and_the_policy():
+    """docs/node-health.md's exit-status table equals NVIDIA_SMI_EXIT, NVIDIA_SMI_WARNINGS and
+    the remediation policy's NVIDIA_SMI_REBOOT_RC, status by status."""
+    from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation import NVIDIA_SMI_REBOOT_RC
+    rows = _doc_table(os.path.join(REPO, "docs", "node-health.md"), "### nvidia-smi's exit status")
+    documented = dict((int(r[0]), r) for r in rows if r[0].isdigit())
+    assert sorted(documented) == sorted(hc.NVIDIA_SMI_EXIT)
+    for rc, (_status, meaning, check, remediation) in documented.items():
+        assert meaning == hc.NVIDIA_SMI_EXIT[rc]
+        assert check.startswith("warning") == (rc in hc.NVIDIA_SMI_WARNINGS)
+        assert remediation == ("reboot" if rc in NVIDIA_SMI_REBOOT_RC else "human"), rc
+    assert set(NVIDIA_SMI_REBOOT_RC) <= set(hc.NVIDIA_SMI_EXIT)
+    assert [r[3] for r in rows if not r[0].isdigit()] == ["human"]

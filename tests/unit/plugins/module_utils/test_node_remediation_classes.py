@@ -75,6 +75,32 @@ def plan(nodes, **kwargs):
     ("clusterops-health: gpu_xid: Xid 790 (PCI:0000:3b:00): not a real Xid", "human", "health_other"),
     ("clusterops-health: gpu_xid: Xid 7 (PCI:0000:3b:00): unused", "human", "health_other"),
     ("clusterops-health: gpu_count: expected 8 found 7", "reboot", "gpu_count"),
+    # nvidia-smi's exit status (docs/node-health.md): what a reboot may repair, what needs a person
+    ("clusterops-health: gpu_count: expected 8, nvidia-smi failed rc=15 (the GPU has fallen off the bus or "
+     "has otherwise become inaccessible): Unable to determine the device handle for GPU0000:3B:00.0: GPU is lost",
+     "reboot", "gpu_nvidia_smi_reset"),
+    ("clusterops-health: gpu_count: expected 8, nvidia-smi failed rc=9 (the NVIDIA driver is not loaded): "
+     "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver", "reboot", "gpu_nvidia_smi_reset"),
+    ("clusterops-health: gpu_state: nvidia-smi failed rc=18 (the driver and the NVML library versions do not "
+     "match): Failed to initialize NVML: Driver/library version mismatch", "reboot", "gpu_nvidia_smi_reset"),
+    ("clusterops-health: gpu_count: expected 8, nvidia-smi failed rc=6 (a query to find an object was "
+     "unsuccessful (no devices were found)): No devices were found", "reboot", "gpu_nvidia_smi_reset"),
+    ("clusterops-health: gpu_state: nvidia-smi failed rc=255 (other error or internal driver error): x",
+     "reboot", "gpu_nvidia_smi_reset"),
+    ("clusterops-health: gpu_count: expected 8, nvidia-smi failed rc=14 (the infoROM is corrupted): "
+     "WARNING: infoROM is corrupted at gpu 0000:0B:00.0", "human", "gpu_nvidia_smi_other"),
+    ("clusterops-health: gpu_state: nvidia-smi failed rc=8 (a device's external power cables are not properly "
+     "attached): x", "human", "gpu_nvidia_smi_other"),
+    ("clusterops-health: gpu_count: expected 8, nvidia-smi failed rc=12 (the NVML shared library could not be "
+     "found or loaded): NVIDIA-SMI couldn't find libnvidia-ml.so library in your system.", "human",
+     "gpu_nvidia_smi_other"),
+    ("clusterops-health: gpu_count: expected 8, nvidia-smi failed rc=4 (no permission to access the device or "
+     "perform the operation): Insufficient Permissions", "human", "gpu_nvidia_smi_other"),
+    ("clusterops-health: gpu_count: expected 8, nvidia-smi failed rc=127 (unknown exit status): "
+     "[Errno 2] No such file or directory: 'nvidia-smi'", "human", "gpu_nvidia_smi_other"),
+    ("clusterops-health: gpu_state: nvidia-smi failed rc=155 (unknown exit status): x", "human",
+     "gpu_nvidia_smi_other"),
+    ("clusterops-health: gpu_count: expected 8, nvidia-smi timed out after 30s", "reboot", "gpu_count"),
     ("clusterops-health: gpu_state: GPU 0000:3b:00.0: ecc.errors.uncorrected.volatile.total 2", "reboot", "gpu_state"),
     ("clusterops-health: mount: /data not mounted", "reboot", "mount"),
     ("clusterops-health: disk_free: /tmp has 1.0 GiB free, needs 10.0 GiB", "human", "health_other"),
@@ -375,3 +401,30 @@ def test_reboots_in_flight_use_up_the_blast_radius():
     assert result["reboot"] == ["k1"] and [o["hostlist"] for o in result["overflow"]] == ["k[2-3]"]
     full = plan(rebooting + booting + broken, max_nodes=3, circuit=NO_CIRCUIT)
     assert full["reboot"] == [] and full["counts"]["overflow"] == 3
+
+
+def test_documented_default_classes_equal_the_code():
+    """docs/node-remediation.md's class table: the same classes in the same order, each with its
+    regex and action; the Xid numbers its gpu_xid_reset row explains are those of the regex."""
+    import re
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "docs", "node-remediation.md")
+    with open(path) as f:
+        text = f.read()
+    table = text[text.index("### Default reason classes and their sources"):].split("\n\n")[1]
+    documented = []
+    for line in table.splitlines()[2:]:
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+        names = re.findall(r"`([a-z_]+)`", cells[0])
+        regexes = [r.replace("\\|", "|") for r in re.findall(r"`([^`]+)`", cells[1])]
+        assert len(names) == len(regexes), line
+        documented += [(name, regex, cells[2].split()[0], cells[3]) for name, regex in zip(names, regexes)]
+    assert [d[0] for d in documented] == [c["name"] for c in DEFAULT_REASON_CLASSES]
+    for (name, regex, action, _source), klass in zip(documented, DEFAULT_REASON_CLASSES):
+        assert action == klass["action"], name
+        # the docs may write a number as N (boot_time=N)
+        assert re.sub(r"\[0-9\]\+", "N", regex) == re.sub(r"\[0-9\]\+", "N", klass["match"]), name
+    source = dict((d[0], d[3]) for d in documented)["gpu_xid_reset"]
+    xids = re.search(r"\(([0-9|]+)\)", dict((c["name"], c["match"]) for c in DEFAULT_REASON_CLASSES)["gpu_xid_reset"])
+    explained = [int(n) for n in re.findall(r"(?:: |, )([0-9]+)(?:/[0-9]+)? ", source)]
+    explained += [int(n) for n in re.findall(r"[0-9]+/([0-9]+) ", source)]
+    assert sorted(explained) == sorted(int(n) for n in xids.group(1).split("|"))
