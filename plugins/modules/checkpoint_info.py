@@ -138,8 +138,9 @@ checkpoints:
       type: str
     layout:
       description: >-
-        V(clusterops), V(torch_dcp), V(torch_file), V(huggingface), V(deepspeed), V(megatron) or
-        V(lightning).
+        V(clusterops), V(torch_dcp), V(torch_file), V(huggingface), V(deepspeed), V(megatron),
+        V(lightning), V(accelerate), V(nemo), V(torchtune), V(nemo_automodel), V(composer) or V(orbax)
+        (the table of layouts in docs/checkpoint-contract.md).
       type: str
       sample: clusterops
     step:

@@ -24,6 +24,8 @@ MANIFEST = "manifest.json"
 FINISHED = "FINISHED"
 TMP_PREFIX = "tmp-"
 TMP_SUFFIX = ".tmp"
+#: Orbax writes a step into ``<step>.orbax-checkpoint-tmp-<timestamp>`` and renames it when done.
+ORBAX_TMP_INFIX = ".orbax-checkpoint-tmp-"
 #: A checkpoint being deleted is first renamed to this prefix and its name (never a candidate).
 DELETING_PREFIX = "tmp-deleting-"
 #: Lock file that :func:`prune` holds in the run folder (never a candidate).
@@ -43,7 +45,14 @@ HUGGINGFACE = "huggingface"
 DEEPSPEED = "deepspeed"
 MEGATRON = "megatron"
 LIGHTNING = "lightning"
-LAYOUTS = (CONTRACT, DCP, TORCH_FILE, HUGGINGFACE, DEEPSPEED, MEGATRON, LIGHTNING)
+ACCELERATE = "accelerate"
+NEMO = "nemo"
+TORCHTUNE = "torchtune"
+AUTOMODEL = "nemo_automodel"
+COMPOSER = "composer"
+ORBAX = "orbax"
+LAYOUTS = (CONTRACT, DCP, TORCH_FILE, HUGGINGFACE, DEEPSPEED, MEGATRON, LIGHTNING, ACCELERATE, NEMO, TORCHTUNE,
+           AUTOMODEL, COMPOSER, ORBAX)
 
 #: Exit codes of the command line.
 EXIT_OK = 0

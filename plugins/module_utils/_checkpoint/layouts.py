@@ -21,7 +21,10 @@ except ImportError:  # pragma: no cover
     pass
 
 from .common import (
+    ACCELERATE,
+    AUTOMODEL,
     Checkpoint,
+    COMPOSER,
     CONTRACT,
     DCP,
     DEEPSPEED,
@@ -35,11 +38,14 @@ from .common import (
     LOAD_SAFE_GLOBALS,
     MANIFEST,
     MEGATRON,
+    NEMO,
+    ORBAX,
     SHA256,
     SIZES,
     TORCH_FILE,
+    TORCHTUNE,
 )
-from .names import _NUM
+from .names import _CKPT_SUFFIX, NEMO_UNFINISHED, _NUM
 from .fsutil import hash_file, _read_json, _require_nonempty, _stat_regular, _walk_files
 from .formats import check_safetensors, check_torch_zip, dcp_storage
 
@@ -48,6 +54,7 @@ _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 _ZERO_OPTIM = re.compile(r"^(?:[a-z0-9]+_)?zero_pp_rank_%s_mp_rank_%s_optim_states\.pt$" % (_NUM, _NUM))
 _MEGATRON_RANK_DIR = re.compile(r"^mp_rank_([0-9]+)(?:_([0-9]+))?(?:_([0-9]+))?$")
 _TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
+_WEIGHT_SUFFIXES = (".safetensors",) + _TORCH_SUFFIXES
 _HF_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 
 
@@ -157,20 +164,30 @@ def _check_dcp_files(ckpt: Checkpoint, files: List[Tuple[str, str, int]], level:
         for rel, offset, length in dcp_storage(meta[0]):
             target = by_rel.get(prefix + rel)
             if target is None:
-                raise _Invalid(".metadata names %s, which is missing" % rel)
+                raise _Invalid("%s.metadata names %s, which is missing" % (prefix, rel))
             if offset + length > target[1]:
-                raise _Invalid("%s: %d bytes, .metadata needs %d (truncated?)" % (rel, target[1], offset + length))
+                raise _Invalid("%s%s: %d bytes, %s.metadata needs %d (truncated?)" % (
+                    prefix, rel, target[1], prefix, offset + length))
 
 
 def _check_dcp(ckpt: Checkpoint, level: str, base_real: str) -> None:
     files = _walk_files(ckpt.path, base_real)
     ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
     _require_nonempty(files, "torch.distributed.checkpoint")
+    rels = [rel for rel, _path, _size in files]
+    if ".metadata" not in rels and any(rel.endswith(".safetensors") for rel in rels):
+        # torchtitan's last save in Hugging Face format (checkpoint.last_save_in_hf)
+        _check_weight_files(ckpt, files, level)
+        return
     _check_dcp_files(ckpt, files, level)
 
 
 def _check_huggingface(ckpt: Checkpoint, level: str, base_real: str) -> None:
     files = _walk_files(ckpt.path, base_real)
+    if _is_accelerate(files):
+        ckpt.layout = ACCELERATE
+        _check_accelerate(ckpt, level, base_real, files)
+        return
     ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
     _require_nonempty(files, "Hugging Face")
     state = _read_json(os.path.join(ckpt.path, "trainer_state.json"),
@@ -185,19 +202,139 @@ def _check_huggingface(ckpt: Checkpoint, level: str, base_real: str) -> None:
     sizes = dict((rel, size) for rel, _path, size in files)
     if not any(size > 0 for rel, size in sizes.items() if rel != "trainer_state.json"):
         raise _Invalid("nothing but trainer_state.json holds data")
+    _check_weight_files(ckpt, files, level, required=False)
+
+
+def _check_weight_files(ckpt: Checkpoint, files: List[Tuple[str, str, int]], level: str, prefix: str = "",
+                        required: bool = True) -> None:
+    """Weights saved as files (safetensors, torch.save): each sharded index's shards there and not
+    empty, no weight file empty, at least one when ``required``; zips and safetensors headers at
+    ``sizes`` and above. ``prefix``: the sub-folder they are in (``model/``)."""
+    sizes = dict((rel[len(prefix):], size) for rel, _path, size in files if rel.startswith(prefix))
     for index in _HF_INDEXES:
         if index in sizes:
-            index_data = _read_json(os.path.join(ckpt.path, index), index)
+            index_data = _read_json(os.path.join(ckpt.path, prefix + index), prefix + index)
             weight_map = index_data.get("weight_map") if isinstance(index_data, dict) else None
             if not isinstance(weight_map, dict):
-                raise _Invalid("%s has no weight_map" % index)
+                raise _Invalid("%s%s has no weight_map" % (prefix, index))
             for shard in sorted(set(str(v) for v in weight_map.values())):
                 if not sizes.get(shard):
-                    raise _Invalid("%s names %s, which is missing or empty" % (index, shard))
-    for rel, size in sizes.items():
-        if size == 0 and rel.endswith(_TORCH_SUFFIXES + (".safetensors",)):
+                    raise _Invalid("%s%s names %s, which is missing or empty" % (prefix, index, shard))
+    weights = [(rel, size) for rel, size in sizes.items() if rel.endswith(_WEIGHT_SUFFIXES)]
+    for rel, size in weights:
+        if size == 0:
+            raise _Invalid("%s%s is empty" % (prefix, rel))
+    if required and not weights:
+        raise _Invalid("no weights in %s (no %s file)" % (prefix.rstrip("/") or "the folder", ", ".join(_WEIGHT_SUFFIXES)))
+    _check_zip_members([f for f in files if f[0].startswith(prefix)], level)
+
+
+# Accelerate's save_state (accelerate/checkpointing.py save_accelerator_state): the models
+# (model.safetensors, pytorch_model.bin, model_<i>..., or pytorch_model_fsdp_<i>/ and DeepSpeed's
+# pytorch_model/ folders), optimizer.bin, scheduler.bin, sampler.bin, scaler.pt, then each
+# process's random_states_<rank>.pkl: the last files of a save.
+_ACCELERATE_RANDOM_STATES = re.compile(r"^random_states_([0-9]+)\.pkl$")
+_ACCELERATE_FILES = re.compile(r"^(?:optimizer|scheduler|sampler)(?:_[0-9]+)?\.bin$")
+_ACCELERATE_MODEL = re.compile(r"^(?:pytorch_model|model)(?:_fsdp)?(?:_[0-9]+)?(?:-[0-9]+-of-[0-9]+)?(?:\.|/|$)")
+
+
+def _is_accelerate(files: List[Tuple[str, str, int]]) -> bool:
+    """A ``checkpoint-<S>`` folder of Accelerate's save_state, not of the Hugging Face Trainer."""
+    tops = set(rel.split("/", 1)[0] for rel, _path, _size in files)
+    return "trainer_state.json" not in tops and any(
+        _ACCELERATE_RANDOM_STATES.match(t) or _ACCELERATE_FILES.match(t) for t in tops)
+
+
+def _check_accelerate(ckpt: Checkpoint, level: str, base_real: str, files: Any = None) -> None:
+    files = files if files is not None else _walk_files(ckpt.path, base_real)
+    ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
+    _require_nonempty(files, "Accelerate")
+    ranks = {}
+    for rel, _path, size in files:
+        match = _ACCELERATE_RANDOM_STATES.match(rel)
+        if match:
+            ranks[int(match.group(1))] = (rel, size)
+    if not ranks:
+        raise _Invalid("no random_states_<rank>.pkl: not committed (Accelerate's save_state writes them last)")
+    if sorted(ranks) != list(range(len(ranks))):
+        raise _Invalid("random_states_<rank>.pkl incomplete: ranks %s" % sorted(ranks))
+    for rel, size in ranks.values():
+        if size == 0:
             raise _Invalid("%s is empty" % rel)
-    _check_zip_members(files, level)
+    models = [(rel, size) for rel, _path, size in files if _ACCELERATE_MODEL.match(rel)]
+    if not any(size for _rel, size in models):
+        raise _Invalid("no model weights (model.safetensors, pytorch_model.bin, pytorch_model_fsdp_0/, ...)")
+    for top in sorted(set(rel.split("/", 1)[0] for rel, _path, _size in files if rel.endswith("/.metadata"))):
+        _check_dcp_files(ckpt, files, level, prefix=top + "/")
+    _check_weight_files(ckpt, files, level, required=False)
+
+
+def _nemo_unfinished(ckpt: Checkpoint) -> None:
+    """NeMo's ``<name>-unfinished`` marker beside the checkpoint: the save has not finished."""
+    stem = ckpt.name[:-len(_CKPT_SUFFIX)] if ckpt.name.endswith(_CKPT_SUFFIX) else ckpt.name
+    stem = stem[:-len("-EMA")] if stem.endswith("-EMA") else stem
+    marker = stem + NEMO_UNFINISHED
+    if os.path.lexists(os.path.join(os.path.dirname(ckpt.path), marker)):
+        raise _Invalid("%s is beside it: NeMo has not finished this save" % marker)
+
+
+def _check_nemo(ckpt: Checkpoint, level: str, base_real: str) -> None:
+    _nemo_unfinished(ckpt)
+    files = _walk_files(ckpt.path, base_real)
+    ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
+    _require_nonempty(files, "NeMo")
+    if not any(rel.startswith("weights/") for rel, _path, _size in files):
+        raise _Invalid("no weights/ (NeMo 2 writes the distributed checkpoint there, context/ beside it)")
+    _check_dcp_files(ckpt, files, level, prefix="weights/")
+
+
+def _check_torchtune(ckpt: Checkpoint, level: str, base_real: str) -> None:
+    files = _walk_files(ckpt.path, base_real)
+    ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
+    _require_nonempty(files, "torchtune")
+    _check_weight_files(ckpt, files, level)
+
+
+def _check_automodel(ckpt: Checkpoint, level: str, base_real: str) -> None:
+    files = _walk_files(ckpt.path, base_real)
+    ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
+    _require_nonempty(files, "NeMo Automodel")
+    rels = set(rel for rel, _path, _size in files)
+    if not any(rel.startswith("model/") for rel in rels):
+        raise _Invalid("no model/")
+    if "model/.metadata" in rels:
+        _check_dcp_files(ckpt, files, level, prefix="model/")
+    else:
+        _check_weight_files(ckpt, files, level, prefix="model/")
+    if not any(rel.startswith("optim/") for rel in rels):
+        raise _Invalid("no optim/ (NeMo Automodel saves the optimizer after the model)")
+    _check_dcp_files(ckpt, files, level, prefix="optim/")
+
+
+def _check_composer(ckpt: Checkpoint, level: str, base_real: str) -> None:
+    if not ckpt.is_dir:
+        _check_single_file(ckpt, level, base_real)
+        return
+    # a sharded save (FSDP): torch.distributed.checkpoint
+    _check_dcp(ckpt, level, base_real)
+
+
+#: Orbax's markers: ``_CHECKPOINT_METADATA`` of the step, ``_METADATA`` / ``manifest.ocdbt`` of
+#: each item, ``commit_success.txt`` where renames are not atomic; Flax's legacy ``checkpoint``.
+_ORBAX_ITEM_MARKERS = ("_METADATA", "manifest.ocdbt")
+
+
+def _check_orbax(ckpt: Checkpoint, level: str, base_real: str) -> None:
+    files = _walk_files(ckpt.path, base_real)
+    ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
+    _require_nonempty(files, "Orbax")
+    items = [rel for rel, _path, _size in files
+             if rel.rsplit("/", 1)[-1] in _ORBAX_ITEM_MARKERS and rel.count("/") <= 1]
+    if not items and "checkpoint" not in set(rel for rel, _path, _size in files):
+        raise _Invalid("no _METADATA or manifest.ocdbt of an item (not an Orbax checkpoint, or not finalized)")
+    for rel, _path, size in files:
+        if rel.rsplit("/", 1)[-1] in _ORBAX_ITEM_MARKERS + ("_CHECKPOINT_METADATA",) and size == 0:
+            raise _Invalid("%s is empty" % rel)
 
 
 def _check_deepspeed_files(files: List[Tuple[str, str, int]], what: str) -> None:
@@ -270,6 +407,7 @@ def _check_single_file(ckpt: Checkpoint, level: str, base_real: str) -> None:
 
 
 def _check_lightning(ckpt: Checkpoint, level: str, base_real: str) -> None:
+    _nemo_unfinished(ckpt)
     if not ckpt.is_dir:
         _check_single_file(ckpt, level, base_real)
         return
@@ -295,6 +433,12 @@ _CHECKS: Dict[str, Callable[[Checkpoint, str, str], None]] = {
     DEEPSPEED: _check_deepspeed,
     MEGATRON: _check_megatron,
     LIGHTNING: _check_lightning,
+    ACCELERATE: _check_accelerate,
+    NEMO: _check_nemo,
+    TORCHTUNE: _check_torchtune,
+    AUTOMODEL: _check_automodel,
+    COMPOSER: _check_composer,
+    ORBAX: _check_orbax,
 }
 
 

@@ -21,6 +21,9 @@ except ImportError:  # pragma: no cover
     pass
 
 from .common import (
+    ACCELERATE,
+    AUTOMODEL,
+    COMPOSER,
     CONTRACT,
     DCP,
     DEEPSPEED,
@@ -29,23 +32,49 @@ from .common import (
     LIGHTNING,
     MAX_PICKLE_BYTES,
     MEGATRON,
+    ORBAX,
+    ORBAX_TMP_INFIX,
     TMP_PREFIX,
     TMP_SUFFIX,
     TORCH_FILE,
+    TORCHTUNE,
 )
 from .formats import check_torch_zip, _StubUnpickler
 
 
 _NUM = "([0-9]+)"
-# (regex, layout, entry kind, the name carries the epoch)
-_PATTERNS: Tuple[Tuple[Any, str, str, bool], ...] = (
-    (re.compile(r"^step_%s$" % _NUM), CONTRACT, "dir", False),
-    (re.compile(r"^step-%s$" % _NUM), DCP, "dir", False),
-    (re.compile(r"^checkpoint-%s$" % _NUM), HUGGINGFACE, "dir", False),
-    (re.compile(r"^global_step%s$" % _NUM), DEEPSPEED, "dir", False),
-    (re.compile(r"^iter_%s$" % _NUM), MEGATRON, "dir", False),
-    (re.compile(r"^checkpoint_epoch_%s_step_%s\.pth?$" % (_NUM, _NUM)), TORCH_FILE, "file", True),
+_STEP = "(?P<step>[0-9]+)"
+_EPOCH = "(?P<epoch>[0-9]+)"
+# (regex, layout, entry kind): the groups ``step`` and ``epoch``; a name with an epoch and no step
+# (torchtune's ``epoch_<N>``) counts its epochs as its steps.
+_PATTERNS: Tuple[Tuple[Any, str, str], ...] = (
+    (re.compile(r"^step_%s$" % _STEP), CONTRACT, "dir"),
+    (re.compile(r"^step-%s$" % _STEP), DCP, "dir"),
+    (re.compile(r"^checkpoint-%s$" % _STEP), HUGGINGFACE, "dir"),
+    (re.compile(r"^checkpoint_%s$" % _STEP), ACCELERATE, "dir"),
+    (re.compile(r"^global_step%s$" % _STEP), DEEPSPEED, "dir"),
+    (re.compile(r"^iter_%s$" % _STEP), MEGATRON, "dir"),
+    (re.compile(r"^checkpoint_epoch_%s_step_%s\.pth?$" % (_EPOCH, _STEP)), TORCH_FILE, "file"),
+    (re.compile(r"^epoch_%s$" % _EPOCH), TORCHTUNE, "dir"),
+    (re.compile(r"^epoch_%s_step_%s$" % (_EPOCH, _STEP)), AUTOMODEL, "dir"),
+    (re.compile(r"^ep%s-ba%s(?:-rank0)?(?:\.pt)?$" % (_EPOCH, _STEP)), COMPOSER, "any"),
+    (re.compile(r"^%s$" % _STEP), ORBAX, "dir"),
 )
+
+#: Composer's files of the ranks other than 0 (``ep<E>-ba<B>-rank<R>.pt``): parts, not checkpoints.
+COMPOSER_RANK_FILE = re.compile(r"^(ep[0-9]+-ba[0-9]+)-rank([1-9][0-9]*)\.pt$")
+#: Composer's ``latest-rank<R>.pt`` symlink to the newest save (``save_latest_filename``).
+COMPOSER_LATEST = re.compile(r"^latest-rank0\.pt$")
+#: NeMo's marker of a save that has not finished: the checkpoint's name without ``.ckpt`` and
+#: ``-EMA``, and ``-unfinished`` (``ModelCheckpoint.format_checkpoint_unfinished_marker_path``).
+NEMO_UNFINISHED = "-unfinished"
+#: Files beside the checkpoints that tools write and that are no checkpoint of their own:
+#: name -> why (listed in ``ignored``, never ``unexplained``).
+SIDECARS = {
+    "latest_train_state.pt": "Megatron-Bridge's train state of the newest save (each iter_<S> holds its own)",
+    "recipe_state": "torchtune's optimizer and progress state of the newest epoch (recipe_state.pt)",
+    "recipe_state.pt": "torchtune's optimizer and progress state of the newest epoch",
+}
 
 _DEEPSPEED_LATEST = "latest"
 _MEGATRON_TRACKER = "latest_checkpointed_iteration.txt"
@@ -99,8 +128,9 @@ def checkpoint_name(step: int) -> str:
 
 
 def is_temporary(name: str) -> bool:
-    """True for names of entries still being written (``tmp-*``, ``*.tmp``): never candidates."""
-    return name.startswith(TMP_PREFIX) or name.endswith(TMP_SUFFIX)
+    """True for names of entries still being written (``tmp-*``, ``*.tmp``, Orbax's
+    ``<step>.orbax-checkpoint-tmp-<n>``): never candidates."""
+    return name.startswith(TMP_PREFIX) or name.endswith(TMP_SUFFIX) or ORBAX_TMP_INFIX in name
 
 
 def compile_name_template(template: str) -> Any:
@@ -188,16 +218,33 @@ def parse_name(name: str, template: Any = None) -> Optional[Tuple[str, str, int,
     ``name_template``); one whose name has no step (``last.ckpt``, ``epoch=3-val_loss=0.12.ckpt``)
     gives None here: :func:`inspect` reads its step from the file.
     """
-    for regex, layout, kind, has_epoch in _PATTERNS:
+    for regex, layout, kind in _PATTERNS:
         match = regex.match(name)
         if match:
-            if has_epoch:
-                return layout, kind, int(match.group(2)), int(match.group(1))
-            return layout, kind, int(match.group(1)), None
+            found = match.groupdict()
+            epoch = int(found["epoch"]) if found.get("epoch") is not None else None
+            step = int(found["step"] if found.get("step") is not None else found["epoch"])
+            return layout, kind, step, epoch
     lightning = parse_lightning_name(name, template)
     if lightning is not None and lightning["step"] is not None and not lightning["last"]:
         return LIGHTNING, "any", lightning["step"], lightning["epoch"]
     return None
+
+
+def parse_nemo_name(name: str, template: Any = None) -> Optional[Dict[str, Any]]:
+    """What a NeMo 2 checkpoint folder's name says, as :func:`parse_lightning_name` (its keys).
+
+    NeMo 2 (NeMo Lightning, Megatron-Bridge's NeMo recipes) saves each checkpoint as a folder named
+    like a Lightning ``.ckpt`` without the suffix (``ckpt_to_dir``):
+    ``model_name=0--val_loss=0.00-step=19-consumed_samples=1280.0-last``. None when the name
+    does not say a step (``step=<S>`` or the ``{step}`` of ``template``).
+    """
+    if name.endswith(_CKPT_SUFFIX) or name.endswith(NEMO_UNFINISHED):
+        return None
+    found = parse_lightning_name(name + _CKPT_SUFFIX, template)
+    if found is None or found["step"] is None:
+        return None
+    return found
 
 
 def lightning_progress(path: str) -> Tuple[int, Optional[int]]:

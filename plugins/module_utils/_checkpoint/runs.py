@@ -27,6 +27,7 @@ from .common import (
     LIGHTNING,
     LOAD,
     MEGATRON,
+    NEMO,
     PRUNE_LOCK,
     Report,
     SHA256,
@@ -35,14 +36,19 @@ from .common import (
 )
 from .names import (
     _CKPT_SUFFIX,
+    COMPOSER_LATEST,
+    COMPOSER_RANK_FILE,
     compile_name_template,
     _DEEPSPEED_LATEST,
     is_temporary,
     _LAST_CKPT,
     lightning_progress,
     _MEGATRON_TRACKER,
+    NEMO_UNFINISHED,
     parse_lightning_name,
     parse_name,
+    parse_nemo_name,
+    SIDECARS,
     training_state_hint,
 )
 from .fsutil import _inside, open_regular, parse_json_bytes
@@ -143,6 +149,7 @@ def _unexplained_state(path: str, name: str, is_dir: bool) -> Optional[str]:
 def _list_run(root: str, root_real: str, report: Report, template: Any = None) -> Tuple[List[Checkpoint], List[Dict[str, Any]]]:
     candidates: List[Checkpoint] = []
     pointers: List[Dict[str, Any]] = []
+    parts: List[Dict[str, str]] = []  # training state beside checkpoints: alone, it is unexplained
     try:
         entries = sorted(os.scandir(root), key=lambda e: e.name)
     except OSError as exc:
@@ -162,7 +169,14 @@ def _list_run(root: str, root_real: str, report: Report, template: Any = None) -
             continue
         if is_link:
             report.symlinks.append((name, entry.path))
-        if name in (_DEEPSPEED_LATEST, _MEGATRON_TRACKER) or (_LAST_CKPT.match(name) and is_link):
+        known, is_state = _known_non_checkpoint(name, is_link)
+        if known:
+            report.ignored.append(dict(name=name, reason=known))
+            if is_state:
+                parts.append(dict(name=name, reason="%s, but no checkpoint it belongs to" % known))
+            continue
+        if name in (_DEEPSPEED_LATEST, _MEGATRON_TRACKER) or (
+                is_link and (_LAST_CKPT.match(name) or COMPOSER_LATEST.match(name))):
             # Regular files and symlinks only: opening a FIFO would block. A regular last.ckpt is a
             # copy (save_last=True) and a candidate of its own, below.
             if is_link or entry.is_file(follow_symlinks=False):
@@ -176,6 +190,13 @@ def _list_run(root: str, root_real: str, report: Report, template: Any = None) -
             report.ignored.append(dict(name=name, reason=reason))
             continue
         is_dir = entry.is_dir(follow_symlinks=False)
+        nemo = parse_nemo_name(name, template) if parsed is None and is_dir else None
+        if nemo is not None:
+            folder = Checkpoint(name, entry.path, NEMO, nemo["step"], None, True)
+            folder.epoch, folder.version, folder.last, folder.step_from = (
+                nemo["epoch"], nemo["version"], nemo["last"], nemo["step_from"])
+            candidates.append(folder)
+            continue
         if parsed is None or parsed[0] == LIGHTNING:
             if name.endswith(_CKPT_SUFFIX) and (is_dir or entry.is_file(follow_symlinks=False)):
                 ckpt = _lightning_candidate(entry, is_dir, template, report)
@@ -193,7 +214,27 @@ def _list_run(root: str, root_real: str, report: Report, template: Any = None) -
             report.unexplained.append(dict(name=name, reason=why))
             continue
         candidates.append(Checkpoint(name, entry.path, layout, step, epoch, is_dir))
+    if not candidates and not report.unordered:
+        report.unexplained.extend(parts)
     return candidates, pointers
+
+
+def _known_non_checkpoint(name: str, is_link: bool) -> Tuple[Optional[str], bool]:
+    """``(why, is training state)`` for an entry that tools write beside their checkpoints and
+    that is none of its own, else ``(None, False)``: their sidecar files (``SIDECARS``), NeMo's
+    ``-unfinished`` markers (no state) and ``-EMA`` copies, Composer's files of ranks other than 0.
+    Training state without any checkpoint beside it is ``unexplained``: the folder is not empty."""
+    if name in SIDECARS and not is_link:
+        return SIDECARS[name], True
+    if name.endswith(NEMO_UNFINISHED):
+        return "NeMo's marker of an unfinished save (the checkpoint it names is invalid while it exists)", False
+    if name.endswith("-EMA") or name.endswith("-EMA" + _CKPT_SUFFIX):
+        return "NeMo's EMA weights beside a checkpoint (not resumed from)", True
+    match = COMPOSER_RANK_FILE.match(name)
+    if match:
+        return "rank %s's part of Composer's %s (the rank 0 file is the checkpoint)" % (
+            match.group(2), match.group(1)), True
+    return None, False
 
 
 def _note_unexplained(report: Report, path: str, name: str, is_dir: bool) -> None:
@@ -389,6 +430,9 @@ def verify(path: Union[str, Checkpoint], validate: str = SHA256) -> Checkpoint:
             raise CheckpointError("%s does not exist" % full)
         if parsed is None and name.endswith(_CKPT_SUFFIX):
             parsed = (LIGHTNING, "any", -1, None)  # last.ckpt, epoch=3-val_loss=0.12.ckpt: checked, not ordered
+        nemo = parse_nemo_name(name) if parsed is None and os.path.isdir(full) else None
+        if nemo is not None:
+            parsed = (NEMO, "dir", nemo["step"], nemo["epoch"])
         if parsed is None:
             raise CheckpointError("%s matches no checkpoint layout" % name)
         ckpt = Checkpoint(name, full, parsed[0], parsed[2], parsed[3], os.path.isdir(full))

@@ -6,9 +6,10 @@
 "exists, none usable" (``latest`` exit 3, remediation status ``invalid``: a human decides), never
 "no checkpoint yet" (exit 1, start from scratch). Only a folder with nothing of the kind is empty.
 
-The layouts below are those of trainers this collection does not read yet, each as the trainer
-writes it (issue 24): NeMo 2 / NeMo Lightning, torchtune, NeMo Automodel, MosaicML Composer, Orbax,
-and torch.distributed.checkpoint shards under a name of the program's own.
+The cases below are training state no layout explains (issue 24): layouts one level down or of
+older releases, sidecars and parts of a layout without their checkpoint, torch.distributed.checkpoint
+shards under a name of the program's own. The layouts this collection reads are in
+test_checkpoint_trainer_layouts.py.
 """
 
 from __future__ import annotations
@@ -43,20 +44,16 @@ def latest_exit(run_dir):
 
 
 UNEXPLAINED = {
-    # NeMo 2 (nemo.lightning ModelCheckpoint): a folder per save, weights/ (DCP) and context/
-    "nemo2": ["model_name=0--val_loss=0.00-step=19-consumed_samples=1280.0-last/weights/__0_0.distcp",
-              "model_name=0--val_loss=0.00-step=19-consumed_samples=1280.0-last/weights/.metadata",
-              "model_name=0--val_loss=0.00-step=19-consumed_samples=1280.0-last/context/model.yaml"],
-    # torchtune: epoch_<N>/ and recipe_state/
-    "torchtune": ["epoch_%d/model-00001-of-00001.safetensors" % n for n in range(5)]
-    + ["recipe_state/recipe_state.pt"],
-    # NeMo Automodel: epoch_<E>_step_<S>/
-    "automodel": ["epoch_0_step_19/model/shard-00001-model-00001-of-00001.safetensors",
-                  "epoch_0_step_19/optim/__0_0.distcp"],
-    # MosaicML Composer: ep{epoch}-ba{batch}-rank{rank}.pt
-    "composer": ["ep1-ba1200-rank0.pt", "ep2-ba2400-rank0.pt"],
-    # Orbax: numbered folders with _CHECKPOINT_METADATA
-    "orbax": ["1000/_CHECKPOINT_METADATA", "1000/default/_METADATA", "2000/_CHECKPOINT_METADATA"],
+    # Accelerate's automatic_checkpoint_naming one level down: project_dir/checkpoints/checkpoint_<N>
+    "accelerate_project_dir": ["checkpoints/checkpoint_0/model.safetensors",
+                               "checkpoints/checkpoint_0/random_states_0.pkl"],
+    # torchtune before 0.5: flat files with the epoch at the end, no folders
+    "torchtune_flat": ["hf_model_0001_0.pt", "hf_model_0002_0.pt", "adapter_0.pt"],
+    # sidecars and parts of a layout without the checkpoint they belong to
+    "megatron_bridge_sidecar_alone": ["latest_train_state.pt"],
+    "torchtune_recipe_state_alone": ["recipe_state/recipe_state.pt"],
+    "composer_other_rank_alone": ["ep1-ba1200-rank1.pt"],
+    "nemo_ema_alone": ["megatron_gpt--val_loss=1.23-step=1000-EMA.ckpt"],
     # DCP shards under a name of the program's own
     "dcp_own_name": ["save/.metadata", "save/__0_0.distcp"],
     # a plain weights file
@@ -144,6 +141,13 @@ _ACCEPTED = st.one_of(
     st.tuples(_N, _N).map(lambda es: "checkpoint_epoch_%d_step_%d.pth" % es),
     st.tuples(_N, _N).map(lambda es: "epoch=%d-step=%d.ckpt" % es),
     _N.map(lambda n: "step=%d.ckpt" % n),
+    _N.map(lambda n: "checkpoint_%d" % n),
+    _N.map(lambda n: "epoch_%d" % n),
+    st.tuples(_N, _N).map(lambda es: "epoch_%d_step_%d" % es),
+    st.tuples(_N, _N).map(lambda es: "ep%d-ba%d-rank0.pt" % es),
+    st.tuples(_N, _N).map(lambda es: "ep%d-ba%d" % es),
+    _N.map(str),
+    _N.map(lambda n: "model_name=0--val_loss=0.00-step=%d-consumed_samples=1280.0-last" % n),
 )
 
 
