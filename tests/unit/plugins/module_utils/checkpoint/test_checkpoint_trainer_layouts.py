@@ -400,3 +400,18 @@ def test_verify_reads_a_nemo2_folder(tmp_path):
     assert (ckpt.layout, ckpt.step, ckpt.valid) == ("nemo", 19, True)
     write(os.path.join(str(tmp_path), name + "-unfinished"), b"")
     assert "NeMo has not finished" in ck.verify(os.path.join(str(tmp_path), name), "sizes").why_invalid
+
+
+RECORDED = os.path.join(REPO, "tests", "unit", "fixtures", "checkpoints")
+
+
+def test_recorded_accelerate_save_state(tmp_path):
+    import shutil
+    for name in ("checkpoint-8", "checkpoint_3"):
+        shutil.copytree(os.path.join(RECORDED, "accelerate-1.16.0", "checkpoint-8"), str(tmp_path / name))
+        ckpt = ck.verify(str(tmp_path / name), "sha256")
+        assert (ckpt.layout, ckpt.valid, ckpt.files) == ("accelerate", True, 4), ckpt.why_invalid
+    truncate(str(tmp_path / "checkpoint-8" / "optimizer.bin"), 100)
+    assert "optimizer.bin" in ck.verify(str(tmp_path / "checkpoint-8"), "sizes").why_invalid
+    os.remove(str(tmp_path / "checkpoint_3" / "random_states_0.pkl"))
+    assert "not committed" in ck.verify(str(tmp_path / "checkpoint_3"), "sizes").why_invalid
