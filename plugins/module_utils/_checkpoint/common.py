@@ -101,12 +101,15 @@ class Checkpoint(object):
 
     __slots__ = ("name", "path", "layout", "step", "epoch", "name_epoch", "is_dir", "valid",
                  "why_invalid", "checked", "files", "size", "time", "pointed_by", "version", "last",
-                 "step_from")
+                 "step_from", "name_layout")
 
     def __init__(self, name: str, path: str, layout: str, step: int, name_epoch: Optional[int] = None, is_dir: bool = True) -> None:
         self.name = name
         self.path = path
         self.layout = layout
+        #: The layout its name says; ``layout`` may be refined by the checks (a ``step_<S>`` folder
+        #: without manifest is torch.distributed.checkpoint, a ``checkpoint-<S>`` Accelerate's).
+        self.name_layout = layout
         self.step = step
         self.name_epoch = name_epoch
         self.epoch: Optional[Union[int, float]] = name_epoch

@@ -279,6 +279,9 @@ def prune(path: str, keep_last: int, keep_every: int = 0, keep: Sequence[str] = 
       ``last.ckpt``) or any symlink of the folder names, or that a kept checkpoint links into;
     * checkpoints written after the newest valid one (manifest time, else mtime) although their
       step is lower: another run writing into the same folder (a warning says so);
+    * checkpoints whose names follow another layout than the newest valid one's (a user's
+      ``2024/`` or ``epoch_3/`` folder beside ``step_<S>`` checkpoints is never pruned as an
+      invalid Orbax or torchtune checkpoint);
     * everything that is not a candidate: symlinks (never followed, never deleted through),
       names that match no layout, pointers, ``FINISHED``, the lock file;
     * temporary entries (``tmp-*``, ``*.tmp``) changed less than ``tmp_grace`` seconds ago
@@ -395,7 +398,11 @@ def _prune_locked(root: str, root_fd: int, result: PruneResult, keep_last: int, 
         best_time = _written_at(best)
         for ckpt in older[index:]:
             pinned = [p for p in keep if fnmatch.fnmatchcase(ckpt.name, p)]
-            if pinned:
+            if ckpt.name_layout != best.name_layout:
+                reasons[ckpt.name] = ("named like a %s checkpoint, the newest valid %s is %s: only checkpoints "
+                                      "named like the resume point are deleted" % (
+                                          ckpt.name_layout, best.name, best.name_layout))
+            elif pinned:
                 reasons[ckpt.name] = "matches the keep pattern %s" % pinned[0]
             elif keep_every > 0 and ckpt.step % keep_every == 0:
                 reasons[ckpt.name] = "step %d is a multiple of keep_every %d" % (ckpt.step, keep_every)

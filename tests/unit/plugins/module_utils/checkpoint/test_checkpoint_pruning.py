@@ -30,7 +30,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from ansible_collections.clusterops.slurm.plugins.module_utils import _checkpoint as ck
 
-from checkpoint_builders import LIBRARY, names, tree_digest, write  # noqa: E402 pylint: disable=import-error
+from checkpoint_builders import LIBRARY, names, torch_zip as ck_zip, tree_digest, write  # noqa: E402 pylint: disable=import-error
 
 
 # ---------------------------------------------------------------------------------------------
@@ -121,6 +121,28 @@ def test_padding_changed_mid_run(tmp_path):
     assert result.latest_valid == "step_0900000"
     assert names(tmp_path) == ["step_0800000", "step_0900000"]
     assert [d["name"] for d in result.deleted] == ["step_100000"]
+
+
+@pytest.mark.parametrize("other, named_with_epoch", [
+    ("5", False), ("checkpoint_7", False), ("x--step=5-last", False),
+    ("epoch_3", True), ("ep1-ba20", True), ("epoch_0_step_5", True),
+])
+def test_only_checkpoints_named_like_the_resume_point_are_deleted(tmp_path, other, named_with_epoch):
+    """A user's folder whose name another layout accepts (Orbax, Accelerate, NeMo 2, torchtune,
+    Composer, NeMo Automodel), older than the resume point, is an invalid candidate: never pruned."""
+    write(os.path.join(str(tmp_path), other, "notes.txt"), b"mine")
+    if named_with_epoch:  # beside torch.save files, whose names carry the epoch too
+        saved = ["checkpoint_epoch_9_step_%d.pth" % step for step in (100, 200, 300)]
+        for name in saved:
+            write(os.path.join(str(tmp_path), name), ck_zip())
+    else:
+        saved = [os.path.basename(contract(tmp_path, step)) for step in (100, 200, 300)]
+    result = ck.prune(str(tmp_path), keep_last=1)
+    assert result.error is None and result.latest_valid == saved[-1]
+    assert names(tmp_path) == sorted([other, saved[-1]])
+    assert [d["name"] for d in result.deleted] == saved[:2]
+    assert "only checkpoints named like the resume point are deleted" in [
+        k for k in result.kept if k["name"] == other][0]["reason"]
 
 
 @pytest.mark.parametrize("keep_last", [0, -1, -100])
