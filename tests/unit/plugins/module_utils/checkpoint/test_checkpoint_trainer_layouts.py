@@ -415,3 +415,14 @@ def test_recorded_accelerate_save_state(tmp_path):
     assert "optimizer.bin" in ck.verify(str(tmp_path / "checkpoint-8"), "sizes").why_invalid
     os.remove(str(tmp_path / "checkpoint_3" / "random_states_0.pkl"))
     assert "not committed" in ck.verify(str(tmp_path / "checkpoint_3"), "sizes").why_invalid
+
+
+def test_recorded_orbax_checkpoint_manager(tmp_path):
+    import shutil
+    shutil.copytree(os.path.join(RECORDED, "orbax-0.12.8"), str(tmp_path / "run"), ignore=shutil.ignore_patterns("*.md"))
+    report, name = chosen(tmp_path / "run", "sha256")
+    assert name == "200" and report.latest_valid.layout == "orbax" and report.warnings == []
+    for marker in ("_METADATA", "manifest.ocdbt"):
+        os.remove(str(tmp_path / "run" / "200" / "default" / marker))
+    report, name = chosen(tmp_path / "run")
+    assert name == "100" and "no _METADATA or manifest.ocdbt" in why(report, "200")
