@@ -119,6 +119,26 @@ def test_tarball_holds_no_git_ignored_file(collection_tarball):
     assert proc.stdout.split() == []
 
 
+#: What users run, and all the tarball may hold: top-level files and folders (issue 28).
+SHIPPED_FILES = ("MANIFEST.json", "FILES.json", "README.md", "COPYING", "execution-environment.yml", "bindep.txt")
+SHIPPED_FOLDERS = ("plugins", "roles", "playbooks", "docs", "meta", "changelogs")
+
+
+def test_tarball_ships_what_users_run_and_nothing_else(collection_tarball):
+    """The dev cluster, the tests and their fixtures, benchmarks, make and nox files, development
+    requirements, CI and the repository's ansible.cfg stay out; what users run is all in."""
+    with tarfile.open(str(collection_tarball)) as tar:
+        names = tar.getnames()
+    outside = [n for n in names if n not in SHIPPED_FILES and n.split("/", 1)[0] not in SHIPPED_FOLDERS]
+    assert outside == []
+    assert [n for n in names if "__pycache__" in n or n.endswith(".pyc")] == []
+    tops = set(n.split("/", 1)[0] for n in names)
+    assert tops == set(SHIPPED_FILES) | set(SHIPPED_FOLDERS)
+    tracked = subprocess.run(["git", "-C", REPO, "ls-files", "plugins", "roles", "playbooks", "meta"],
+                             stdout=subprocess.PIPE, universal_newlines=True, check=True).stdout.split()
+    assert sorted(set(tracked) - set(names)) == []
+
+
 def test_collection_declares_its_ee_needs(collection_tarball):
     with tarfile.open(str(collection_tarball)) as tar:
         names = set(tar.getnames())
