@@ -24,7 +24,7 @@ SLURM_RELEASES ?= $(or $(CLUSTEROPS_SLURM_RELEASES),22.05 24.11 26.05)
 include dev/cluster/cluster.mk
 include tests/molecule/molecule.mk
 
-.PHONY: help setup deps venv collection demo demo-hang test unit typecheck matrix integration integration-release pruning-role packaging sanity lint security benchmark clean
+.PHONY: help setup deps venv collection importer demo demo-hang test unit typecheck matrix integration integration-release pruning-role packaging sanity lint security benchmark clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | sort
@@ -47,6 +47,18 @@ $(VENV)/.installed: requirements.txt requirements-unit.txt requirements-test.txt
 	touch $@
 
 venv: $(VENV)/.installed ## Python virtual environment with pinned ansible-core and test tools
+
+# galaxy-importer (Galaxy's and Automation Hub's import checks) in a venv of its own: tests/packaging runs it
+# on the tarball it builds.
+IMPORTER_VENV ?= $(CURDIR)/.venv-importer
+$(IMPORTER_VENV)/.installed: requirements-importer.txt
+	@if [ -e $(IMPORTER_VENV)/pyvenv.cfg ] && ! $(IMPORTER_VENV)/bin/python -c 'import math' 2>/dev/null; then rm -rf $(IMPORTER_VENV); fi
+	@test -x $(IMPORTER_VENV)/bin/python || $(ENSURE_PYTHON_VENV)
+	test -x $(IMPORTER_VENV)/bin/python || $(PYTHON) -m venv $(IMPORTER_VENV)
+	$(IMPORTER_VENV)/bin/pip install --quiet -r requirements-importer.txt
+	touch $@
+
+importer: $(IMPORTER_VENV)/.installed ## galaxy-importer in .venv-importer (what make packaging runs on the tarball)
 
 $(NOX_VENV)/.installed: requirements-nox.txt
 	@if [ -e $(NOX_VENV)/pyvenv.cfg ] && ! $(NOX_VENV)/bin/python -c 'import math' 2>/dev/null; then rm -rf $(NOX_VENV); fi
@@ -109,8 +121,8 @@ PRUNING_ROLE_TEST := tests/integration/test_checkpoint_pruning_role.py
 pruning-role: venv collection ## The checkpoint_pruning role applied to this machine (crontabs of root and a user; no cluster)
 	$(VENV_PY) -m pytest $(PRUNING_ROLE_TEST) -q
 
-packaging: venv collection ## EE definition (ansible-builder create), awx_setup.yml, ansible-doc of every plugin and role, docsite, changelog lint
-	$(VENV_PY) -m pytest tests/packaging -q
+packaging: venv collection importer ## The tarball's content and galaxy-importer, EE definition (ansible-builder create), awx_setup.yml, ansible-doc of every plugin and role, docsite, changelog lint
+	CLUSTEROPS_IMPORTER_PYTHON=$(IMPORTER_VENV)/bin/python $(VENV_PY) -m pytest tests/packaging -q
 
 sanity: venv collection ## ansible-test sanity on a copy of the collection
 	bash tests/sanity/run.sh

@@ -122,6 +122,7 @@ def main():
     parent = tempfile.mkdtemp(prefix="ckpt-prune-bench-", dir=args.dir)
     tool = os.path.join(parent, "clusterops_checkpoint")  # as roles/checkpoint_tool installs it
     shutil.copytree(LIBRARY, tool, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(os.path.join(REPO, "roles", "checkpoint_tool", "files", "__main__.py"), tool)  # the role's entry point
     figures = dict(count=args.count, keep_last=args.keep_last, python=platform.python_version(),
                    machine=platform.machine(), cpus=os.cpu_count(), cases={})
     print("%d contract checkpoints (one 4 KiB file each), keep_last %d; Python %s, %s CPUs" % (

@@ -101,13 +101,17 @@ def scan_figures(parent, count, repeat):
     row("inspect, sha256 of every checkpoint (validate_all)",
         lambda: ck.inspect(root, "sha256", validate_all=True), newest)
     python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-    cli = [python, os.path.join(LIBRARY_DIR, "_checkpoint"), "latest", root]  # the package folder, as installed
+    tool = os.path.join(tempfile.mkdtemp(prefix="ckpt-scan-tool-"), "clusterops_checkpoint")  # as installed
+    shutil.copytree(os.path.join(LIBRARY_DIR, "_checkpoint"), tool, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(os.path.join(REPO, "roles", "checkpoint_tool", "files", "__main__.py"), tool)  # the role's entry point
+    cli = [python, tool, "latest", root]
 
     def run_cli():
         out = subprocess.run(cli, stdout=subprocess.PIPE, check=True, universal_newlines=True).stdout.strip()
         return type("R", (), {"name": os.path.basename(out)})()
 
     row("CLI: %s clusterops_checkpoint latest DIR (with process start)" % os.path.basename(python), run_cli, newest)
+    shutil.rmtree(os.path.dirname(tool))
     break_newest(root, count, 3)
     fallback = ck.checkpoint_name((count - 3) * 100)
     print("\nthe 3 newest truncated:")

@@ -224,7 +224,7 @@ def test_role_installs_one_cron_entry_whose_command_prunes(tmp_path, crontab_res
     assert sum(tool + " prune" in line for line in lines) == 2
     assert "15 3 * * * " in lines[lines.index("#Ansible: " + CRON_NAME % "other") + 1]
     assert sorted(n for n in os.listdir(tool) if n.endswith(".py")) == sorted(
-        n for n in os.listdir(LIBRARY) if n.endswith(".py"))
+        [n for n in os.listdir(LIBRARY) if n.endswith(".py")] + ["__main__.py"])
     job = cron_job("llama-8b")
     assert "100%" in job and "/usr/bin/python3" in job
 
@@ -505,6 +505,7 @@ def test_prunes_while_the_reference_trainer_saves(tmp_path):
     pytest.importorskip("torch")
     tool = str(tmp_path / "clusterops_checkpoint")  # as roles/checkpoint_tool installs it
     shutil.copytree(LIBRARY, tool, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(os.path.join(REPO, "roles", "checkpoint_tool", "files", "__main__.py"), tool)  # as the role does
     run_dir, events, log = tmp_path / "run", tmp_path / "events.jsonl", tmp_path / "trainer.log"
     rng = random.Random(5)
     proc = _trainer(run_dir, events, log, "--total-steps", "160")

@@ -22,6 +22,17 @@ from ansible_collections.clusterops.slurm.plugins.module_utils import _checkpoin
 
 
 LIBRARY = os.path.dirname(os.path.abspath(ck.__file__))  # the package folder
+#: The package's entry point, which roles/checkpoint_tool installs beside the package's modules.
+TOOL_MAIN = os.path.join(LIBRARY, "..", "..", "..", "roles", "checkpoint_tool", "files", "__main__.py")
+
+
+def install_tool(dest):
+    """The checkpoint command at ``dest`` as roles/checkpoint_tool installs it: the package's
+    modules (no __pycache__) and the role's ``__main__.py``. Returns ``dest``."""
+    import shutil
+    shutil.copytree(LIBRARY, dest, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(TOOL_MAIN, os.path.join(dest, "__main__.py"))
+    return dest
 
 
 # ---------------------------------------------------------------------------------------------

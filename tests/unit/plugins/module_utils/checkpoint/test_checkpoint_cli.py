@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import shutil
 import subprocess
 
 import pytest
@@ -18,9 +17,9 @@ import pytest
 from ansible_collections.clusterops.slurm.plugins.module_utils import _checkpoint as ck
 
 from checkpoint_builders import (  # noqa: E402 pylint: disable=import-error
-    LIBRARY,
     SYSTEM_PYTHON,
     contract,
+    install_tool,
     truncate,
     write,
 )
@@ -71,7 +70,7 @@ def test_cli_exit_codes(tmp_path):
 def test_cli_runs_on_system_python_without_ansible(tmp_path):
     # A copy of the file alone, run by the system python without site-packages: no ansible, no torch.
     tool = str(tmp_path / "bin" / "clusterops_checkpoint")  # as roles/checkpoint_tool installs it
-    shutil.copytree(LIBRARY, tool, ignore=shutil.ignore_patterns("__pycache__"))
+    install_tool(tool)
     python = [SYSTEM_PYTHON, "-I", "-S"]
     probe = subprocess.run(python + ["-c", "import ansible"], stderr=subprocess.PIPE, check=False)
     assert probe.returncode != 0

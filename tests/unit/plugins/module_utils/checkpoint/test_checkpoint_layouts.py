@@ -17,10 +17,10 @@ import pytest
 from ansible_collections.clusterops.slurm.plugins.module_utils import _checkpoint as ck
 
 from checkpoint_builders import (  # noqa: E402 pylint: disable=import-error
-    LIBRARY,
     _steps,
     contract,
     flip_byte,
+    install_tool,
     lightning_ckpt,
     truncate,
 )
@@ -135,7 +135,7 @@ def test_load_level_without_torch_is_a_usage_error(tmp_path):
               "    return real(name, *a, **k)\n"
               "builtins.__import__ = imp\n"
               "sys.argv = ['clusterops_checkpoint', 'latest', sys.argv[1], '--validate', 'load']\n"
-              "import runpy; runpy.run_path(%r, run_name='__main__')\n" % LIBRARY)
+              "import runpy; runpy.run_path(%r, run_name='__main__')\n" % install_tool(str(tmp_path / "tool")))
     proc = subprocess.run([sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, universal_newlines=True, check=False)
     assert proc.returncode == 2 and "needs torch" in proc.stderr and proc.stdout == "", proc.stderr

@@ -30,7 +30,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from ansible_collections.clusterops.slurm.plugins.module_utils import _checkpoint as ck
 
-from checkpoint_builders import LIBRARY, names, torch_zip as ck_zip, tree_digest, write  # noqa: E402 pylint: disable=import-error
+from checkpoint_builders import install_tool, names, torch_zip as ck_zip, tree_digest, write  # noqa: E402 pylint: disable=import-error
 
 
 # ---------------------------------------------------------------------------------------------
@@ -514,7 +514,7 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 @pytest.mark.skipif(not os.path.exists(SYSTEM_PYTHON), reason="no system python3")
 def test_cli_prune_on_system_python_without_ansible(tmp_path):
     tool = str(tmp_path / "bin" / "clusterops_checkpoint")  # as roles/checkpoint_tool installs it
-    shutil.copytree(LIBRARY, tool, ignore=shutil.ignore_patterns("__pycache__"))
+    install_tool(tool)
     run = tmp_path / "run"
     for step in (9000, 9500, 10000, 10500):
         contract(run, step)

@@ -25,6 +25,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils import _checkpoin
 
 from checkpoint_builders import (  # noqa: E402 pylint: disable=import-error
     LIBRARY,
+    install_tool,
     Metadata,
     MetadataIndex,
     _StorageInfo,
@@ -710,16 +711,22 @@ NAMING_CASES = [
 ]
 
 
+@pytest.fixture(scope="module")
+def installed_tool(tmp_path_factory):
+    """The checkpoint command as roles/checkpoint_tool installs it (outside the run folders)."""
+    return install_tool(str(tmp_path_factory.mktemp("tool") / "clusterops_checkpoint"))
+
+
 @pytest.mark.parametrize("build, template, expected, step, step_from, rc", [c[1:] for c in NAMING_CASES],
                          ids=[c[0] for c in NAMING_CASES])
-def test_naming_kinds(tmp_path, build, template, expected, step, step_from, rc):
+def test_naming_kinds(tmp_path, installed_tool, build, template, expected, step, step_from, rc):
     build(tmp_path)
     report = ck.inspect(str(tmp_path), name_template=template)
     best = report.latest_valid
     assert (best.name if best else None, best.step if best else None, best.step_from if best else None) == \
         (expected, step, step_from), report.to_dict()
     assert report.had_candidates
-    argv = [sys.executable, LIBRARY, "latest", str(tmp_path)] + (["--name-template", template] if template else [])
+    argv = [sys.executable, installed_tool, "latest", str(tmp_path)] + (["--name-template", template] if template else [])
     proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
     assert proc.returncode == rc, proc.stderr
     assert proc.stdout == (os.path.join(str(tmp_path), expected) + "\n" if expected else "")

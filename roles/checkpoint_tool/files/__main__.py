@@ -3,17 +3,16 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-# Note: this module is private to the clusterops.slurm collection. Its API may change
-# at any time without notice; do not use it from outside the collection.
+"""The checkpoint command's entry point: ``python3 -m clusterops_checkpoint ...`` or ``python3 FOLDER ...``.
 
-"""Run the checkpoint command: ``python3 -m clusterops_checkpoint ...`` or ``python3 FOLDER ...``.
-
-On a host the package is installed as ``<dir>/clusterops_checkpoint`` (role
-``clusterops.slurm.checkpoint_tool``). ``python3 -m clusterops_checkpoint`` (``<dir>`` on
-``sys.path``) runs this file inside its package. ``python3 <dir>/clusterops_checkpoint`` runs it as
-a plain script, outside any package: it then imports its own folder as a package, by the folder's
-name, from the folder's parent, so the relative imports inside work either way. Ansible modules
-never import this file.
+On a host the package ``plugins/module_utils/_checkpoint`` is installed as
+``<dir>/clusterops_checkpoint`` with this file as its ``__main__.py`` (role
+``clusterops.slurm.checkpoint_tool``; it lives here, not in the package, because Galaxy's importer
+refuses a module_utils name with a double underscore). ``python3 -m clusterops_checkpoint``
+(``<dir>`` on ``sys.path``) runs this file inside its package. ``python3 <dir>/clusterops_checkpoint``
+runs it as a plain script, outside any package: it then imports its own folder as a package, by
+the folder's name, from the folder's parent, so the relative imports inside work either way.
+Ansible modules never import this file.
 """
 
 from __future__ import annotations
