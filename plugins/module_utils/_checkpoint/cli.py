@@ -6,7 +6,8 @@
 # Note: this module is private to the clusterops.slurm collection. Its API may change
 # at any time without notice; do not use it from outside the collection.
 
-"""The command line (runs on cluster hosts without Ansible and without torch; see ``__main__``)."""
+"""The command line (runs on cluster hosts without Ansible and without torch; its entry point is the
+checkpoint_tool role's ``files/__main__.py``)."""
 
 from __future__ import annotations
 
