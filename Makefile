@@ -48,24 +48,26 @@ $(VENV)/.installed: requirements.txt requirements-unit.txt requirements-test.txt
 
 venv: $(VENV)/.installed ## Python virtual environment with pinned ansible-core and test tools
 
+# A tool's venv of its own: $(call tool_venv,FOLDER,REQUIREMENTS) makes it (anew when broken), installs the
+# requirements and touches FOLDER/.installed.
+define tool_venv
+@if [ -e $(1)/pyvenv.cfg ] && ! $(1)/bin/python -c 'import math' 2>/dev/null; then rm -rf $(1); fi
+@test -x $(1)/bin/python || $(ENSURE_PYTHON_VENV)
+test -x $(1)/bin/python || $(PYTHON) -m venv $(1)
+$(1)/bin/pip install --quiet -r $(2)
+touch $(1)/.installed
+endef
+
 # galaxy-importer (Galaxy's and Automation Hub's import checks) in a venv of its own: tests/packaging runs it
 # on the tarball it builds.
 IMPORTER_VENV ?= $(CURDIR)/.venv-importer
 $(IMPORTER_VENV)/.installed: requirements-importer.txt
-	@if [ -e $(IMPORTER_VENV)/pyvenv.cfg ] && ! $(IMPORTER_VENV)/bin/python -c 'import math' 2>/dev/null; then rm -rf $(IMPORTER_VENV); fi
-	@test -x $(IMPORTER_VENV)/bin/python || $(ENSURE_PYTHON_VENV)
-	test -x $(IMPORTER_VENV)/bin/python || $(PYTHON) -m venv $(IMPORTER_VENV)
-	$(IMPORTER_VENV)/bin/pip install --quiet -r requirements-importer.txt
-	touch $@
+	$(call tool_venv,$(IMPORTER_VENV),requirements-importer.txt)
 
 importer: $(IMPORTER_VENV)/.installed ## galaxy-importer in .venv-importer (what make packaging runs on the tarball)
 
 $(NOX_VENV)/.installed: requirements-nox.txt
-	@if [ -e $(NOX_VENV)/pyvenv.cfg ] && ! $(NOX_VENV)/bin/python -c 'import math' 2>/dev/null; then rm -rf $(NOX_VENV); fi
-	@test -x $(NOX_VENV)/bin/python || $(ENSURE_PYTHON_VENV)
-	test -x $(NOX_VENV)/bin/python || $(PYTHON) -m venv $(NOX_VENV)
-	$(NOX_VENV)/bin/pip install --quiet -r requirements-nox.txt
-	touch $@
+	$(call tool_venv,$(NOX_VENV),requirements-nox.txt)
 
 # The link is left alone when it is right: `make test` runs suites in parallel, and `ln -sfn` replaces
 # it (unlink, then symlink) under a playbook that may be reading through it.
