@@ -51,8 +51,8 @@ def test_installed_tarball_runs_remediate_and_changes_nothing(healthy, tmp_path)
     assert len(tarballs) == 1, tarballs
     with tarfile.open(str(tarballs[0])) as tar:
         members = tar.getnames()
-    # slurm-<jobid>.out: a job's output left in the tree (not the recorded fixtures under
-    # tests/unit/fixtures/slurm-<release>/, which belong in the tarball's tests)
+    # slurm-<jobid>.out: a job's output left in the tree (tests/ is not in the tarball at all:
+    # tests/packaging/test_execution_environment.py lists what it holds)
     leaked = sorted(m for m in members if (m + "/").startswith(NEVER)
                     or os.path.basename(m).startswith("slurm-") and m.endswith(".out"))
     assert not leaked, "galaxy.yml build_ignore lets these into the tarball: %s" % leaked[:20]
