@@ -24,7 +24,7 @@ SLURM_RELEASES ?= $(or $(CLUSTEROPS_SLURM_RELEASES),22.05 24.11 26.05)
 include dev/cluster/cluster.mk
 include tests/molecule/molecule.mk
 
-.PHONY: help setup deps venv collection importer demo demo-hang test unit typecheck matrix integration integration-release pruning-role packaging sanity lint security benchmark clean
+.PHONY: help setup deps venv collection importer tarball demo demo-hang test unit typecheck matrix integration integration-release pruning-role packaging sanity lint security benchmark clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | sort
@@ -126,6 +126,12 @@ pruning-role: venv collection ## The checkpoint_pruning role applied to this mac
 packaging: venv collection importer ## The tarball's content and galaxy-importer, EE definition (ansible-builder create), awx_setup.yml, ansible-doc of every plugin and role, docsite, changelog lint
 	CLUSTEROPS_IMPORTER_PYTHON=$(IMPORTER_VENV)/bin/python $(VENV_PY) -m pytest tests/packaging -q
 
+# What a publisher uploads: the operator's guide written as the docsite's RST first
+# (docs/docsite/rst, from docs/*.md), then ansible-galaxy's build; tests/packaging builds the same way.
+tarball: venv ## The collection tarball to publish, in dist/ (with the operator's guide for the docsite)
+	$(VENV_PY) tests/docsite/guide_rst.py >/dev/null
+	$(VENV)/bin/ansible-galaxy collection build --force --output-path dist .
+
 sanity: venv collection ## ansible-test sanity on a copy of the collection
 	bash tests/sanity/run.sh
 
@@ -161,4 +167,4 @@ benchmark: setup ## remediate.yml at 8/512/4,096 nodes; checkpoint scan and prun
 
 clean: ## Stop the dev cluster and remove build output
 	-$(MAKE) cluster-down
-	rm -rf .collections tests/output .pytest_cache .mypy_cache .cache/docsite build context .nox
+	rm -rf .collections tests/output .pytest_cache .mypy_cache .cache/docsite build context .nox dist docs/docsite/rst

@@ -4,7 +4,8 @@
 #
 #   bash tests/docsite/build.sh            -> .cache/docsite/build/html/index.html
 #
-# Steps: antsibull-docs lint-collection-docs --plugin-docs (markup, references, option names);
+# Steps: the operator's guide as RST (guide_rst.py: docs/*.md -> docs/docsite/rst/*.rst, the pages
+# docs/docsite/extra-docs.yml lists); antsibull-docs lint-collection-docs --plugin-docs (markup, references, option names);
 # antsibull-docs sphinx-init (conf.py, pinned versions from requirements-test.txt); antsibull-docs
 # collection (RST of every module, filter and role); sphinx-build to HTML.
 # Offline on purpose: intersphinx (docs.ansible.com, docs.python.org) is switched off, so links to
@@ -24,6 +25,9 @@ mkdir -p "${repo}/.collections/ansible_collections/clusterops"
 ln -sfn "${repo}" "${repo}/.collections/ansible_collections/clusterops/slurm"
 export ANSIBLE_COLLECTIONS_PATH="${repo}/.collections"
 export ANSIBLE_CONFIG="${repo}/ansible.cfg"
+
+echo "build.sh: the operator's guide as RST (guide_rst.py)" >&2
+python "${repo}/tests/docsite/guide_rst.py" "${repo}" >/dev/null
 
 echo "build.sh: antsibull-docs lint-collection-docs --plugin-docs" >&2
 (cd "${repo}" && antsibull-docs lint-collection-docs --plugin-docs --skip-rstcheck .)

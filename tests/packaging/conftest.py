@@ -66,8 +66,10 @@ def run(cmd, env, cwd, check=True, timeout=600):
 
 @pytest.fixture(scope="session")
 def collection_tarball(tmp_path_factory):
-    """`ansible-galaxy collection build` of the working tree; path of the tarball."""
+    """`ansible-galaxy collection build` of the working tree, the guide's RST written first as
+    `make tarball` does; path of the tarball."""
     tmp = tmp_path_factory.mktemp("build")
+    run([sys.executable, os.path.join(REPO, "tests", "docsite", "guide_rst.py"), REPO], env=clean_env(tmp), cwd=tmp)
     run([tool("ansible-galaxy"), "collection", "build", "--output-path", tmp, REPO],
         env=clean_env(tmp), cwd=tmp)
     tarballs = sorted(tmp.glob("clusterops-slurm-*.tar.gz"))

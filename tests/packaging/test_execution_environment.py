@@ -104,11 +104,18 @@ def test_builder_create_context(tmp_path, collection_tarball):
     assert "install-from-bindep" in containerfile
 
 
+#: Git-ignored but shipped: written before every build (tests/docsite/guide_rst.py, the operator's
+#: guide as the docsite's RST from docs/*.md), never kept in git.
+GENERATED = "docs/docsite/rst"
+
+
 def test_tarball_holds_no_git_ignored_file(collection_tarball):
     """galaxy.yml's build_ignore keeps every git-ignored path (venv, dev cluster state folders of
-    each release, caches) out of the tarball, whatever the working tree holds right now."""
+    each release, caches) out of the tarball, whatever the working tree holds right now; only the
+    generated guide pages are in."""
     with tarfile.open(str(collection_tarball)) as tar:
-        names = [name for name in tar.getnames() if name not in ("MANIFEST.json", "FILES.json")]
+        names = [name for name in tar.getnames() if name not in ("MANIFEST.json", "FILES.json")
+                 and name != GENERATED and not name.startswith(GENERATED + "/")]
     git = shutil.which("git")
     if git is None:
         pytest.fail("git not found on PATH: run make deps (dev/cluster/install-deps.sh installs it)")
@@ -137,6 +144,22 @@ def test_tarball_ships_what_users_run_and_nothing_else(collection_tarball):
     tracked = subprocess.run(["git", "-C", REPO, "ls-files", "plugins", "roles", "playbooks", "meta"],
                              stdout=subprocess.PIPE, universal_newlines=True, check=True).stdout.split()
     assert sorted(set(tracked) - set(names)) == []
+
+
+def test_tarball_carries_the_guide_for_the_docsite(collection_tarball):
+    """Every page of the operator's guide as Markdown (docs/) and as the docsite's RST, with the
+    extra-docs index that lists them (what antsibull-docs reads from an installed collection)."""
+    with tarfile.open(str(collection_tarball)) as tar:
+        names = set(tar.getnames())
+        index = yaml.safe_load(tar.extractfile("docs/docsite/extra-docs.yml").read())
+    pages = [page for section in index["sections"] for page in section["toctree"]]
+    markdown = sorted(os.path.basename(p)[:-3] for p in os.listdir(os.path.join(REPO, "docs")) if p.endswith(".md"))
+    assert sorted(pages) == markdown
+    for page in pages:
+        assert "docs/%s.md" % page in names
+        assert "%s/%s.rst" % (GENERATED, page) in names
+    assert sorted(n for n in names if n.startswith(GENERATED + "/")) == sorted(
+        "%s/%s.rst" % (GENERATED, page) for page in pages)
 
 
 def test_collection_declares_its_ee_needs(collection_tarball):
