@@ -74,6 +74,12 @@ options:
       - name: gpu_nvidia_smi_other
         match: '^clusterops-health: gpu_(count|state): (expected [0-9]+, )?nvidia-smi failed rc='
         action: human
+      - name: gpu_dcgm_reset
+        match: "^clusterops-health: dcgm_health: (DCGM_FR_(VOLATILE_DBE_DETECTED|UNCONTAINED_ERROR|FALLEN_OFF_BUS|\
+          PENDING_PAGE_RETIREMENTS|GPU_RECOVERY_RESET|\
+          GPU_RECOVERY_REBOOT|GPU_RECOVERY_DRAIN_RESET|GPU_RECOVERY_DRAIN_P2P) |\
+          DCGM_FR_XID_ERROR [^:]*: Detected XID (48|63|74|79|95|119|120|140|154)\\b)"
+        action: reboot
       - name: gpu_count
         match: '^clusterops-health: gpu_count: '
         action: reboot

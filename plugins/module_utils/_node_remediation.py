@@ -114,7 +114,23 @@ HOLD_PREFIX = "clusterops: "
 #: NVLink, 79 fallen off the bus, 95 uncontained ECC, 119/120 GSP, 140 unrecovered ECC, 154 recovery
 #: action changed. Every other Xid the health check reports (e.g. 64 row remapping failure, 92
 #: high single-bit ECC rate) falls to ``health_other``: a human decides on a repair.
-GPU_XID_RESET = r"^clusterops-health: gpu_xid: Xid (48|63|74|79|95|119|120|140|154)\b"
+XID_REBOOT = (48, 63, 74, 79, 95, 119, 120, 140, 154)
+GPU_XID_RESET = r"^clusterops-health: gpu_xid: Xid (%s)\b" % "|".join(str(xid) for xid in XID_REBOOT)
+
+#: DCGM health findings (the node_health check ``dcgm_health`` names DCGM's error:
+#: ``clusterops-health: dcgm_health: DCGM_FR_<NAME> <entity>: <message>``) a reboot repairs:
+#: those whose next step in DCGM (dcgmlib/dcgm_errors.h, DCGM_FR_<NAME>_NEXT) is a GPU reset or a
+#: reboot (volatile double-bit ECC, uncontained error, the GPU recovery actions GPU_RESET,
+#: NODE_REBOOT, DRAIN_AND_RESET, DRAIN_P2P), the findings DCGM makes of the Xids of XID_REBOOT
+#: (79 fallen off the bus, 63 a pending retired page), and DCGM_FR_XID_ERROR for an Xid of
+#: XID_REBOOT: the same decision as the gpu_xid check's. Every other DCGM finding (row remapping
+#: failure as Xid 64, retired page limits, faulty memory, InfoROM, PCIe replays, NVLink, NvSwitch,
+#: dcgmi failing) falls to ``health_other``: a human decides.
+DCGM_REBOOT_FINDINGS = ("VOLATILE_DBE_DETECTED", "UNCONTAINED_ERROR", "FALLEN_OFF_BUS", "PENDING_PAGE_RETIREMENTS",
+                        "GPU_RECOVERY_RESET", "GPU_RECOVERY_REBOOT", "GPU_RECOVERY_DRAIN_RESET",
+                        "GPU_RECOVERY_DRAIN_P2P")
+GPU_DCGM_RESET = r"^clusterops-health: dcgm_health: (DCGM_FR_(%s) |DCGM_FR_XID_ERROR [^:]*: Detected XID (%s)\b)" % (
+    "|".join(DCGM_REBOOT_FINDINGS), "|".join(str(xid) for xid in XID_REBOOT))
 
 #: nvidia-smi exit statuses a reboot may repair (nvidia-smi(1) RETURN VALUE and NVML's
 #: nvmlReturn_t): 6 no devices found, 9 driver not loaded, 10/11 interrupt issue, 15 GPU fallen
@@ -143,6 +159,7 @@ DEFAULT_REASON_CLASSES = (
     {"name": "gpu_xid_reset", "match": GPU_XID_RESET, "action": "reboot"},
     {"name": "gpu_nvidia_smi_reset", "match": GPU_NVIDIA_SMI_RESET, "action": "reboot"},
     {"name": "gpu_nvidia_smi_other", "match": GPU_NVIDIA_SMI_OTHER, "action": "human"},
+    {"name": "gpu_dcgm_reset", "match": GPU_DCGM_RESET, "action": "reboot"},
     {"name": "gpu_count", "match": r"^clusterops-health: gpu_count: ", "action": "reboot"},
     {"name": "gpu_state", "match": r"^clusterops-health: gpu_state: ", "action": "reboot"},
     {"name": "mount", "match": r"^clusterops-health: mount: ", "action": "reboot"},

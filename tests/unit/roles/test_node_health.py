@@ -637,3 +637,208 @@ def test_documented_nvidia_smi_exit_statuses_equal_the_check_and_the_policy():
         assert remediation == ("reboot" if rc in NVIDIA_SMI_REBOOT_RC else "human"), rc
     assert set(NVIDIA_SMI_REBOOT_RC) <= set(hc.NVIDIA_SMI_EXIT)
     assert [r[3] for r in rows if not r[0].isdigit()] == ["human"]
+
+
+# ---- DCGM: dcgmi health --check --json -----------------------------------------------------------
+DCGM = os.path.join(REPO, "tests", "unit", "fixtures", "dcgm")
+
+
+def dcgm_report(name):
+    with open(os.path.join(DCGM, name)) as handle:
+        return json.load(handle)
+
+
+def dcgm_class(detail):
+    """The default remediation class of the reason the check sets for ``detail``."""
+    from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation import (
+        DEFAULT_REASON_CLASSES, classify, compile_classes)
+    found = classify(hc.make_reason("dcgm_health", detail), compile_classes(DEFAULT_REASON_CLASSES))
+    return found and found["name"]
+
+
+@pytest.mark.parametrize("name, overall, detail, warning_detail, klass", [
+    ("health-healthy.json", "Healthy", None, None, None),
+    ("health-dbe-failure.json", "Failure",
+     "DCGM_FR_VOLATILE_DBE_DETECTED GPU 1: Detected 2 volatile double-bit ECC error(s) in GPU 1.", None,
+     "gpu_dcgm_reset"),
+    ("health-thermal-warning.json", "Warning", None,
+     "DCGM_FR_CLOCKS_EVENT_THERMAL GPU 0: Detected clocks event due to thermal violation in GPU 0.", "health_other"),
+    ("health-fallen-off-bus.json", "Failure", "DCGM_FR_FALLEN_OFF_BUS GPU 3: GPU 3 has fallen off the bus", None,
+     "gpu_dcgm_reset"),
+    ("health-xid-119.json", "Failure", "DCGM_FR_XID_ERROR GPU 2: Detected XID 119 for GPU 2", None,
+     "gpu_dcgm_reset"),
+    ("health-row-remap-failure.json", "Failure",
+     "DCGM_FR_ROW_REMAP_FAILURE GPU 5: GPU 5 had uncorrectable memory errors and row remapping failed.", None,
+     "health_other"),
+    ("health-nvswitch-fatal.json", "Failure",
+     "DCGM_FR_NVSWITCH_FATAL_ERROR Switch 0: Detected fatal errors on NvSwitch 0 link 12", None, "health_other"),
+    ("health-recovery-reboot.json", "Failure",
+     "DCGM_FR_GPU_RECOVERY_REBOOT GPU 4: GPU 4 fault may have left the OS in an inconsistent state. Recovery "
+     "action: 2 (NODE_REBOOT).", None, "gpu_dcgm_reset"),
+])
+def test_dcgm_health_report(name, overall, detail, warning_detail, klass):
+    """Each report: its verdict, the detail of the incident that decides (a Warning only with
+    drain_on_warning), and the default remediation class of the reason that detail makes."""
+    got_overall, incidents = hc.dcgm_incidents(dcgm_report(name))
+    assert got_overall == overall
+    assert hc.dcgm_problem(got_overall, incidents) == detail
+    assert hc.dcgm_problem(got_overall, incidents, drain_on_warning=True) == (detail or warning_detail)
+    if detail or warning_detail:
+        assert dcgm_class(detail or warning_detail) == klass
+
+
+@pytest.mark.parametrize("report", [
+    dcgm_report("health-internal-error.json"), {}, [], {"body": {}}, {"body": {"Overall Health": {}}},
+    {"body": {"Overall Health": {"value": "Failure"}}},  # a failure without an incident
+], ids=["internal-error", "empty", "list", "no-verdict", "verdict-without-value", "failure-without-incident"])
+def test_dcgm_health_report_that_cannot_be_read_is_never_healthy(report):
+    with pytest.raises(ValueError):
+        hc.dcgm_incidents(report)
+
+
+@pytest.mark.parametrize("name, message", [
+    ("DCGM_FR_XID_ERROR", "Detected XID 48 for GPU 0"),
+    ("DCGM_FR_VOLATILE_DBE_DETECTED", "Detected 1 volatile double-bit ECC error(s) in GPU 7."),
+    ("DCGM_FR_PENDING_PAGE_RETIREMENTS", "A pending retired page has been detected in GPU 2."),
+    ("DCGM_FR_ROW_REMAP_FAILURE", "GPU 0 had uncorrectable memory errors and row remapping failed."),
+    ("DCGM_FR_UNCORRECTABLE_ROW_REMAP_LIMIT", "GPU 1 exceeded uncorrectable row remap limit with 8 remapped rows"),
+    ("DCGM_FR_UNCONTAINED_ERROR", "GPU had an uncontained error (XID 95)"),
+    ("DCGM_FR_CONTAINED_ERROR", "GPU had a contained error."),
+    ("DCGM_FR_FALLEN_OFF_BUS", "GPU 6 has fallen off the bus"),
+    ("DCGM_FR_GPU_RECOVERY_RESET", "GPU 1 requires a reset to recover from a fault. Recovery action: 1 (GPU_RESET)."),
+    ("DCGM_FR_GPU_RECOVERY_REBOOT",
+     "GPU 1 fault may have left the OS in an inconsistent state. Recovery action: 2 (NODE_REBOOT)."),
+    ("DCGM_FR_GPU_RECOVERY_DRAIN_RESET",
+     "GPU 1 operating at reduced capacity due to a fault. Recovery action: 4 (DRAIN_AND_RESET)."),
+    ("DCGM_FR_GPU_RECOVERY_DRAIN_P2P",
+     "GPU 1 requires peer-to-peer traffic to be quiesced. Recovery action: 3 (DRAIN_P2P)."),
+    ("DCGM_FR_RETIRED_PAGES_LIMIT", "60 or more retired pages have been detected in GPU 3. "),
+    ("DCGM_FR_RETIRED_PAGES_DBE_LIMIT", "An excess of 15 retired pages due to DBEs have been detected and more than "
+                                        "one page has been retired due to DBEs in the past week in GPU 3."),
+    ("DCGM_FR_FAULTY_MEMORY", "Found 2 faulty memory elements on GPU 0"),
+    ("DCGM_FR_CORRUPT_INFOROM", "A corrupt InfoROM has been detected in GPU 4."),
+    ("DCGM_FR_PCI_REPLAY_RATE", "Detected more than 8 PCIe replays per minute for GPU 2 : 13"),
+    ("DCGM_FR_NVLINK_DOWN", "GPU 0's NvLink link 5 is currently down"),
+    ("DCGM_FR_NVLINK_ERROR_CRITICAL", "Detected 3 NVLink replay NvLink errors on GPU 0's NVLink (should be 0)"),
+    ("DCGM_FR_NVLINK_ERROR_THRESHOLD",
+     "Detected 120 CRC FLIT NvLink errors on GPU 0's NVLink which exceeds threshold of 100"),
+    ("DCGM_FR_NVLINK_CRC_ERROR_THRESHOLD",
+     "150.0 CRC FLIT NvLink errors found occuring per second on GPU 0, exceeding the limit of 100 per second."),
+    ("DCGM_FR_NVLINK_EFFECTIVE_BER_THRESHOLD", "Detected effective BER 1.00e-12 exceeds minimum threshold on GPU 0's "
+                                               "NVLink."),
+    ("DCGM_FR_NVLINK_SYMBOL_BER_THRESHOLD", "Detected symbol BER 3.20e-09 exceeds minimum threshold on GPU 0's NVLink."),
+    ("DCGM_FR_NVSWITCH_FATAL_ERROR", "Detected fatal errors on NvSwitch 2 link 30"),
+    ("DCGM_FR_NVSWITCH_NON_FATAL_ERROR", "Detected nonfatal errors on NvSwitch 2 link 30"),
+    ("DCGM_FR_CLOCKS_EVENT_THERMAL", "Detected clocks event due to thermal violation in GPU 0."),
+    ("DCGM_FR_CLOCKS_EVENT_POWER", "Detected clocks event due to power violation in GPU 0."),
+    ("DCGM_FR_POWER_UNREADABLE", "Cannot reliably read the power usage for GPU 0."),
+    ("DCGM_FR_FABRIC_PROBE_STATE", "GPU 0: Fabric State is Not Started (0)."),
+    ("DCGM_FR_IMEX_UNHEALTHY", "IMEX domain status is DEGRADED (1 of 2 nodes)"),
+    ("DCGM_FR_UNRECOGNIZED", "Something DCGM 9 says"),
+])
+def test_dcgm_findings_read_each_message_of_dcgm(name, message):
+    """DCGM_FINDINGS: each message format of dcgm_errors.h (with values filled in) is named."""
+    assert hc.dcgm_finding(message) == name
+
+
+def test_every_dcgm_finding_is_tested_and_every_reboot_finding_is_one():
+    from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation import DCGM_REBOOT_FINDINGS
+    tested = set(p[0] for p in test_dcgm_findings_read_each_message_of_dcgm.pytestmark[0].args[1])
+    assert tested == set(finding[0] for finding in hc.DCGM_FINDINGS) | {hc.DCGM_UNRECOGNIZED}
+    assert set("DCGM_FR_" + n for n in DCGM_REBOOT_FINDINGS) <= tested
+
+
+@pytest.mark.parametrize("xid, klass", [(48, "gpu_dcgm_reset"), (79, "gpu_dcgm_reset"), (154, "gpu_dcgm_reset"),
+                                        (64, "health_other"), (92, "health_other"), (480, "health_other")])
+def test_dcgm_xid_findings_take_the_gpu_xid_decision(xid, klass):
+    """A DCGM_FR_XID_ERROR finding is rebooted for exactly the Xids the gpu_xid check's are."""
+    from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation import XID_REBOOT
+    assert dcgm_class("DCGM_FR_XID_ERROR GPU 0: Detected XID %d for GPU 0" % xid) == klass
+    assert (klass == "gpu_dcgm_reset") == (xid in XID_REBOOT)
+
+
+@pytest.fixture()
+def fake_dcgmi(fake):
+    """The fake cluster of ``fake`` with a fake dcgmi: records its arguments, prints report.json,
+    exits with the status in rc (0)."""
+    tmp = fake["tmp"]
+    (tmp / "rc").write_text("0")
+    dcgmi = _script(str(tmp / "dcgmi"), 'printf "%%s\\n" "$*" >> %s\ncat %s\nexit $(cat %s)\n'
+                    % (tmp / "dcgmi-calls", tmp / "report.json", tmp / "rc"))
+    fake["data"].update({"dcgmi": [dcgmi], "checks": [{"type": "dcgm_health", "group": 2}]})
+    fake["config"].write_text(json.dumps(fake["data"]))
+    return fake
+
+
+def _dcgmi(fake, report, rc=0):
+    text = report if isinstance(report, str) else json.dumps(report)
+    (fake["tmp"] / "report.json").write_text(text)
+    (fake["tmp"] / "rc").write_text(str(rc))
+    if fake["calls"].exists():
+        fake["calls"].unlink()
+    return hc.main(["--config", str(fake["config"]), "--node", "n2"])
+
+
+def test_end_to_end_dcgm_failure_drains_with_dcgm_error_name(fake_dcgmi):
+    assert _dcgmi(fake_dcgmi, dcgm_report("health-dbe-failure.json")) == hc.EXIT_FAILED
+    reason = ("clusterops-health: dcgm_health: DCGM_FR_VOLATILE_DBE_DETECTED GPU 1: Detected 2 volatile double-bit "
+              "ECC error(s) in GPU 1.")
+    assert _argvs(fake_dcgmi) == ["show node n2", "update nodename=n2 state=drain reason=" + reason]
+    assert (fake_dcgmi["tmp"] / "dcgmi-calls").read_text().splitlines() == ["health --check --json --group 2"]
+    assert dcgm_class(reason[len("clusterops-health: dcgm_health: "):]) == "gpu_dcgm_reset"
+
+
+def test_end_to_end_dcgm_healthy_and_warning_pass(fake_dcgmi):
+    assert _dcgmi(fake_dcgmi, dcgm_report("health-healthy.json")) == hc.EXIT_OK
+    assert _argvs(fake_dcgmi) == ["show node n2"]
+    assert _dcgmi(fake_dcgmi, dcgm_report("health-thermal-warning.json")) == hc.EXIT_OK
+    assert _argvs(fake_dcgmi) == ["show node n2"]
+
+
+@pytest.mark.parametrize("report, rc, detail", [
+    ("Error: unable to establish a connection to the specified host: localhost\n", 235,
+     "dcgmi health failed rc=235: Error: unable to establish a connection to the specified host: localhost"),
+    ("Error: Health watches not enabled. Please enable watches. \n", 253,
+     "dcgmi health failed rc=253: Error: Health watches not enabled. Please enable watches."),
+    ('{"body": {"Overall Health": {"value": "Internal error"}}}', 0,
+     "dcgmi health unreadable: dcgmi health: no Overall Health of Healthy/Warning/Failure in the report: "
+     "'Internal error'"),
+    ('{"body": {"Overall Hea', 0, None),  # cut short: unreadable, whatever the parser says
+    ("", 0, None),
+], ids=["no-host-engine", "no-watches", "internal-error", "truncated", "no-output"])
+def test_end_to_end_dcgm_that_cannot_look_drains_for_a_human(fake_dcgmi, report, rc, detail):
+    """dcgmi failing or a report that cannot be read is a failure, never healthy; a person decides."""
+    assert _dcgmi(fake_dcgmi, report, rc) == hc.EXIT_FAILED
+    argvs = _argvs(fake_dcgmi)
+    assert argvs[0] == "show node n2" and len(argvs) == 2
+    prefix = "update nodename=n2 state=drain reason=clusterops-health: dcgm_health: "
+    assert argvs[1].startswith(prefix + "dcgmi health ")
+    if detail:
+        assert argvs[1] == prefix + detail
+    assert dcgm_class(argvs[1][len(prefix):]) == "health_other"
+
+
+def test_without_a_dcgm_check_dcgmi_is_never_run(fake_dcgmi):
+    """Without DCGM nothing changes: the role's default checks have no dcgm_health, and a
+    configuration without one never calls dcgmi."""
+    with open(os.path.join(ROLE, "defaults", "main.yml")) as handle:
+        checks = yaml.safe_load(handle)["node_health_checks"]
+    assert "dcgm_health" not in [c["type"] for c in checks]
+    fake_dcgmi["data"]["checks"] = checks
+    fake_dcgmi["config"].write_text(json.dumps(fake_dcgmi["data"]))
+    _dcgmi(fake_dcgmi, dcgm_report("health-dbe-failure.json"))
+    assert not (fake_dcgmi["tmp"] / "dcgmi-calls").exists()
+
+
+def test_documented_dcgm_findings_equal_the_check_and_the_policy():
+    """docs/node-health.md's DCGM table: every DCGM_FINDINGS name and UNRECOGNIZED, in order, and
+    "reboot" exactly for the policy's DCGM_REBOOT_FINDINGS (XID_ERROR: by the Xid)."""
+    from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation import DCGM_REBOOT_FINDINGS
+    rows = _doc_table(os.path.join(REPO, "docs", "node-health.md"), "### DCGM health watches")
+    names = ["DCGM_FR_" + re.match(r"`([A-Z_0-9]+)`", r[0]).group(1) for r in rows]
+    assert names == [finding[0] for finding in hc.DCGM_FINDINGS] + [hc.DCGM_UNRECOGNIZED]
+    for name, (_error, remediation) in zip(names, rows):
+        if name == "DCGM_FR_XID_ERROR":
+            assert remediation.startswith("reboot for the Xids of `gpu_xid_reset`")
+            continue
+        assert remediation == ("reboot" if name[len("DCGM_FR_"):] in DCGM_REBOOT_FINDINGS else "human"), name
