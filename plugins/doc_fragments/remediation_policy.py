@@ -8,8 +8,8 @@ from __future__ import annotations
 
 class ModuleDocFragment(object):
 
-    # The node remediation policy's settings (module_utils/_node_remediation.py, where every default
-    # lives), shared by the remediation_plan filter and the slurm_node_remediation module.
+    # The node remediation policy's settings (module_utils/_node_remediation/settings.py and
+    # classes.py, where every default lives), shared by the remediation_plan filter and the slurm_node_remediation module.
     # tests/unit/roles/test_remediate_nodes_defaults.py keeps the defaults equal to the code's.
     DOCUMENTATION = r'''
 options:

@@ -248,7 +248,8 @@ from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_native
 from ansible.utils.display import Display
 
-from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation import (
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.policy import plan_from_options
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.settings import (
     DEFAULT_HEAL_BUDGET,
     DEFAULT_HEAL_SINCE,
     DEFAULT_HEAL_WINDOW,
@@ -257,7 +258,6 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation
     DEFAULT_REBOOT_REASON,
     DEFAULT_SCOPE,
     RemediationError,
-    plan_from_options,
 )
 
 display = Display()

@@ -121,19 +121,10 @@ commands:
   elements: list
 '''
 
-import time
-from typing import Dict, List  # noqa: F401
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist
-from ansible_collections.clusterops.slurm.plugins.module_utils._node_actions import (
-    apply_node_changes,
-    plan_node_changes,
-)
-from ansible_collections.clusterops.slurm.plugins.module_utils._node_events import read_node_events
-from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import read_nodes
-from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation import (
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.runner import remediate
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.settings import (
     DEFAULT_CIRCUIT,
     DEFAULT_HEAL_BUDGET,
     DEFAULT_HEAL_SINCE,
@@ -143,68 +134,8 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation
     DEFAULT_REBOOT_REASON,
     DEFAULT_SCOPE,
     RemediationError,
-    plan_from_options,
 )
-from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
-    TaskFailure,
-    run_module,
-    slurm_argument_spec,
-)
-
-
-def remediate(module, cli):
-    params = module.params
-    if params["heal_window"] < 1:
-        raise TaskFailure("heal_window must be >= 1, not %d" % params["heal_window"])
-
-    now = time.time()
-    nodes, dummy = read_nodes(cli)
-    events_of = None
-    if params["heal_budget"] > 0:
-        # Heals before heal_since never count: the events before it are not read, nor those of
-        # nodes no class heals (the accounting of a cluster whose admins drain thousands of nodes
-        # holds as many events).
-        start = max(int(now) - params["heal_window"], params["heal_since"])
-
-        def events_of(names):
-            return read_node_events(cli, start, compress_hostlist(names))
-    plan = plan_from_options(
-        nodes, classes=params["classes"], allow_reasons=params["allow_reasons"],
-        reboot_reasons=params["reboot_reasons"], scope=params["scope"],
-        on_allowlist=lambda message: module.deprecate(message, version="2.0.0", collection_name="clusterops.slurm"),
-        max_nodes=params["max_nodes"], max_percent=params["max_percent"], events_of=events_of,
-        heal_budget=params["heal_budget"], heal_window=params["heal_window"], heal_since=params["heal_since"],
-        circuit=params["circuit"], reboot_reason=params["reboot_reason"], now=now)
-
-    # From the state read above: the three kinds of change touch disjoint nodes.
-    steps = [("reboot", plan["reboot"], dict(reason=params["reboot_reason"], asap=True, nextstate="resume")),
-             ("resume", plan["resume"], {})]
-    steps += [("drain", group["nodes"], dict(reason=group["reason"], reason_policy="replace"))
-              for group in plan["flapping_groups"]]
-    done: Dict[str, List[str]] = {"reboot": [], "resume": [], "drain": []}
-    changes, failed, errors = [], {}, []
-    before, after = {}, {}
-    for action, names, options in steps:
-        if not names:
-            continue
-        node_plan = plan_node_changes(nodes, names, action, **options)
-        applied = apply_node_changes(cli, node_plan, module.check_mode)
-        changes += applied["changes"]
-        failed.update(applied["failed_nodes"])
-        done[action] += applied["changed_nodes"]
-        errors += ["%s %s: %s" % (c["action"], c["hostlist"], c["error"]) for c in applied["changes"] if "error" in c]
-        errors += ["%s %s: %s" % (action, name, why) for name, why in sorted(node_plan["refused"].items())]
-        before.update(node_plan["before"])
-        after.update(node_plan["after"])
-
-    result = dict(
-        changed=bool(done["reboot"] or done["resume"] or done["drain"]),
-        plan=plan, rebooted=done["reboot"], resumed=done["resume"], drained=done["drain"],
-        failed_nodes=failed, errors=errors, changes=changes,
-    )
-    if module._diff:
-        result["diff"] = {"before": before, "after": after}
-    return result
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import run_module, slurm_argument_spec
 
 
 def main():

@@ -19,6 +19,9 @@ import time
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_actions import plan_node_changes
+# The drain reason of a suspect node: the node healing's class HOLD_CLASS maps it to ``human``, no
+# healing rule resumes it.
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.classes import SUSPECT_PREFIX
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import node_state
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry import STATE_FILE
 
@@ -51,9 +54,6 @@ SUSPECT_STATES = ("FAILED", "NODE_FAIL")
 #: of this default: training_remediation's ``suspect_after`` and the role remediate_training's
 #: defaults and argument spec repeat it (a unit test keeps them equal).
 SUSPECT_AFTER = 2
-#: The drain reason of a suspect node; the reason class ``clusterops_hold`` of the node healing
-#: (``_node_remediation.DEFAULT_REASON_CLASSES``) maps it to ``human``: no healing rule resumes it.
-SUSPECT_REASON_PREFIX = "clusterops: suspect: "
 
 
 # ---------------------------------------------------------------------------------------------
@@ -317,7 +317,7 @@ def run_suspects(run: Dict[str, Any], jobs: List[Dict[str, Any]], suspect_after:
 def suspect_reason(runs: List[str], job_ids: List[str]) -> str:
     """``clusterops: suspect: runs A,B failed on it (jobs 12,15)`` (``run A`` for one run)."""
     return "%s%s %s failed on it (job%s %s)" % (
-        SUSPECT_REASON_PREFIX, "runs" if len(runs) > 1 else "run", ",".join(runs),
+        SUSPECT_PREFIX, "runs" if len(runs) > 1 else "run", ",".join(runs),
         "s" if len(job_ids) > 1 else "", ",".join(job_ids))
 
 

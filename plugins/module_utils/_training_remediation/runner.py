@@ -23,6 +23,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import 
 from ansible_collections.clusterops.slurm.plugins.module_utils._job_actions import SubmitError, submit
 from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import parse_time_option, read_jobs
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_actions import apply_node_changes
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.classes import SUSPECT_PREFIX
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import read_nodes
 from ansible_collections.clusterops.slurm.plugins.module_utils._privsep import PrivsepError, call_as
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
@@ -39,7 +40,6 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._training_remedia
     CANCEL_HUNG,
     RESUBMIT,
     STOP,
-    SUSPECT_REASON_PREFIX,
     brief,
     decide,
     exclude_option,
@@ -343,7 +343,7 @@ def suspect_nodes(module, cli, planned, jobs):
             what += " (was %s%s)%s" % (item["state"], ", reason %r" % item["current_reason"] if item["current_reason"]
                                        else "", ", excluded" if item["action"] != "drain" else "")
         out["suspect_report"].append("suspect node %s: %s -> %s [needs a human]" % (
-            item["node"], item["reason"][len(SUSPECT_REASON_PREFIX):], what))
+            item["node"], item["reason"][len(SUSPECT_PREFIX):], what))
     out["suspects"] = plan["suspects"]
     if applied["changed_nodes"] and not module.check_mode:
         out["changed_nodes"] = True

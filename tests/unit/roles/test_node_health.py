@@ -627,7 +627,9 @@ def _doc_table(path, heading):
 def test_documented_nvidia_smi_exit_statuses_equal_the_check_and_the_policy():
     """docs/node-health.md's exit-status table equals NVIDIA_SMI_EXIT, NVIDIA_SMI_WARNINGS and
     the remediation policy's NVIDIA_SMI_REBOOT_RC, status by status."""
-    from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation import NVIDIA_SMI_REBOOT_RC
+    from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.classes import (
+        NVIDIA_SMI_REBOOT_RC,
+    )
     rows = _doc_table(os.path.join(REPO, "docs", "node-health.md"), "### nvidia-smi's exit status")
     documented = dict((int(r[0]), r) for r in rows if r[0].isdigit())
     assert sorted(documented) == sorted(hc.NVIDIA_SMI_EXIT)
@@ -650,8 +652,11 @@ def dcgm_report(name):
 
 def dcgm_class(detail):
     """The default remediation class of the reason the check sets for ``detail``."""
-    from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation import (
-        DEFAULT_REASON_CLASSES, classify, compile_classes)
+    from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.classes import (
+        DEFAULT_REASON_CLASSES,
+        classify,
+        compile_classes,
+    )
     found = classify(hc.make_reason("dcgm_health", detail), compile_classes(DEFAULT_REASON_CLASSES))
     return found and found["name"]
 
@@ -742,7 +747,9 @@ def test_dcgm_findings_read_each_message_of_dcgm(name, message):
 
 
 def test_every_dcgm_finding_is_tested_and_every_reboot_finding_is_one():
-    from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation import DCGM_REBOOT_FINDINGS
+    from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.classes import (
+        DCGM_REBOOT_FINDINGS,
+    )
     tested = set(p[0] for p in test_dcgm_findings_read_each_message_of_dcgm.pytestmark[0].args[1])
     assert tested == set(finding[0] for finding in hc.DCGM_FINDINGS) | {hc.DCGM_UNRECOGNIZED}
     assert set("DCGM_FR_" + n for n in DCGM_REBOOT_FINDINGS) <= tested
@@ -752,7 +759,7 @@ def test_every_dcgm_finding_is_tested_and_every_reboot_finding_is_one():
                                         (64, "health_other"), (92, "health_other"), (480, "health_other")])
 def test_dcgm_xid_findings_take_the_gpu_xid_decision(xid, klass):
     """A DCGM_FR_XID_ERROR finding is rebooted for exactly the Xids the gpu_xid check's are."""
-    from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation import XID_REBOOT
+    from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.classes import XID_REBOOT
     assert dcgm_class("DCGM_FR_XID_ERROR GPU 0: Detected XID %d for GPU 0" % xid) == klass
     assert (klass == "gpu_dcgm_reset") == (xid in XID_REBOOT)
 
@@ -833,7 +840,9 @@ def test_without_a_dcgm_check_dcgmi_is_never_run(fake_dcgmi):
 def test_documented_dcgm_findings_equal_the_check_and_the_policy():
     """docs/node-health.md's DCGM table: every DCGM_FINDINGS name and UNRECOGNIZED, in order, and
     "reboot" exactly for the policy's DCGM_REBOOT_FINDINGS (XID_ERROR: by the Xid)."""
-    from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation import DCGM_REBOOT_FINDINGS
+    from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.classes import (
+        DCGM_REBOOT_FINDINGS,
+    )
     rows = _doc_table(os.path.join(REPO, "docs", "node-health.md"), "### DCGM health watches")
     names = ["DCGM_FR_" + re.match(r"`([A-Z_0-9]+)`", r[0]).group(1) for r in rows]
     assert names == [finding[0] for finding in hc.DCGM_FINDINGS] + [hc.DCGM_UNRECOGNIZED]

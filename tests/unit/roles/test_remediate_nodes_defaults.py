@@ -2,7 +2,7 @@
 # Copyright (c) clusterops.slurm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The remediation defaults have one home, _node_remediation.py; every place that repeats them for
+"""The remediation defaults have one home, _node_remediation/ (settings.py, classes.py); every place that repeats them for
 documentation or role input (role defaults, role argument spec, the remediation_policy doc
 fragment as the filter and the module show it, the module's argument spec) must say the same, or
 a release's new reason form is fixed in one place and missed in another."""
@@ -16,14 +16,14 @@ import pytest
 import yaml
 
 from ansible_collections.clusterops.slurm.plugins.filter import remediation_plan
-from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation import (
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.classes import DEFAULT_REASON_CLASSES
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.settings import (
     DEFAULT_CIRCUIT,
     DEFAULT_HEAL_BUDGET,
     DEFAULT_HEAL_SINCE,
     DEFAULT_HEAL_WINDOW,
     DEFAULT_MAX_NODES,
     DEFAULT_MAX_PERCENT,
-    DEFAULT_REASON_CLASSES,
     DEFAULT_REBOOT_REASON,
     DEFAULT_SCOPE,
 )

@@ -12,18 +12,20 @@ import pytest
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import expand_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_state import parse_state
-from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation import (
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.classes import (
     DEFAULT_REASON_CLASSES,
-    RemediationError,
-    blast_radius_limit,
     compile_classes,
-    heal_candidates,
-    plan_from_options,
-    plan_remediation,
     reason_origin,
     recovery_failure,
+)
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.heals import heal_candidates
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.policy import (
+    blast_radius_limit,
+    plan_from_options,
+    plan_remediation,
     scope_names,
 )
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.settings import RemediationError
 
 
 def by_name(groups):

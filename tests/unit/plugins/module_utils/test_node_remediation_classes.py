@@ -14,16 +14,20 @@ import pytest
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import expand_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_events import parse_events
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_state import parse_state
-from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation import (
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.classes import (
     DEFAULT_REASON_CLASSES,
-    RemediationError,
-    circuit_threshold,
     classes_from_allowlist,
     compile_classes,
+)
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.heals import (
     count_heals,
     flapping_reason,
+)
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.policy import (
+    circuit_threshold,
     plan_remediation,
 )
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.settings import RemediationError
 
 
 def skipped_by_name(plan):

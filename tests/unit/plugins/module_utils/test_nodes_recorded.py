@@ -17,7 +17,8 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import (
     parse_nodes_json,
     parse_sinfo_text,
 )
-from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation import plan_remediation, reason_origin
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.classes import reason_origin
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.policy import plan_remediation
 
 
 def skipped_by_name(plan):

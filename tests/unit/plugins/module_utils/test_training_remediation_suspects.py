@@ -17,8 +17,11 @@ from ansible_collections.clusterops.slurm.plugins.module_utils import _jobs
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import policy
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import registry as training_registry
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import parse_nodes_json
-from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation import (
-    DEFAULT_REASON_CLASSES, classify, compile_classes)
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.classes import (
+    DEFAULT_REASON_CLASSES,
+    classify,
+    compile_classes,
+)
 from ansible_collections.clusterops.slurm.plugins.modules import training_remediation
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "devcluster")

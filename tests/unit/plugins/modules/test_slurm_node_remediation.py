@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import os
 
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation import runner
 from ansible_collections.clusterops.slurm.plugins.modules import slurm_node_remediation
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures")
@@ -82,7 +83,7 @@ def test_slurm_refusing_a_change_is_reported_not_fatal(run_module):
 
 
 def test_slurmdbd_down_fails_before_anything_acts(run_module, monkeypatch):
-    monkeypatch.setattr(slurm_node_remediation.time, "time", lambda: NOW)
+    monkeypatch.setattr(runner.time, "time", lambda: NOW)
     rc, out, err = recorded_run("22.05", "node-events-slurmdbd-down", "sacctmgr-show-event")
     result = run_module(slurm_node_remediation, {"circuit": {"window": 0}},
                         [VERSION_2205, crashed_n2(), (SACCTMGR, rc, out, err)])
@@ -113,7 +114,7 @@ def test_a_bad_scope_fails_after_the_read_and_acts_on_nothing(run_module):
 
 
 def test_events_before_heal_since_are_not_read(run_module, monkeypatch):
-    monkeypatch.setattr(slurm_node_remediation.time, "time", lambda: NOW)
+    monkeypatch.setattr(runner.time, "time", lambda: NOW)
     later = [a.replace("start=2026-11-30T21:46:46", "start=2026-11-30T22:46:46") for a in SACCTMGR]
     result = run_module(slurm_node_remediation, {"circuit": {"window": 0}, "heal_since": NOW - 86400 + 3600},
                         [VERSION_2205, crashed_n2(), (later, 0, "", ""), (REBOOT_N2, 0, "", "")])
@@ -123,7 +124,7 @@ def test_events_before_heal_since_are_not_read(run_module, monkeypatch):
 def test_only_the_events_of_nodes_a_class_heals_are_read(run_module, monkeypatch):
     # n1 rebooting and n3 drained by an admin: no healing class matches their reasons, so their
     # events are not read; n2 (crashed, "Not responding") is the one node asked for.
-    monkeypatch.setattr(slurm_node_remediation.time, "time", lambda: NOW)
+    monkeypatch.setattr(runner.time, "time", lambda: NOW)
     result = run_module(slurm_node_remediation, {"circuit": {"window": 0}},
                         [VERSION_2205, (SINFO, 0, recorded("sinfo_json_mixed.json"), ""), (SACCTMGR, 0, "", "")])
     assert result["commands"] == [VERSION_2205[0], SINFO, SACCTMGR] and not result.get("failed")

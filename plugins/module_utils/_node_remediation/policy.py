@@ -1,0 +1,413 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The node remediation plan: each node in scope triaged, then the circuit breaker and the blast
+radius; the one way the filter and the module plan (:func:`plan_from_options`).
+
+Pure: nodes and events in, a plan out; nothing here calls Slurm (:mod:`.runner` does).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist
+from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import node_state
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.classes import (
+    DEFAULT_REASON_CLASSES,
+    HOLD_CLASS,
+    RESUME_TIMEOUT_CLASS,
+    UNCLASSIFIED_FAILING_CLASS,
+    ALLOWLIST_DEPRECATION,
+    compile_classes,
+    reason_classifier,
+    reason_origin,
+    recovery_failure,
+    resolve_classes,
+)
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.heals import count_heals, flapping_reason, heal_candidates
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.report import (
+    ACTION_KEYS,
+    group_nodes,
+    needs_human_items,
+    report_lines,
+    summarise_skipped,
+)
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.settings import (
+    DEFAULT_HEAL_BUDGET,
+    DEFAULT_HEAL_SINCE,
+    DEFAULT_HEAL_WINDOW,
+    DEFAULT_MAX_NODES,
+    DEFAULT_MAX_PERCENT,
+    DEFAULT_REBOOT_REASON,
+    DEFAULT_SCOPE,
+    RemediationError,
+    circuit_settings,
+    int_setting,
+)
+
+try:
+    from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple  # noqa: F401 pylint: disable=unused-import
+except ImportError:  # pragma: no cover
+    pass
+
+_OWNED_ELSEWHERE = (
+    ("REBOOT_REQUESTED", "a reboot is already requested"),
+    ("REBOOT_ISSUED", "a reboot is already in progress"),
+    ("POWERED_DOWN", "powered down by power saving"),
+    ("POWERING_UP", "being powered up"),
+    ("POWERING_DOWN", "being powered down"),
+    ("POWER_DOWN", "power down pending"),
+    ("MAINTENANCE", "in a maintenance reservation"),
+)
+
+
+_REBOOTING = frozenset(("REBOOT_REQUESTED", "REBOOT_ISSUED"))
+
+
+def blast_radius_limit(total: int, max_nodes: int, max_percent: float) -> int:
+    """How many nodes one run may act on: ``min(max_nodes, max(1, floor(total*pct/100)))``.
+
+    ``max_nodes`` 0 allows none (a dry policy); a cluster of any size may always have one node
+    healed per run unless ``max_nodes`` or ``max_percent`` is 0.
+
+    Raises:
+        RemediationError: a negative limit, or a percent over 100.
+    """
+    try:
+        max_nodes = int(max_nodes)
+        max_percent = float(max_percent)
+    except (TypeError, ValueError):
+        raise RemediationError("max_nodes and max_percent must be numbers")
+    if max_nodes < 0 or max_percent < 0 or max_percent > 100:
+        raise RemediationError("max_nodes must be >= 0 and max_percent between 0 and 100, got %r and %r"
+                               % (max_nodes, max_percent))
+    if max_nodes == 0 or max_percent == 0:
+        return 0
+    by_percent = max(1, int(total * max_percent // 100))
+    return min(max_nodes, by_percent)
+
+
+def circuit_threshold(considered: int, max_nodes: int, max_percent: float, min_nodes: int) -> int:
+    """Most nodes that may break within the circuit window before nothing is healed:
+    ``min(max_nodes, max(min_nodes, floor(considered * max_percent / 100)))``."""
+    return min(int(max_nodes), max(int(min_nodes), int(considered * float(max_percent) // 100)))
+
+
+def scope_names(nodes: List[Dict[str, Any]], expression: str) -> List[str]:
+    """Names of the nodes a JMESPath ``expression`` selects from ``nodes`` (node dicts).
+
+    The expression must give a list of nodes or of names.
+
+    Raises:
+        RemediationError: no jmespath library, an invalid expression, or a result that is not
+            a list of nodes or names.
+    """
+    try:
+        import jmespath  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        raise RemediationError(
+            "scope needs the jmespath Python library on the host that reads the nodes (%s): "
+            "install Debian's python3-jmespath or 'pip install jmespath' there, or leave scope "
+            "empty" % sys.executable)
+    try:
+        selected = jmespath.search(expression, nodes)
+    except jmespath.exceptions.JMESPathError as exc:
+        raise RemediationError("scope %r is not a valid JMESPath expression: %s" % (expression, exc))
+    if not isinstance(selected, list):
+        raise RemediationError("scope %r must give a list of nodes or names, not %s"
+                               % (expression, "null" if selected is None else type(selected).__name__))
+    names = []
+    for item in selected:
+        if isinstance(item, dict) and "name" in item:
+            names.append(item["name"])
+        elif isinstance(item, str):
+            names.append(item)
+        else:
+            raise RemediationError("scope %r gave %r, which is neither a node nor a name" % (expression, item))
+    return names
+
+
+class Triage(object):
+    """The nodes in scope sorted, one at a time (:meth:`add`), into the plan's lists.
+
+    Attributes (each entry ``{name, state, reason}`` plus what its list says):
+        candidates: to heal now or later: ``action`` (``reboot``/``resume``), ``class``,
+            ``reason_time`` (Unix seconds, 0 when unknown).
+        skipped: ``why``: owned elsewhere (a reboot, power saving, maintenance), no reason, or a
+            reason no class matches (drained on purpose).
+        human: ``class``: a class that needs a human, ``resume_timeout`` or ``unclassified_failing``.
+        flapping: ``heals``, ``new_reason``: the healing budget is spent.
+        in_flight: names of the nodes rebooting (a reboot requested or issued, or still broken
+            with ``reboot_reason``).
+        broken: ``class``: broke within the circuit window (every class but the holds).
+        considered: how many nodes in scope were looked at.
+    """
+
+    def __init__(self, classes: Sequence[Dict[str, Any]], heals: Dict[str, Dict[str, Any]],
+                 heal_budget: int, heal_window: int, circuit_window: int, reboot_reason: str,
+                 now: float) -> None:
+        self.classified = reason_classifier(classes)
+        self.heals = heals
+        self.heal_budget = heal_budget
+        self.heal_window = heal_window
+        self.circuit_window = circuit_window
+        self.reboot_reason = reboot_reason
+        self.now = now
+        self.candidates: List[Dict[str, Any]] = []
+        self.skipped: List[Dict[str, Any]] = []
+        self.human: List[Dict[str, Any]] = []
+        self.flapping: List[Dict[str, Any]] = []
+        self.in_flight: List[str] = []
+        self.broken: List[Dict[str, Any]] = []
+        self.considered = 0
+
+    def add(self, node: Dict[str, Any]) -> None:
+        """Sort one node in scope (a ``slurm_node_info`` node dict) into its list, or none when it
+        is neither drained, DOWN, FAIL nor rebooting."""
+        self.considered += 1
+        state = node_state(node)
+        if not (state.drained or state.down or "FAIL" in state.flags or state.flags & _REBOOTING):
+            return
+        reason = node.get("reason") or ""
+        view = {"name": node["name"], "state": state.compound(), "reason": reason}
+        # Slurm appends " : reboot issued" (and more) to the reason a reboot was given; one that
+        # timed out is no longer in flight.
+        failure = recovery_failure(reason)
+        if state.flags & _REBOOTING or (self.reboot_reason and failure is None
+                                        and reason_origin(reason)[0] == self.reboot_reason):
+            self.in_flight.append(node["name"])
+        entry = self._healing_class(state, view, failure)
+        if entry is None:
+            return
+        if entry["name"] != HOLD_CLASS and self._broke_recently(node):
+            self.broken.append(dict(view, **{"class": entry["name"]}))
+        if entry["action"] == "human":
+            self.human.append(dict(view, **{"class": entry["name"]}))
+            return
+        seen = self.heals.get(node["name"])
+        if self.heal_budget and seen and seen["heals"] >= self.heal_budget:
+            self.flapping.append(dict(view, heals=seen["heals"],
+                                      new_reason=flapping_reason(seen["heals"], self.heal_window, reason)))
+            return
+        action = "reboot" if not state.responding or entry["action"] == "reboot" else "resume"
+        self.candidates.append(dict(view, action=action, reason_time=node.get("reason_time") or 0,
+                                    **{"class": entry["name"]}))
+
+    def _healing_class(self, state: Any, view: Dict[str, Any], failure: Optional[str]) -> Optional[Dict[str, Any]]:
+        """The class of a broken node, or None once the node is listed as skipped or needing a human."""
+        owned = [why for flag, why in _OWNED_ELSEWHERE if flag in state.flags]
+        if owned:
+            self.skipped.append(dict(view, why=owned[0]))
+            return None
+        if failure is not None:
+            self.human.append(dict(view, **{"class": RESUME_TIMEOUT_CLASS}))
+            return None
+        entry = self.classified(view["reason"])
+        if entry is None and (not state.responding or "FAIL" in state.flags):
+            self.human.append(dict(view, **{"class": UNCLASSIFIED_FAILING_CLASS}))
+            return None
+        if not view["reason"]:
+            self.skipped.append(dict(view, why="no reason recorded; left for a human"))
+            return None
+        if entry is None:
+            self.skipped.append(dict(view, why="reason matches no class (drained on purpose?)"))
+        return entry
+
+    def _broke_recently(self, node: Dict[str, Any]) -> bool:
+        """Whether the node broke within the circuit window; a node whose reason time is unknown
+        counts as recent: the breaker errs on acting less."""
+        reason_time = node.get("reason_time")
+        return bool(self.circuit_window) and (reason_time is None or reason_time >= self.now - self.circuit_window)
+
+
+def circuit_breaker(broken: List[Dict[str, Any]], considered: int, settings: Dict[str, Any]) -> Dict[str, Any]:
+    """The plan's ``circuit``: open when more nodes broke within the window than
+    :func:`circuit_threshold` allows (a cluster-wide failure is suspected).
+
+    Args:
+        broken: :attr:`Triage.broken`.
+        considered: the nodes in scope.
+        settings: :func:`.settings.circuit_settings`; ``window`` 0 never opens it.
+
+    Returns:
+        ``{open, broken, threshold, window, groups: [{class, count, hostlist, reason}]}``, the
+        broken nodes grouped by class, largest group first, ``reason`` the first node's.
+    """
+    threshold = circuit_threshold(considered, settings["max_nodes"], settings["max_percent"], settings["min_nodes"])
+    by_class: Dict[str, List[Dict[str, Any]]] = {}
+    for entry in broken:
+        by_class.setdefault(entry["class"], []).append(entry)
+    return {
+        "open": bool(settings["window"]) and len(broken) > threshold, "broken": len(broken),
+        "threshold": threshold, "window": settings["window"],
+        "groups": [{"class": name, "count": len(members),
+                    "hostlist": compress_hostlist([m["name"] for m in members]),
+                    "reason": members[0]["reason"]}
+                   for name, members in sorted(by_class.items(), key=lambda kv: (-len(kv[1]), kv[0]))],
+    }
+
+
+def within_limits(candidates: List[Dict[str, Any]], limit: int, in_flight: int,
+                  circuit_open: bool) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]], List[Dict[str, Any]]]:
+    """The candidates split into ``(acted, overflow, held)``: while the breaker is open every one is
+    held; else the oldest problems first (then by name, so a long-broken node is not starved by new
+    ones) fill what the blast radius ``limit`` leaves after the ``in_flight`` reboots. The
+    candidates' ``reason_time`` is taken off."""
+    candidates.sort(key=lambda c: (c["reason_time"], c["name"]))
+    for entry in candidates:
+        del entry["reason_time"]
+    if circuit_open:
+        return [], [], candidates
+    room = max(0, limit - in_flight)
+    return candidates[:room], candidates[room:], []
+
+
+def plan_from_options(nodes: List[Dict[str, Any]],
+                      classes: Optional[Sequence[Dict[str, Any]]] = None,
+                      allow_reasons: Optional[Sequence[str]] = None,
+                      reboot_reasons: Optional[Sequence[str]] = None,
+                      scope: str = DEFAULT_SCOPE,
+                      on_allowlist: Optional[Callable[[str], None]] = None,
+                      events_of: Optional[Callable[[List[str]], List[Dict[str, Any]]]] = None,
+                      **policy: Any) -> Dict[str, Any]:
+    """The one way the filter ``remediation_plan`` and the module ``slurm_node_remediation`` plan:
+    their options as the user gave them, resolved here, then :func:`plan_remediation`.
+
+    Args:
+        nodes: as for :func:`plan_remediation`.
+        classes, allow_reasons, reboot_reasons: see :func:`.classes.resolve_classes`; when the deprecated
+            allowlist gave the classes, ``on_allowlist`` (if given) is called once with
+            :data:`.classes.ALLOWLIST_DEPRECATION`.
+        scope: a JMESPath expression over ``nodes`` (:func:`scope_names`); empty means every node.
+        events_of: instead of ``events``, a function that reads the events of the nodes it is given
+            (:func:`.heals.heal_candidates`, never empty); not called when there is no such node (no event
+            is needed then). A cluster whose admins drained thousands of nodes holds as many
+            events, none of which a plan reads.
+        policy: the other keyword arguments of :func:`plan_remediation` (limits, events, budget,
+            circuit, reboot_reason, now).
+
+    Returns:
+        The plan (:func:`plan_remediation`).
+
+    Raises:
+        RemediationError: classes and the allowlist both given, a bad scope, or invalid settings.
+        Whatever ``events_of`` raises.
+    """
+    resolved, deprecated = resolve_classes(classes, allow_reasons, reboot_reasons)
+    if deprecated and on_allowlist is not None:
+        on_allowlist(ALLOWLIST_DEPRECATION)
+    in_scope = scope_names(nodes, scope) if scope else None
+    if events_of is not None:
+        names = heal_candidates(nodes, compile_classes(resolved), in_scope)
+        policy["events"] = events_of(names) if names else []
+    return plan_remediation(nodes, classes=resolved, in_scope=in_scope, **policy)
+
+
+def plan_remediation(nodes: List[Dict[str, Any]],
+                     classes: Sequence[Dict[str, Any]] = DEFAULT_REASON_CLASSES,
+                     in_scope: Optional[Sequence[str]] = None,
+                     max_nodes: int = DEFAULT_MAX_NODES,
+                     max_percent: float = DEFAULT_MAX_PERCENT,
+                     events: Optional[List[Dict[str, Any]]] = None,
+                     heal_budget: int = DEFAULT_HEAL_BUDGET,
+                     heal_window: int = DEFAULT_HEAL_WINDOW,
+                     circuit: Optional[Dict[str, Any]] = None,
+                     reboot_reason: str = DEFAULT_REBOOT_REASON,
+                     now: Optional[float] = None,
+                     heal_since: int = DEFAULT_HEAL_SINCE,
+                     ) -> Dict[str, Any]:
+    """Plan one remediation run.
+
+    Args:
+        nodes: every node of the cluster (``slurm_node_info`` ``nodes``); ``total`` for the
+            percent limit is ``len(nodes)``.
+        classes: reason classes ``[{name, match, action}]`` (see ``DEFAULT_REASON_CLASSES``).
+        in_scope: names of the nodes to consider at all (e.g. from a JMESPath scope); None
+            means every node.
+        max_nodes: most nodes rebooting or acted on at once (blast radius).
+        max_percent: the same, as percent of the whole cluster.
+        events: node events of Slurm's accounting (``slurm_node_event_info`` ``events``) covering
+            at least ``heal_window``; None skips the healing budget.
+        heal_budget: heals within ``heal_window`` after which a node is left for a human
+            (0: no budget).
+        heal_window: seconds.
+        heal_since: Unix seconds; heals before it do not count either (e.g. the end of a
+            maintenance that removed a cause shared by many nodes). 0: no such limit.
+        circuit: ``{window, max_nodes, max_percent, min_nodes}`` (missing keys from
+            ``DEFAULT_CIRCUIT``); ``window`` 0 turns the circuit breaker off.
+        reboot_reason: the reason remediation gives reboots (recognises reboots in flight).
+        now: Unix seconds (default: the clock).
+
+    Returns:
+        A dict whose size does not grow with the cluster beyond the names to act on: every list of
+        nodes is grouped (:func:`.report.group_nodes`: one entry per distinct value of its keys, with
+        ``count`` and ``hostlist``, largest first). ``reboot`` and ``resume`` (names to act on now)
+        with ``reboot_hostlist`` and ``resume_hostlist``; ``actions``, ``overflow`` (over the blast
+        radius) and ``held`` (by the circuit breaker) as ``{action, class, state, reason, count,
+        hostlist}``; ``flapping`` (``{state, reason, heals, new_reason, count, hostlist}``) and
+        ``flapping_groups`` (``{reason, nodes, hostlist}``: one drain call each, none while the
+        breaker is open); ``human`` (``{class, state, reason, count, hostlist}``, a class says a
+        human must act); ``skipped`` (``{why, reason, count, hostlist}``); ``in_flight``
+        (``{count, hostlist}``: rebooting, from this or earlier runs); ``circuit`` (``{open, broken,
+        threshold, window, groups: [{class, count, hostlist, reason}]}``); ``needs_human``
+        (``{name, count, why}``, ``name`` a hostlist: circuit open (``count``: the nodes it holds),
+        human classes, flapping); ``total``, ``considered``, ``limit`` (blast radius), ``room``
+        (what is left of it after this run: 0 while the breaker is open), ``counts`` (nodes:
+        ``acted``, ``overflow``, ``held``, ``human``, ``flapping``, ``in_flight``, ``skipped``,
+        ``needs_human``) and ``report`` (lines for people, one per group).
+
+    Raises:
+        RemediationError: invalid classes, limits or settings.
+    """
+    compiled = compile_classes(classes)
+    limit = blast_radius_limit(len(nodes), max_nodes, max_percent)
+    heal_budget = int_setting(heal_budget, "heal_budget")
+    heal_window = int_setting(heal_window, "heal_window", 1)
+    heal_since = int_setting(heal_since, "heal_since")
+    breaker = circuit_settings(circuit)
+    now = time.time() if now is None else float(now)
+    heal_start = max(int(now) - heal_window, heal_since)
+    heals = count_heals(events, compiled, heal_start, reboot_reason) if events is not None else {}
+    triage = Triage(compiled, heals, heal_budget, heal_window, breaker["window"], reboot_reason, now)
+    scope = None if in_scope is None else set(in_scope)
+    for node in nodes:
+        if scope is None or node["name"] in scope:
+            triage.add(node)
+    circuit_view = circuit_breaker(triage.broken, triage.considered, breaker)
+    acted, overflow, held = within_limits(triage.candidates, limit, len(triage.in_flight), circuit_view["open"])
+    return _plan(triage, circuit_view, acted, overflow, held, total=len(nodes), limit=limit, heal_window=heal_window)
+
+
+def _plan(triage: Triage, circuit_view: Dict[str, Any], acted: List[Dict[str, Any]], overflow: List[Dict[str, Any]],
+          held: List[Dict[str, Any]], total: int, limit: int, heal_window: int) -> Dict[str, Any]:
+    """The plan :func:`plan_remediation` returns, from the triage and the limits."""
+    circuit_open = circuit_view["open"]
+    groups = {"actions": group_nodes(acted, ACTION_KEYS), "overflow": group_nodes(overflow, ACTION_KEYS),
+              "held": group_nodes(held, ACTION_KEYS), "human": group_nodes(triage.human, ("class", "state", "reason")),
+              "flapping": group_nodes(triage.flapping, ("state", "reason", "heals", "new_reason")),
+              "skipped": summarise_skipped(triage.skipped)}
+    needs_human = needs_human_items(groups, circuit_view, [b["name"] for b in triage.broken], heal_window)
+    flapping_groups: Dict[str, List[str]] = {}
+    for entry in [] if circuit_open else triage.flapping:  # nothing at all changes while the breaker is open
+        flapping_groups.setdefault(entry["new_reason"], []).append(entry["name"])
+    reboot_names = [c["name"] for c in acted if c["action"] == "reboot"]
+    resume_names = [c["name"] for c in acted if c["action"] == "resume"]
+    in_flight = len(triage.in_flight)
+    return dict(
+        groups,
+        reboot=reboot_names, resume=resume_names,
+        reboot_hostlist=compress_hostlist(reboot_names), resume_hostlist=compress_hostlist(resume_names),
+        flapping_groups=[{"reason": reason, "nodes": names, "hostlist": compress_hostlist(names)}
+                         for reason, names in sorted(flapping_groups.items())],
+        in_flight={"count": in_flight, "hostlist": compress_hostlist(triage.in_flight)},
+        circuit=circuit_view, needs_human=needs_human,
+        total=total, considered=triage.considered, limit=limit,
+        room=0 if circuit_open else max(0, limit - in_flight - len(acted)),
+        counts={"acted": len(acted), "overflow": len(overflow), "held": len(held), "human": len(triage.human),
+                "flapping": len(triage.flapping), "in_flight": in_flight, "skipped": len(triage.skipped),
+                "needs_human": sum(item["count"] for item in needs_human)},
+        report=report_lines(groups, circuit_view, limit, in_flight, heal_window),
+    )

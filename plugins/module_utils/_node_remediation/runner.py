@@ -1,0 +1,112 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The task of ``slurm_node_remediation``: read every node once (and the events of the nodes a
+class heals), plan (:func:`.policy.plan_from_options`), then act through Slurm from the state it
+read: one reboot for every node to reboot, one resume for every node to resume, one drain per
+distinct flapping reason. Run by ``_slurm_cli.run_module`` (one failure path with every module).
+"""
+
+from __future__ import annotations
+
+import time
+
+from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_actions import (
+    apply_node_changes,
+    plan_node_changes,
+)
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_events import read_node_events
+from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import read_nodes
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.policy import plan_from_options
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import TaskFailure
+
+try:
+    from typing import Any, Dict, List, Optional, Tuple  # noqa: F401 pylint: disable=unused-import
+except ImportError:  # pragma: no cover
+    pass
+
+
+def plan(module, cli, now: float) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
+    """Read the nodes (and, with a healing budget, the events of ``heal_window`` before ``now`` of
+    the nodes a class heals) and plan with the module's options.
+
+    Returns:
+        ``(nodes, plan)``: every node as ``slurm_node_info`` gives it, and the plan.
+
+    Raises:
+        TaskFailure: ``heal_window`` below 1. Whatever reading Slurm raises (a read that may be
+            partial fails before anything acts).
+    """
+    params = module.params
+    if params["heal_window"] < 1:
+        raise TaskFailure("heal_window must be >= 1, not %d" % params["heal_window"])
+    nodes, dummy = read_nodes(cli)
+    events_of = None
+    if params["heal_budget"] > 0:
+        # Heals before heal_since never count: the events before it are not read, nor those of
+        # nodes no class heals (the accounting of a cluster whose admins drain thousands of nodes
+        # holds as many events).
+        start = max(int(now) - params["heal_window"], params["heal_since"])
+
+        def events_of(names):
+            return read_node_events(cli, start, compress_hostlist(names))
+    return nodes, plan_from_options(
+        nodes, classes=params["classes"], allow_reasons=params["allow_reasons"],
+        reboot_reasons=params["reboot_reasons"], scope=params["scope"],
+        on_allowlist=lambda message: module.deprecate(message, version="2.0.0", collection_name="clusterops.slurm"),
+        max_nodes=params["max_nodes"], max_percent=params["max_percent"], events_of=events_of,
+        heal_budget=params["heal_budget"], heal_window=params["heal_window"], heal_since=params["heal_since"],
+        circuit=params["circuit"], reboot_reason=params["reboot_reason"], now=now)
+
+
+def act(cli, nodes: List[Dict[str, Any]], planned: Dict[str, Any], reboot_reason: str,
+        check_mode: bool) -> Dict[str, Any]:
+    """Carry out ``planned`` from the state ``nodes`` read (the three kinds of change touch
+    disjoint nodes), each kind as one batched ``scontrol`` call (``_node_actions``).
+
+    Returns:
+        ``{done: {reboot, resume, drain: [names]}, changes, failed_nodes: {name: Slurm's
+        words}, errors: ["<action> <hostlist>: <words>"], before, after}``; a change Slurm
+        refuses is in ``failed_nodes`` and ``errors``, and the other changes still happen.
+    """
+    steps: List[Tuple[str, List[str], Dict[str, Any]]] = [
+        ("reboot", planned["reboot"], dict(reason=reboot_reason, asap=True, nextstate="resume")),
+        ("resume", planned["resume"], {})]
+    steps += [("drain", group["nodes"], dict(reason=group["reason"], reason_policy="replace"))
+              for group in planned["flapping_groups"]]
+    done: Dict[str, List[str]] = {"reboot": [], "resume": [], "drain": []}
+    outcome: Dict[str, Any] = {"done": done, "changes": [], "failed_nodes": {}, "errors": [],
+                               "before": {}, "after": {}}
+    for action, names, options in steps:
+        if not names:
+            continue
+        node_plan = plan_node_changes(nodes, names, action, **options)
+        applied = apply_node_changes(cli, node_plan, check_mode)
+        outcome["changes"] += applied["changes"]
+        outcome["failed_nodes"].update(applied["failed_nodes"])
+        done[action] += applied["changed_nodes"]
+        outcome["errors"] += ["%s %s: %s" % (c["action"], c["hostlist"], c["error"])
+                              for c in applied["changes"] if "error" in c]
+        outcome["errors"] += ["%s %s: %s" % (action, name, why) for name, why in sorted(node_plan["refused"].items())]
+        outcome["before"].update(node_plan["before"])
+        outcome["after"].update(node_plan["after"])
+    return outcome
+
+
+def remediate(module, cli) -> Dict[str, Any]:
+    """The task of ``slurm_node_remediation``, for ``_slurm_cli.run_module``: ``module`` holds its
+    options (the module's DOCUMENTATION); returns the module's result (its RETURN, less
+    ``commands``, which ``run_module`` adds)."""
+    nodes, planned = plan(module, cli, time.time())
+    outcome = act(cli, nodes, planned, module.params["reboot_reason"], module.check_mode)
+    done = outcome["done"]
+    result = dict(
+        changed=bool(done["reboot"] or done["resume"] or done["drain"]),
+        plan=planned, rebooted=done["reboot"], resumed=done["resume"], drained=done["drain"],
+        failed_nodes=outcome["failed_nodes"], errors=outcome["errors"], changes=outcome["changes"],
+    )
+    if module._diff:
+        result["diff"] = {"before": outcome["before"], "after": outcome["after"]}
+    return result

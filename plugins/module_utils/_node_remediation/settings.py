@@ -1,0 +1,95 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The node remediation policy's settings: their defaults and their checks.
+
+The one home of every default of the policy: the filter ``remediation_plan``, the module
+``slurm_node_remediation``, the doc fragment ``remediation_policy``, the role ``remediate_nodes``
+(defaults and argument spec) and docs/node-remediation.md repeat them; a unit test keeps them
+equal. The reason classes' defaults live with the classes (:mod:`.classes`).
+"""
+
+from __future__ import annotations
+
+try:
+    from typing import Any, Dict, Optional  # noqa: F401 pylint: disable=unused-import
+except ImportError:  # pragma: no cover
+    pass
+
+
+#: The reason this collection's remediation gives Slurm when it reboots a node.
+DEFAULT_REBOOT_REASON = "clusterops.slurm remediation: reboot"
+
+
+#: Healing budget: a node healed this many times within the window is not healed again.
+DEFAULT_HEAL_BUDGET = 3
+
+
+DEFAULT_HEAL_WINDOW = 24 * 3600
+
+
+#: Unix seconds before which no heal counts (0: none).
+DEFAULT_HEAL_SINCE = 0
+
+
+#: Blast radius: at most min(max_nodes, max(1, floor(total * max_percent / 100))) nodes rebooting or
+#: acted on at once.
+DEFAULT_MAX_NODES = 16
+
+
+DEFAULT_MAX_PERCENT = 10.0
+
+
+#: JMESPath expression over the node list that selects the nodes to consider ("": every node).
+DEFAULT_SCOPE = ""
+
+
+#: Circuit breaker: more nodes than min(max_nodes, max(min_nodes, percent of scope)) broken
+#: within the window (seconds) means a cluster-wide failure: nothing is healed.
+DEFAULT_CIRCUIT = {"window": 1800, "max_nodes": 32, "max_percent": 10.0, "min_nodes": 3}
+
+
+class RemediationError(ValueError):
+    """Bad remediation settings (an invalid regex, scope expression or limit)."""
+
+
+def int_setting(value: Any, what: str, minimum: int = 0) -> int:
+    """``value`` as an int of at least ``minimum``.
+
+    Raises:
+        RemediationError: not an integer, or below ``minimum``; the message names ``what``.
+    """
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise RemediationError("%s must be an integer, not %r" % (what, value))
+    if number < minimum:
+        raise RemediationError("%s must be >= %d, not %d" % (what, minimum, number))
+    return number
+
+
+def circuit_settings(circuit: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """The circuit breaker's settings checked, missing keys from ``DEFAULT_CIRCUIT``.
+
+    Args:
+        circuit: ``{window, max_nodes, max_percent, min_nodes}`` (any subset) or None.
+
+    Returns:
+        ``{window, max_nodes, min_nodes}`` as ints (seconds, nodes) and ``max_percent`` as a float.
+
+    Raises:
+        RemediationError: an unknown key, or a value that is not a number of the right kind.
+    """
+    settings = dict(DEFAULT_CIRCUIT, **(circuit or {}))
+    unknown = sorted(set(settings) - set(DEFAULT_CIRCUIT))
+    if unknown:
+        raise RemediationError("circuit: unknown key(s) %s" % ", ".join(unknown))
+    checked: Dict[str, Any] = {"window": int_setting(settings["window"], "circuit window"),
+                               "max_nodes": int_setting(settings["max_nodes"], "circuit max_nodes"),
+                               "min_nodes": int_setting(settings["min_nodes"], "circuit min_nodes")}
+    try:
+        checked["max_percent"] = float(settings["max_percent"])
+    except (TypeError, ValueError):
+        raise RemediationError("circuit max_percent must be a number, not %r" % settings["max_percent"])
+    return checked
