@@ -36,7 +36,7 @@ from .common import (
     SHA256,
     SIZES,
 )
-from .runs import inspect, _read_finished, verify
+from .runs import inspect, read_finished, verify
 from .pruning import EXIT_LOCKED, human_size, prune, PruneLocked, TMP_GRACE
 
 
@@ -231,7 +231,7 @@ def main(argv: Optional[Sequence[str]] = None, out: Any = None, err: Any = None)
             if not os.path.isdir(args.dir):
                 raise CheckpointError("%s is not a folder" % os.path.abspath(args.dir))
             marker = os.path.join(args.dir, FINISHED)
-            finished = _read_finished(marker) if os.path.isfile(marker) else None
+            finished = read_finished(marker) if os.path.isfile(marker) else None
             if args.json:
                 _print_json(finished, out)
             return EXIT_OK if finished is not None else EXIT_NONE

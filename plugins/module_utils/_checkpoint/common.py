@@ -203,5 +203,5 @@ class Report(object):
                     unexplained=list(self.unexplained), empty=self.empty)
 
 
-class _Invalid(Exception):
+class Invalid(Exception):
     """Raised inside the checks; the message becomes ``why_invalid``."""

@@ -20,7 +20,7 @@ try:
 except ImportError:  # pragma: no cover
     pass
 
-from .common import CHUNK_SIZE, _Invalid, MAX_MANIFEST_BYTES
+from .common import CHUNK_SIZE, Invalid, MAX_MANIFEST_BYTES
 
 
 def check_torch_zip(path: str, read_all: bool = False) -> Optional[str]:
@@ -160,7 +160,7 @@ class _Stub(object):
         self.__dict__.setdefault("_list", []).extend(values)
 
 
-class _StubUnpickler(pickle.Unpickler):
+class StubUnpickler(pickle.Unpickler):
     """Reads a pickle without importing or calling anything it names (torch is not needed)."""
 
     def find_class(self, module, name):
@@ -175,14 +175,14 @@ def dcp_storage(metadata_path: str) -> List[Tuple[str, int, int]]:
     """``(relative_path, offset, length)`` of every item a torch.distributed.checkpoint ``.metadata``
     (``Metadata.storage_data``, ``_StorageInfo`` records) says is stored; [] when it names none.
 
-    Raises _Invalid when the pickle is cut short or corrupt. A pickle that is whole but shaped in a
+    Raises Invalid when the pickle is cut short or corrupt. A pickle that is whole but shaped in a
     way this reader does not know gives [] (the sizes are then not checked), never invalid.
     """
     with open(metadata_path, "rb") as handle:
         try:
-            root = _StubUnpickler(handle).load()
+            root = StubUnpickler(handle).load()
         except (EOFError, pickle.UnpicklingError, struct.error, UnicodeDecodeError) as exc:
-            raise _Invalid(".metadata is cut short or corrupt: %s: %s" % (type(exc).__name__, exc))
+            raise Invalid(".metadata is cut short or corrupt: %s: %s" % (type(exc).__name__, exc))
         except Exception:  # pylint: disable=broad-except  # a shape the stand-ins cannot take
             return []
     storage = getattr(root, "storage_data", None)

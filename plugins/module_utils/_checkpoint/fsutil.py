@@ -40,7 +40,7 @@ try:
 except ImportError:  # pragma: no cover
     pass
 
-from .common import CHUNK_SIZE, _Invalid, MAX_MANIFEST_BYTES
+from .common import CHUNK_SIZE, Invalid, MAX_MANIFEST_BYTES
 
 
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -51,7 +51,7 @@ _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_PATH = getattr(os, "O_PATH", 0)
 
 
-def _inside(path: str, base_real: str) -> bool:
+def is_inside(path: str, base_real: str) -> bool:
     real = os.path.realpath(path)
     return real == base_real or real.startswith(base_real.rstrip(os.sep) + os.sep)
 
@@ -82,7 +82,7 @@ def hash_file(path: str, chunk_size: int = CHUNK_SIZE, fsync: bool = False) -> T
     return total, digest.hexdigest()
 
 
-def _fsync_dir(path: str) -> None:
+def fsync_dir(path: str) -> None:
     fd = os.open(path, os.O_RDONLY | _O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -123,7 +123,7 @@ def atomic_write_json(path: str, data: Any, tmp: Optional[str] = None, indent: O
             os.unlink(tmp)
         raise
     if fsync:
-        _fsync_dir(folder)
+        fsync_dir(folder)
     return path
 
 
@@ -456,42 +456,42 @@ def _unlink_files(fd: int) -> List[str]:
     return folders
 
 
-def _stat_regular(path: str, what: str, max_bytes: Optional[int] = None) -> os.stat_result:
+def stat_regular(path: str, what: str, max_bytes: Optional[int] = None) -> os.stat_result:
     """``os.stat`` of ``path`` (symlinks followed), which must be a regular file of at most
     ``max_bytes`` bytes (any size when None). ``what`` names it in the errors.
 
     Raises:
-        _Invalid: ``no <what>`` (it does not exist), ``cannot stat <what>: <error>``, ``<what> is
+        Invalid: ``no <what>`` (it does not exist), ``cannot stat <what>: <error>``, ``<what> is
             not a regular file``, ``<what> is larger than <max_bytes> bytes``.
     """
     try:
         st = os.stat(path)
     except OSError as exc:
         if exc.errno == errno.ENOENT:
-            raise _Invalid("no %s" % what)
-        raise _Invalid("cannot stat %s: %s" % (what, exc))
+            raise Invalid("no %s" % what)
+        raise Invalid("cannot stat %s: %s" % (what, exc))
     if not stat.S_ISREG(st.st_mode):
-        raise _Invalid("%s is not a regular file" % what)
+        raise Invalid("%s is not a regular file" % what)
     if max_bytes is not None and st.st_size > max_bytes:
-        raise _Invalid("%s is larger than %d bytes" % (what, max_bytes))
+        raise Invalid("%s is larger than %d bytes" % (what, max_bytes))
     return st
 
 
-def _read_json(path: str, what: str, max_bytes: int = MAX_MANIFEST_BYTES) -> Any:
+def read_json(path: str, what: str, max_bytes: int = MAX_MANIFEST_BYTES) -> Any:
     """The JSON value in the regular, non-empty file ``path`` of at most ``max_bytes`` bytes.
 
     Raises:
-        _Invalid: see :func:`_stat_regular`; ``<what> is empty``; ``<what> is not valid JSON``.
+        Invalid: see :func:`stat_regular`; ``<what> is empty``; ``<what> is not valid JSON``.
     """
-    if _stat_regular(path, what, max_bytes).st_size == 0:
-        raise _Invalid("%s is empty" % what)
+    if stat_regular(path, what, max_bytes).st_size == 0:
+        raise Invalid("%s is empty" % what)
     try:
         return load_json_bounded(path, max_bytes, follow=True)
     except (OSError, ValueError) as exc:
-        raise _Invalid("%s is not valid JSON: %s" % (what, exc))
+        raise Invalid("%s is not valid JSON: %s" % (what, exc))
 
 
-def _walk_files(top: str, base_real: str) -> List[Tuple[str, str, int]]:
+def walk_files(top: str, base_real: str) -> List[Tuple[str, str, int]]:
     """``(relative posix path, path, size)`` of the files under ``top``, sorted.
 
     Symlinks are followed only while they stay inside ``base_real`` (the run folder); one that
@@ -504,21 +504,21 @@ def _walk_files(top: str, base_real: str) -> List[Tuple[str, str, int]]:
             path = os.path.join(dirpath, name)
             rel = os.path.relpath(path, top).replace(os.sep, "/")
             if os.path.islink(path):
-                if not _inside(path, base_real):
-                    raise _Invalid("%s is a symlink out of the run folder (not followed)" % rel)
+                if not is_inside(path, base_real):
+                    raise Invalid("%s is a symlink out of the run folder (not followed)" % rel)
                 if os.path.isdir(path):
                     continue
             try:
                 st = os.stat(path)
             except OSError:
-                raise _Invalid("%s is a dangling symlink" % rel)
+                raise Invalid("%s is a dangling symlink" % rel)
             if stat.S_ISREG(st.st_mode):
                 found.append((rel, path, st.st_size))
     return found
 
 
-def _require_nonempty(files: List[Tuple[str, str, int]], names_what: str) -> None:
+def require_nonempty(files: List[Tuple[str, str, int]], names_what: str) -> None:
     if not files:
-        raise _Invalid("no files")
+        raise Invalid("no files")
     if all(size == 0 for _rel, _path, size in files):
-        raise _Invalid("every file is empty (%s)" % names_what)
+        raise Invalid("every file is empty (%s)" % names_what)

@@ -31,7 +31,7 @@ from .common import (
     FORMAT,
     FORMAT_VERSION,
     HUGGINGFACE,
-    _Invalid,
+    Invalid,
     LEVELS,
     LIGHTNING,
     LOAD,
@@ -45,13 +45,13 @@ from .common import (
     TORCH_FILE,
     TORCHTUNE,
 )
-from .names import _CKPT_SUFFIX, NEMO_UNFINISHED, _NUM
-from .fsutil import hash_file, _read_json, _require_nonempty, _stat_regular, _walk_files
+from .names import CKPT_SUFFIX, NEMO_UNFINISHED, NUM
+from .fsutil import hash_file, read_json, require_nonempty, stat_regular, walk_files
 from .formats import check_safetensors, check_torch_zip, dcp_storage
 
 
 _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
-_ZERO_OPTIM = re.compile(r"^(?:[a-z0-9]+_)?zero_pp_rank_%s_mp_rank_%s_optim_states\.pt$" % (_NUM, _NUM))
+_ZERO_OPTIM = re.compile(r"^(?:[a-z0-9]+_)?zero_pp_rank_%s_mp_rank_%s_optim_states\.pt$" % (NUM, NUM))
 _MEGATRON_RANK_DIR = re.compile(r"^mp_rank_([0-9]+)(?:_([0-9]+))?(?:_([0-9]+))?$")
 _TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
 _WEIGHT_SUFFIXES = (".safetensors",) + _TORCH_SUFFIXES
@@ -70,27 +70,27 @@ def _check_contract(ckpt: Checkpoint, level: str, base_real: str) -> None:
             ckpt.layout = DCP
             _check_dcp(ckpt, level, base_real)
             return
-        raise _Invalid("no %s: not committed" % MANIFEST)
+        raise Invalid("no %s: not committed" % MANIFEST)
     if os.path.islink(manifest_path):
-        raise _Invalid("%s is a symlink" % MANIFEST)
-    manifest = _read_json(manifest_path, MANIFEST)
+        raise Invalid("%s is a symlink" % MANIFEST)
+    manifest = read_json(manifest_path, MANIFEST)
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise _Invalid("%s is not a %s manifest" % (MANIFEST, FORMAT))
+        raise Invalid("%s is not a %s manifest" % (MANIFEST, FORMAT))
     version = manifest.get("format_version")
     if not isinstance(version, int) or isinstance(version, bool):
-        raise _Invalid("%s has no format_version" % MANIFEST)
+        raise Invalid("%s has no format_version" % MANIFEST)
     if version > FORMAT_VERSION:
-        raise _Invalid("%s format_version %d is newer than this reader's %d" % (MANIFEST, version, FORMAT_VERSION))
+        raise Invalid("%s format_version %d is newer than this reader's %d" % (MANIFEST, version, FORMAT_VERSION))
     step, epoch = manifest.get("step"), manifest.get("epoch")
     if step != ckpt.step or isinstance(step, bool):
-        raise _Invalid("%s step %r does not match the folder name's %d" % (MANIFEST, step, ckpt.step))
+        raise Invalid("%s step %r does not match the folder name's %d" % (MANIFEST, step, ckpt.step))
     if epoch is not None and (not isinstance(epoch, int) or isinstance(epoch, bool)):
-        raise _Invalid("%s epoch %r is not an integer" % (MANIFEST, epoch))
+        raise Invalid("%s epoch %r is not an integer" % (MANIFEST, epoch))
     ckpt.epoch = epoch
     ckpt.time = manifest.get("time") if isinstance(manifest.get("time"), str) else None
     entries = manifest.get("files")
     if not isinstance(entries, list) or not entries:
-        raise _Invalid("%s lists no files" % MANIFEST)
+        raise Invalid("%s lists no files" % MANIFEST)
     seen = set()
     checked: List[Tuple[str, str, int, str]] = []
     for entry in entries:
@@ -99,38 +99,38 @@ def _check_contract(ckpt: Checkpoint, level: str, base_real: str) -> None:
         digest = entry.get("sha256") if isinstance(entry, dict) else None
         if not isinstance(rel, str) or not rel or rel.startswith("/") or "\x00" in rel or \
                 posixpath.normpath(rel) != rel or rel == ".." or rel.startswith("../") or rel == MANIFEST:
-            raise _Invalid("%s lists a bad path: %r" % (MANIFEST, rel))
+            raise Invalid("%s lists a bad path: %r" % (MANIFEST, rel))
         if rel in seen:
-            raise _Invalid("%s lists %s twice" % (MANIFEST, rel))
+            raise Invalid("%s lists %s twice" % (MANIFEST, rel))
         seen.add(rel)
         if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-            raise _Invalid("%s: bad size for %s" % (MANIFEST, rel))
+            raise Invalid("%s: bad size for %s" % (MANIFEST, rel))
         if not isinstance(digest, str) or not _SHA256_HEX.match(digest):
-            raise _Invalid("%s: bad sha256 for %s" % (MANIFEST, rel))
+            raise Invalid("%s: bad sha256 for %s" % (MANIFEST, rel))
         checked.append((rel, os.path.join(ckpt.path, *rel.split("/")), size, digest))
     ckpt.files = len(checked)
     ckpt.size = sum(size for _rel, _path, size, _digest in checked)
     if ckpt.size == 0:
-        raise _Invalid("every file is empty")
+        raise Invalid("every file is empty")
     for rel, path, size, _digest in checked:
         try:
             st = os.lstat(path)
         except OSError:
-            raise _Invalid("%s is missing" % rel)
+            raise Invalid("%s is missing" % rel)
         if not stat.S_ISREG(st.st_mode):
-            raise _Invalid("%s is not a regular file (the contract stores regular files only)" % rel)
+            raise Invalid("%s is not a regular file (the contract stores regular files only)" % rel)
         if _level_at_least(level, SIZES) and st.st_size != size:
-            raise _Invalid("%s: %d bytes on disk, the manifest says %d" % (rel, st.st_size, size))
+            raise Invalid("%s: %d bytes on disk, the manifest says %d" % (rel, st.st_size, size))
     if _level_at_least(level, SHA256):
         for rel, path, size, digest in checked:
             try:
                 count, actual = hash_file(path)
             except OSError as exc:
-                raise _Invalid("%s cannot be read: %s" % (rel, exc))
+                raise Invalid("%s cannot be read: %s" % (rel, exc))
             if count != size:
-                raise _Invalid("%s: read %d bytes, the manifest says %d" % (rel, count, size))
+                raise Invalid("%s: read %d bytes, the manifest says %d" % (rel, count, size))
             if actual != digest:
-                raise _Invalid("%s: sha256 %s does not match the manifest's %s" % (rel, actual, digest))
+                raise Invalid("%s: sha256 %s does not match the manifest's %s" % (rel, actual, digest))
 
 
 def _check_zip_members(files: List[Tuple[str, str, int]], level: str) -> None:
@@ -145,35 +145,35 @@ def _check_zip_members(files: List[Tuple[str, str, int]], level: str) -> None:
         else:
             continue
         if problem:
-            raise _Invalid("%s: %s" % (rel, problem))
+            raise Invalid("%s: %s" % (rel, problem))
 
 
 def _check_dcp_files(ckpt: Checkpoint, files: List[Tuple[str, str, int]], level: str, prefix: str = "") -> None:
     by_rel = dict((rel, (path, size)) for rel, path, size in files)
     meta = by_rel.get(prefix + ".metadata")
     if meta is None:
-        raise _Invalid("no %s.metadata: not committed (torch.distributed.checkpoint writes it last)" % prefix)
+        raise Invalid("no %s.metadata: not committed (torch.distributed.checkpoint writes it last)" % prefix)
     if meta[1] == 0:
-        raise _Invalid("%s.metadata is empty" % prefix)
+        raise Invalid("%s.metadata is empty" % prefix)
     data = [size for rel, (_path, size) in by_rel.items() if rel.endswith(".distcp")]
     if not data:
-        raise _Invalid("no .distcp data files")
+        raise Invalid("no .distcp data files")
     if not any(data):
-        raise _Invalid("every .distcp data file is empty")
+        raise Invalid("every .distcp data file is empty")
     if _level_at_least(level, SIZES):
         for rel, offset, length in dcp_storage(meta[0]):
             target = by_rel.get(prefix + rel)
             if target is None:
-                raise _Invalid("%s.metadata names %s, which is missing" % (prefix, rel))
+                raise Invalid("%s.metadata names %s, which is missing" % (prefix, rel))
             if offset + length > target[1]:
-                raise _Invalid("%s%s: %d bytes, %s.metadata needs %d (truncated?)" % (
+                raise Invalid("%s%s: %d bytes, %s.metadata needs %d (truncated?)" % (
                     prefix, rel, target[1], prefix, offset + length))
 
 
 def _check_dcp(ckpt: Checkpoint, level: str, base_real: str) -> None:
-    files = _walk_files(ckpt.path, base_real)
+    files = walk_files(ckpt.path, base_real)
     ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
-    _require_nonempty(files, "torch.distributed.checkpoint")
+    require_nonempty(files, "torch.distributed.checkpoint")
     rels = [rel for rel, _path, _size in files]
     if ".metadata" not in rels and any(rel.endswith(".safetensors") for rel in rels):
         # torchtitan's last save in Hugging Face format (checkpoint.last_save_in_hf)
@@ -183,25 +183,25 @@ def _check_dcp(ckpt: Checkpoint, level: str, base_real: str) -> None:
 
 
 def _check_huggingface(ckpt: Checkpoint, level: str, base_real: str) -> None:
-    files = _walk_files(ckpt.path, base_real)
+    files = walk_files(ckpt.path, base_real)
     if _is_accelerate(files):
         ckpt.layout = ACCELERATE
         _check_accelerate(ckpt, level, base_real, files)
         return
     ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
-    _require_nonempty(files, "Hugging Face")
-    state = _read_json(os.path.join(ckpt.path, "trainer_state.json"),
+    require_nonempty(files, "Hugging Face")
+    state = read_json(os.path.join(ckpt.path, "trainer_state.json"),
                        "trainer_state.json (the Trainer writes it last)")
     if not isinstance(state, dict):
-        raise _Invalid("trainer_state.json is not an object")
+        raise Invalid("trainer_state.json is not an object")
     global_step = state.get("global_step")
     if isinstance(global_step, int) and global_step != ckpt.step:
-        raise _Invalid("trainer_state.json global_step %d does not match the folder name's %d" % (global_step, ckpt.step))
+        raise Invalid("trainer_state.json global_step %d does not match the folder name's %d" % (global_step, ckpt.step))
     if isinstance(state.get("epoch"), (int, float)) and not isinstance(state.get("epoch"), bool):
         ckpt.epoch = state["epoch"]
     sizes = dict((rel, size) for rel, _path, size in files)
     if not any(size > 0 for rel, size in sizes.items() if rel != "trainer_state.json"):
-        raise _Invalid("nothing but trainer_state.json holds data")
+        raise Invalid("nothing but trainer_state.json holds data")
     _check_weight_files(ckpt, files, level, required=False)
 
 
@@ -213,19 +213,19 @@ def _check_weight_files(ckpt: Checkpoint, files: List[Tuple[str, str, int]], lev
     sizes = dict((rel[len(prefix):], size) for rel, _path, size in files if rel.startswith(prefix))
     for index in _HF_INDEXES:
         if index in sizes:
-            index_data = _read_json(os.path.join(ckpt.path, prefix + index), prefix + index)
+            index_data = read_json(os.path.join(ckpt.path, prefix + index), prefix + index)
             weight_map = index_data.get("weight_map") if isinstance(index_data, dict) else None
             if not isinstance(weight_map, dict):
-                raise _Invalid("%s%s has no weight_map" % (prefix, index))
+                raise Invalid("%s%s has no weight_map" % (prefix, index))
             for shard in sorted(set(str(v) for v in weight_map.values())):
                 if not sizes.get(shard):
-                    raise _Invalid("%s%s names %s, which is missing or empty" % (prefix, index, shard))
+                    raise Invalid("%s%s names %s, which is missing or empty" % (prefix, index, shard))
     weights = [(rel, size) for rel, size in sizes.items() if rel.endswith(_WEIGHT_SUFFIXES)]
     for rel, size in weights:
         if size == 0:
-            raise _Invalid("%s%s is empty" % (prefix, rel))
+            raise Invalid("%s%s is empty" % (prefix, rel))
     if required and not weights:
-        raise _Invalid("no weights in %s (no %s file)" % (prefix.rstrip("/") or "the folder", ", ".join(_WEIGHT_SUFFIXES)))
+        raise Invalid("no weights in %s (no %s file)" % (prefix.rstrip("/") or "the folder", ", ".join(_WEIGHT_SUFFIXES)))
     _check_zip_members([f for f in files if f[0].startswith(prefix)], level)
 
 
@@ -246,24 +246,24 @@ def _is_accelerate(files: List[Tuple[str, str, int]]) -> bool:
 
 
 def _check_accelerate(ckpt: Checkpoint, level: str, base_real: str, files: Any = None) -> None:
-    files = files if files is not None else _walk_files(ckpt.path, base_real)
+    files = files if files is not None else walk_files(ckpt.path, base_real)
     ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
-    _require_nonempty(files, "Accelerate")
+    require_nonempty(files, "Accelerate")
     ranks = {}
     for rel, _path, size in files:
         match = _ACCELERATE_RANDOM_STATES.match(rel)
         if match:
             ranks[int(match.group(1))] = (rel, size)
     if not ranks:
-        raise _Invalid("no random_states_<rank>.pkl: not committed (Accelerate's save_state writes them last)")
+        raise Invalid("no random_states_<rank>.pkl: not committed (Accelerate's save_state writes them last)")
     if sorted(ranks) != list(range(len(ranks))):
-        raise _Invalid("random_states_<rank>.pkl incomplete: ranks %s" % sorted(ranks))
+        raise Invalid("random_states_<rank>.pkl incomplete: ranks %s" % sorted(ranks))
     for rel, size in ranks.values():
         if size == 0:
-            raise _Invalid("%s is empty" % rel)
+            raise Invalid("%s is empty" % rel)
     models = [(rel, size) for rel, _path, size in files if _ACCELERATE_MODEL.match(rel)]
     if not any(size for _rel, size in models):
-        raise _Invalid("no model weights (model.safetensors, pytorch_model.bin, pytorch_model_fsdp_0/, ...)")
+        raise Invalid("no model weights (model.safetensors, pytorch_model.bin, pytorch_model_fsdp_0/, ...)")
     for top in sorted(set(rel.split("/", 1)[0] for rel, _path, _size in files if rel.endswith("/.metadata"))):
         _check_dcp_files(ckpt, files, level, prefix=top + "/")
     _check_weight_files(ckpt, files, level, required=False)
@@ -271,43 +271,43 @@ def _check_accelerate(ckpt: Checkpoint, level: str, base_real: str, files: Any =
 
 def _nemo_unfinished(ckpt: Checkpoint) -> None:
     """NeMo's ``<name>-unfinished`` marker beside the checkpoint: the save has not finished."""
-    stem = ckpt.name[:-len(_CKPT_SUFFIX)] if ckpt.name.endswith(_CKPT_SUFFIX) else ckpt.name
+    stem = ckpt.name[:-len(CKPT_SUFFIX)] if ckpt.name.endswith(CKPT_SUFFIX) else ckpt.name
     stem = stem[:-len("-EMA")] if stem.endswith("-EMA") else stem
     marker = stem + NEMO_UNFINISHED
     if os.path.lexists(os.path.join(os.path.dirname(ckpt.path), marker)):
-        raise _Invalid("%s is beside it: NeMo has not finished this save" % marker)
+        raise Invalid("%s is beside it: NeMo has not finished this save" % marker)
 
 
 def _check_nemo(ckpt: Checkpoint, level: str, base_real: str) -> None:
     _nemo_unfinished(ckpt)
-    files = _walk_files(ckpt.path, base_real)
+    files = walk_files(ckpt.path, base_real)
     ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
-    _require_nonempty(files, "NeMo")
+    require_nonempty(files, "NeMo")
     if not any(rel.startswith("weights/") for rel, _path, _size in files):
-        raise _Invalid("no weights/ (NeMo 2 writes the distributed checkpoint there, context/ beside it)")
+        raise Invalid("no weights/ (NeMo 2 writes the distributed checkpoint there, context/ beside it)")
     _check_dcp_files(ckpt, files, level, prefix="weights/")
 
 
 def _check_torchtune(ckpt: Checkpoint, level: str, base_real: str) -> None:
-    files = _walk_files(ckpt.path, base_real)
+    files = walk_files(ckpt.path, base_real)
     ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
-    _require_nonempty(files, "torchtune")
+    require_nonempty(files, "torchtune")
     _check_weight_files(ckpt, files, level)
 
 
 def _check_automodel(ckpt: Checkpoint, level: str, base_real: str) -> None:
-    files = _walk_files(ckpt.path, base_real)
+    files = walk_files(ckpt.path, base_real)
     ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
-    _require_nonempty(files, "NeMo Automodel")
+    require_nonempty(files, "NeMo Automodel")
     rels = set(rel for rel, _path, _size in files)
     if not any(rel.startswith("model/") for rel in rels):
-        raise _Invalid("no model/")
+        raise Invalid("no model/")
     if "model/.metadata" in rels:
         _check_dcp_files(ckpt, files, level, prefix="model/")
     else:
         _check_weight_files(ckpt, files, level, prefix="model/")
     if not any(rel.startswith("optim/") for rel in rels):
-        raise _Invalid("no optim/ (NeMo Automodel saves the optimizer after the model)")
+        raise Invalid("no optim/ (NeMo Automodel saves the optimizer after the model)")
     _check_dcp_files(ckpt, files, level, prefix="optim/")
 
 
@@ -325,25 +325,25 @@ _ORBAX_ITEM_MARKERS = ("_METADATA", "manifest.ocdbt")
 
 
 def _check_orbax(ckpt: Checkpoint, level: str, base_real: str) -> None:
-    files = _walk_files(ckpt.path, base_real)
+    files = walk_files(ckpt.path, base_real)
     ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
-    _require_nonempty(files, "Orbax")
+    require_nonempty(files, "Orbax")
     items = [rel for rel, _path, _size in files
              if rel.rsplit("/", 1)[-1] in _ORBAX_ITEM_MARKERS and rel.count("/") <= 1]
     if not items and "checkpoint" not in set(rel for rel, _path, _size in files):
-        raise _Invalid("no _METADATA or manifest.ocdbt of an item (not an Orbax checkpoint, or not finalized)")
+        raise Invalid("no _METADATA or manifest.ocdbt of an item (not an Orbax checkpoint, or not finalized)")
     for rel, _path, size in files:
         if rel.rsplit("/", 1)[-1] in _ORBAX_ITEM_MARKERS + ("_CHECKPOINT_METADATA",) and size == 0:
-            raise _Invalid("%s is empty" % rel)
+            raise Invalid("%s is empty" % rel)
 
 
 def _check_deepspeed_files(files: List[Tuple[str, str, int]], what: str) -> None:
     names = [rel.rsplit("/", 1)[-1] for rel, _path, _size in files]
     if not any(n.endswith("model_states.pt") for n in names):
-        raise _Invalid("no *model_states.pt (%s)" % what)
+        raise Invalid("no *model_states.pt (%s)" % what)
     for rel, _path, size in files:
         if rel.endswith(".pt") and size == 0:
-            raise _Invalid("%s is empty" % rel)
+            raise Invalid("%s is empty" % rel)
     grid: Dict[int, set] = {}
     for name in names:
         match = _ZERO_OPTIM.match(name)
@@ -353,22 +353,22 @@ def _check_deepspeed_files(files: List[Tuple[str, str, int]], what: str) -> None
         counts = set(len(ranks) for ranks in grid.values())
         for mp_rank, ranks in sorted(grid.items()):
             if ranks != set(range(len(ranks))) or len(counts) != 1:
-                raise _Invalid("ZeRO optimizer states incomplete for mp_rank %d: data-parallel ranks %s"
+                raise Invalid("ZeRO optimizer states incomplete for mp_rank %d: data-parallel ranks %s"
                                % (mp_rank, sorted(ranks)))
 
 
 def _check_deepspeed(ckpt: Checkpoint, level: str, base_real: str) -> None:
-    files = _walk_files(ckpt.path, base_real)
+    files = walk_files(ckpt.path, base_real)
     ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
-    _require_nonempty(files, "DeepSpeed")
+    require_nonempty(files, "DeepSpeed")
     _check_deepspeed_files(files, "DeepSpeed")
     _check_zip_members(files, level)
 
 
 def _check_megatron(ckpt: Checkpoint, level: str, base_real: str) -> None:
-    files = _walk_files(ckpt.path, base_real)
+    files = walk_files(ckpt.path, base_real)
     ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
-    _require_nonempty(files, "Megatron")
+    require_nonempty(files, "Megatron")
     rels = set(rel for rel, _path, _size in files)
     if ".metadata" in rels or any(rel.endswith(".distcp") for rel in rels):
         _check_dcp_files(ckpt, files, level)
@@ -379,31 +379,31 @@ def _check_megatron(ckpt: Checkpoint, level: str, base_real: str) -> None:
         match = _MEGATRON_RANK_DIR.match(parts[0]) if len(parts) == 2 else None
         if match and parts[1] == "model_optim_rng.pt":
             if size == 0:
-                raise _Invalid("%s is empty" % rel)
+                raise Invalid("%s is empty" % rel)
             grid.append(tuple(int(g) for g in match.groups() if g is not None))
     if not grid:
-        raise _Invalid("no .metadata and no mp_rank_*/model_optim_rng.pt")
+        raise Invalid("no .metadata and no mp_rank_*/model_optim_rng.pt")
     dims = set(len(g) for g in grid)
     axes = [sorted(set(g[i] for g in grid)) for i in range(max(dims))]
     expected = 1
     for axis in axes:
         expected *= len(axis)
         if axis != list(range(len(axis))):
-            raise _Invalid("mp_rank_* folders incomplete: ranks %s" % axis)
+            raise Invalid("mp_rank_* folders incomplete: ranks %s" % axis)
     if len(dims) != 1 or len(set(grid)) != expected:
-        raise _Invalid("mp_rank_* folders incomplete: %d of %d tensor/pipeline ranks" % (len(set(grid)), expected))
+        raise Invalid("mp_rank_* folders incomplete: %d of %d tensor/pipeline ranks" % (len(set(grid)), expected))
     _check_zip_members(files, level)
 
 
 def _check_single_file(ckpt: Checkpoint, level: str, base_real: str) -> None:
-    st = _stat_regular(ckpt.path, os.path.basename(ckpt.path))
+    st = stat_regular(ckpt.path, os.path.basename(ckpt.path))
     ckpt.files, ckpt.size = 1, st.st_size
     if st.st_size == 0:
-        raise _Invalid("empty file")
+        raise Invalid("empty file")
     if _level_at_least(level, SIZES):
         problem = check_torch_zip(ckpt.path, read_all=_level_at_least(level, SHA256))
         if problem:
-            raise _Invalid(problem)
+            raise Invalid(problem)
 
 
 def _check_lightning(ckpt: Checkpoint, level: str, base_real: str) -> None:
@@ -412,9 +412,9 @@ def _check_lightning(ckpt: Checkpoint, level: str, base_real: str) -> None:
         _check_single_file(ckpt, level, base_real)
         return
     # A sharded Lightning checkpoint: FSDP writes torch.distributed.checkpoint, DeepSpeed its own.
-    files = _walk_files(ckpt.path, base_real)
+    files = walk_files(ckpt.path, base_real)
     ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
-    _require_nonempty(files, "Lightning")
+    require_nonempty(files, "Lightning")
     rels = set(rel for rel, _path, _size in files)
     if ".metadata" in rels:
         _check_dcp_files(ckpt, files, level)
@@ -422,7 +422,7 @@ def _check_lightning(ckpt: Checkpoint, level: str, base_real: str) -> None:
         _check_deepspeed_files(files, "Lightning DeepSpeed")
         _check_zip_members(files, level)
     else:
-        raise _Invalid("sharded .ckpt folder without .metadata or checkpoint/")
+        raise Invalid("sharded .ckpt folder without .metadata or checkpoint/")
 
 
 _CHECKS: Dict[str, Callable[[Checkpoint, str, str], None]] = {
@@ -463,7 +463,7 @@ def load_error(exc: BaseException) -> str:
 def _check_loadable(ckpt: Checkpoint, base_real: str) -> None:
     """The ``load`` level: every torch.save file of the checkpoint opens with torch_load()."""
     if ckpt.is_dir:
-        files = [(rel, path) for rel, path, size in _walk_files(ckpt.path, base_real)
+        files = [(rel, path) for rel, path, size in walk_files(ckpt.path, base_real)
                  if rel.endswith(_TORCH_SUFFIXES) and size > 0]
     else:
         files = [(ckpt.name, ckpt.path)]
@@ -471,19 +471,19 @@ def _check_loadable(ckpt: Checkpoint, base_real: str) -> None:
         try:
             torch_load(path, mmap=True)
         except Exception as exc:  # pylint: disable=broad-except  # any failure is the reason
-            raise _Invalid("%s: torch.load(weights_only=True) fails: %s" % (rel, load_error(exc)))
+            raise Invalid("%s: torch.load(weights_only=True) fails: %s" % (rel, load_error(exc)))
 
 
-def _check(ckpt: Checkpoint, level: str, base_real: str) -> Checkpoint:
+def check_checkpoint(ckpt: Checkpoint, level: str, base_real: str) -> Checkpoint:
     ckpt.valid, ckpt.why_invalid = True, None
     try:
         if ckpt.is_dir != os.path.isdir(ckpt.path):
-            raise _Invalid("is a %s, the layout needs a %s" % (
+            raise Invalid("is a %s, the layout needs a %s" % (
                 "folder" if not ckpt.is_dir else "file", "file" if not ckpt.is_dir else "folder"))
         _CHECKS[ckpt.layout](ckpt, level, base_real)
         if level == LOAD:
             _check_loadable(ckpt, base_real)
-    except _Invalid as exc:
+    except Invalid as exc:
         ckpt.valid, ckpt.why_invalid = False, str(exc)
     except OSError as exc:
         ckpt.valid, ckpt.why_invalid = False, "cannot read: %s" % exc

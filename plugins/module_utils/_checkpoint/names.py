@@ -28,7 +28,7 @@ from .common import (
     DCP,
     DEEPSPEED,
     HUGGINGFACE,
-    _Invalid,
+    Invalid,
     LIGHTNING,
     MAX_PICKLE_BYTES,
     MEGATRON,
@@ -39,10 +39,10 @@ from .common import (
     TORCH_FILE,
     TORCHTUNE,
 )
-from .formats import check_torch_zip, _StubUnpickler
+from .formats import check_torch_zip, StubUnpickler
 
 
-_NUM = "([0-9]+)"
+NUM = "([0-9]+)"
 _STEP = "(?P<step>[0-9]+)"
 _EPOCH = "(?P<epoch>[0-9]+)"
 # (regex, layout, entry kind): the groups ``step`` and ``epoch``; a name with an epoch and no step
@@ -76,13 +76,13 @@ SIDECARS = {
     "recipe_state.pt": "torchtune's optimizer and progress state of the newest epoch",
 }
 
-_DEEPSPEED_LATEST = "latest"
-_MEGATRON_TRACKER = "latest_checkpointed_iteration.txt"
-_LAST_CKPT = re.compile(r"^last(?:-v[0-9]+)?\.ckpt$")
+DEEPSPEED_LATEST = "latest"
+MEGATRON_TRACKER = "latest_checkpointed_iteration.txt"
+LAST_CKPT = re.compile(r"^last(?:-v[0-9]+)?\.ckpt$")
 # Lightning ModelCheckpoint names (lightning/pytorch/callbacks/model_checkpoint.py): the filename
 # template's metrics joined by "-" (CHECKPOINT_JOIN_CHAR), "name=value" with auto_insert_metric_name,
 # "-v<N>" appended when the name exists already (STARTING_VERSION 1), ".ckpt" (FILE_EXTENSION).
-_CKPT_SUFFIX = ".ckpt"
+CKPT_SUFFIX = ".ckpt"
 _CKPT_VERSION = re.compile(r"^(.+)-v([0-9]+)$")
 _CKPT_STEP = re.compile(r"(?:^|-)step=([0-9]+)(?=-|$)")
 _CKPT_EPOCH = re.compile(r"(?:^|-)epoch=([0-9]+)(?=-|$)")
@@ -144,7 +144,7 @@ def compile_name_template(template: str) -> Any:
     Raises:
         ValueError: no ``{step}``, a field twice, an empty or unbalanced brace, a ``/``.
     """
-    text = template[:-len(_CKPT_SUFFIX)] if template.endswith(_CKPT_SUFFIX) else template
+    text = template[:-len(CKPT_SUFFIX)] if template.endswith(CKPT_SUFFIX) else template
     if "/" in text or not text:
         raise ValueError("name_template %r: a file name without /, such as {epoch}-{step}" % template)
     out, seen = [], set()
@@ -177,11 +177,11 @@ def parse_lightning_name(name: str, template: Any = None) -> Optional[Dict[str, 
     string). ``version`` is the ``-v<N>`` suffix (0 without); ``last`` is true for ``last.ckpt``,
     ``last-v<N>.ckpt`` and NeMo's ``...-last.ckpt``.
     """
-    if not name.endswith(_CKPT_SUFFIX) or len(name) == len(_CKPT_SUFFIX):
+    if not name.endswith(CKPT_SUFFIX) or len(name) == len(CKPT_SUFFIX):
         return None
     if isinstance(template, str):
         template = compile_name_template(template)
-    stem = name[:-len(_CKPT_SUFFIX)]
+    stem = name[:-len(CKPT_SUFFIX)]
     found: Dict[str, Any] = dict(step=None, epoch=None, version=0, last=False, step_from=None)
     match = _CKPT_VERSION.match(stem)
     bare = stem
@@ -239,9 +239,9 @@ def parse_nemo_name(name: str, template: Any = None) -> Optional[Dict[str, Any]]
     ``model_name=0--val_loss=0.00-step=19-consumed_samples=1280.0-last``. None when the name
     does not say a step (``step=<S>`` or the ``{step}`` of ``template``).
     """
-    if name.endswith(_CKPT_SUFFIX) or name.endswith(NEMO_UNFINISHED):
+    if name.endswith(CKPT_SUFFIX) or name.endswith(NEMO_UNFINISHED):
         return None
-    found = parse_lightning_name(name + _CKPT_SUFFIX, template)
+    found = parse_lightning_name(name + CKPT_SUFFIX, template)
     if found is None or found["step"] is None:
         return None
     return found
@@ -254,7 +254,7 @@ def lightning_progress(path: str) -> Tuple[int, Optional[int]]:
     an inert stand-in and tensors are left out, so nothing is imported or run from the file.
 
     Raises:
-        _Invalid: the file is not a whole torch.save zip (it is broken whatever its step).
+        Invalid: the file is not a whole torch.save zip (it is broken whatever its step).
         ValueError: it is whole but does not say its step (not a Lightning checkpoint, a legacy
             pickle-format file, a ``data.pkl`` over :data:`MAX_PICKLE_BYTES`).
     """
@@ -262,7 +262,7 @@ def lightning_progress(path: str) -> Tuple[int, Optional[int]]:
     if problem:
         if problem.startswith("legacy"):
             raise ValueError("a legacy torch.save file: its step cannot be read without torch")
-        raise _Invalid(problem)
+        raise Invalid(problem)
     with zipfile.ZipFile(path) as archive:
         infos = [i for i in archive.infolist() if i.filename == "data.pkl" or i.filename.endswith("/data.pkl")]
         if infos[0].file_size > MAX_PICKLE_BYTES:
@@ -270,9 +270,9 @@ def lightning_progress(path: str) -> Tuple[int, Optional[int]]:
                 infos[0].file_size, MAX_PICKLE_BYTES))
         with archive.open(infos[0]) as handle:
             try:
-                root = _StubUnpickler(handle).load()
+                root = StubUnpickler(handle).load()
             except (EOFError, pickle.UnpicklingError, struct.error, UnicodeDecodeError) as exc:
-                raise _Invalid("data.pkl is cut short or corrupt: %s: %s" % (type(exc).__name__, exc))
+                raise Invalid("data.pkl is cut short or corrupt: %s: %s" % (type(exc).__name__, exc))
             except Exception as exc:  # pylint: disable=broad-except  # a shape the stand-ins cannot take
                 raise ValueError("data.pkl could not be read without torch: %s: %s" % (type(exc).__name__, exc))
     step = root.get("global_step") if isinstance(root, dict) else None

@@ -35,9 +35,9 @@ except ImportError:  # pragma: no cover
     pass
 
 from .common import Checkpoint, CheckpointError, CONTRACT, DELETING_PREFIX, PRUNE_LOCK, SIZES
-from .fsutil import _inside, FolderPathError, names_folder, open_dir_nofollow, open_lock_file, remove_tree_at, try_flock
-from .layouts import _check
-from .runs import _check_level, inspect
+from .fsutil import FolderPathError, is_inside, names_folder, open_dir_nofollow, open_lock_file, remove_tree_at, try_flock
+from .layouts import check_checkpoint
+from .runs import check_level, inspect
 
 
 #: Default grace period of temporary entries, in seconds: older ones are removed.
@@ -127,7 +127,7 @@ def _written_at(ckpt: Checkpoint) -> Optional[float]:
 
 def _top_entry(path: str, root_real: str) -> Optional[str]:
     """Name of the run-folder entry a symlink leads into, None when it leaves the folder or dangles."""
-    if not _inside(path, root_real) or not os.path.exists(path):
+    if not is_inside(path, root_real) or not os.path.exists(path):
         return None
     rel = os.path.relpath(os.path.realpath(path), root_real)
     return None if rel in (".", "") else rel.split(os.sep)[0]
@@ -260,7 +260,7 @@ def _check_policy(keep_last: Any, keep_every: Any, keep: Any, tmp_grace: Any, va
         raise ValueError("keep must be a list of names or patterns, not %r" % (keep,))
     if tmp_grace is not None and (isinstance(tmp_grace, bool) or not isinstance(tmp_grace, (int, float))):
         raise ValueError("tmp_grace must be a number of seconds, not %r" % (tmp_grace,))
-    _check_level(validate)
+    check_level(validate)
 
 
 def prune(path: str, keep_last: int, keep_every: int = 0, keep: Sequence[str] = (), min_free: Any = None,
@@ -387,7 +387,7 @@ def _prune_locked(root: str, root_fd: int, result: PruneResult, keep_last: int, 
         while found < keep_last and index < len(older):
             ckpt = older[index]
             if ckpt.valid is not False and ckpt.checked != validate:
-                _check(ckpt, validate, root_real)
+                check_checkpoint(ckpt, validate, root_real)
             if ckpt.valid:
                 found += 1
                 reasons[ckpt.name] = "one of the %d newest valid checkpoints" % keep_last

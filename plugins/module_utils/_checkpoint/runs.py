@@ -22,7 +22,7 @@ from .common import (
     Checkpoint,
     CheckpointError,
     FINISHED,
-    _Invalid,
+    Invalid,
     LEVELS,
     LIGHTNING,
     LOAD,
@@ -35,15 +35,15 @@ from .common import (
     STRUCTURE,
 )
 from .names import (
-    _CKPT_SUFFIX,
+    CKPT_SUFFIX,
     COMPOSER_LATEST,
     COMPOSER_RANK_FILE,
     compile_name_template,
-    _DEEPSPEED_LATEST,
+    DEEPSPEED_LATEST,
     is_temporary,
-    _LAST_CKPT,
+    LAST_CKPT,
     lightning_progress,
-    _MEGATRON_TRACKER,
+    MEGATRON_TRACKER,
     NEMO_UNFINISHED,
     parse_lightning_name,
     parse_name,
@@ -51,11 +51,11 @@ from .names import (
     SIDECARS,
     training_state_hint,
 )
-from .fsutil import _inside, open_regular, parse_json_bytes
-from .layouts import _check
+from .fsutil import is_inside, open_regular, parse_json_bytes
+from .layouts import check_checkpoint
 
 
-def _check_level(validate: str) -> None:
+def check_level(validate: str) -> None:
     if validate not in LEVELS:
         raise ValueError("validate must be one of %s, not %r" % (", ".join(LEVELS), validate))
     if validate == LOAD:
@@ -95,7 +95,7 @@ def _lightning_candidate(entry: Any, is_dir: bool, template: Any, report: Report
             return None
         try:
             step, meta_epoch = lightning_progress(entry.path)
-        except _Invalid as exc:
+        except Invalid as exc:
             report.unordered.append(dict(name=entry.name, valid=False, reason="broken, its step unknown: %s" % exc))
             return None
         except (ValueError, OSError) as exc:
@@ -158,7 +158,7 @@ def _list_run(root: str, root_real: str, report: Report, template: Any = None) -
         name = entry.name
         is_link = entry.is_symlink()
         if name == FINISHED and entry.is_file(follow_symlinks=False):
-            report.finished = _read_finished(entry.path)
+            report.finished = read_finished(entry.path)
             continue
         if is_temporary(name):
             report.ignored.append(dict(name=name, reason="temporary (still being written, or left by a crash)"))
@@ -175,8 +175,8 @@ def _list_run(root: str, root_real: str, report: Report, template: Any = None) -
             if is_state:
                 parts.append(dict(name=name, reason="%s, but no checkpoint it belongs to" % known))
             continue
-        if name in (_DEEPSPEED_LATEST, _MEGATRON_TRACKER) or (
-                is_link and (_LAST_CKPT.match(name) or COMPOSER_LATEST.match(name))):
+        if name in (DEEPSPEED_LATEST, MEGATRON_TRACKER) or (
+                is_link and (LAST_CKPT.match(name) or COMPOSER_LATEST.match(name))):
             # Regular files and symlinks only: opening a FIFO would block. A regular last.ckpt is a
             # copy (save_last=True) and a candidate of its own, below.
             if is_link or entry.is_file(follow_symlinks=False):
@@ -184,7 +184,7 @@ def _list_run(root: str, root_real: str, report: Report, template: Any = None) -
                 continue
         parsed = parse_name(name, template)
         if is_link:
-            escapes = not _inside(entry.path, root_real)
+            escapes = not is_inside(entry.path, root_real)
             reason = ("symlink out of the run folder (not followed)" if escapes
                       else "symlink to %s (an alias, not a checkpoint of its own)" % os.readlink(entry.path))
             report.ignored.append(dict(name=name, reason=reason))
@@ -198,7 +198,7 @@ def _list_run(root: str, root_real: str, report: Report, template: Any = None) -
             candidates.append(folder)
             continue
         if parsed is None or parsed[0] == LIGHTNING:
-            if name.endswith(_CKPT_SUFFIX) and (is_dir or entry.is_file(follow_symlinks=False)):
+            if name.endswith(CKPT_SUFFIX) and (is_dir or entry.is_file(follow_symlinks=False)):
                 ckpt = _lightning_candidate(entry, is_dir, template, report)
                 if ckpt is not None:
                     candidates.append(ckpt)
@@ -228,7 +228,7 @@ def _known_non_checkpoint(name: str, is_link: bool) -> Tuple[Optional[str], bool
         return SIDECARS[name], True
     if name.endswith(NEMO_UNFINISHED):
         return "NeMo's marker of an unfinished save (the checkpoint it names is invalid while it exists)", False
-    if name.endswith("-EMA") or name.endswith("-EMA" + _CKPT_SUFFIX):
+    if name.endswith("-EMA") or name.endswith("-EMA" + CKPT_SUFFIX):
         return "NeMo's EMA weights beside a checkpoint (not resumed from)", True
     match = COMPOSER_RANK_FILE.match(name)
     if match:
@@ -244,7 +244,7 @@ def _note_unexplained(report: Report, path: str, name: str, is_dir: bool) -> Non
                                        "layout explains it" % hint))
 
 
-def _read_finished(path: str) -> Dict[str, Any]:
+def read_finished(path: str) -> Dict[str, Any]:
     text = _read_text(path, 1 << 16)
     try:
         data = parse_json_bytes(text.encode("utf-8")) if text else {}
@@ -263,7 +263,7 @@ def _resolve_pointers(raw_pointers: List[Dict[str, Any]], candidates: List[Check
         if raw["is_link"]:
             pointer["kind"] = "symlink"
             pointer["target"] = os.readlink(path)
-            if not _inside(path, root_real):
+            if not is_inside(path, root_real):
                 pointer.update(status="escapes", message="%s is a symlink out of the run folder; not followed" % name)
             elif not os.path.exists(path):
                 pointer.update(status="missing", message="%s points to %s, which does not exist" % (name, pointer["target"]))
@@ -274,7 +274,7 @@ def _resolve_pointers(raw_pointers: List[Dict[str, Any]], candidates: List[Check
                 else:
                     pointer.update(status="unrecognised",
                                    message="%s points to %s, which is not a checkpoint of this run folder" % (name, pointer["target"]))
-        elif name == _MEGATRON_TRACKER:
+        elif name == MEGATRON_TRACKER:
             pointer["kind"] = "megatron_tracker"
             text = _read_text(path)
             pointer["target"] = text
@@ -337,7 +337,7 @@ def inspect(path: str, validate: str = SIZES, validate_all: bool = False, list_a
             level without torch.
         ValueError: an unknown level or a bad ``name_template``.
     """
-    _check_level(validate)
+    check_level(validate)
     template = compile_name_template(name_template) if name_template else None
     root = os.path.abspath(path)
     if not os.path.isdir(root):
@@ -360,15 +360,15 @@ def inspect(path: str, validate: str = SIZES, validate_all: bool = False, list_a
                                "aside, or give the name template)" % ", ".join(blocking))
     if validate_all:
         for ckpt in candidates:
-            _check(ckpt, validate, root_real)
+            check_checkpoint(ckpt, validate, root_real)
     elif list_all:
         for ckpt in candidates:
-            _check(ckpt, STRUCTURE, root_real)
+            check_checkpoint(ckpt, STRUCTURE, root_real)
     for ckpt in reversed(candidates if not blocking else []):
         if ckpt.valid is False:
             continue
         if ckpt.checked != validate:
-            _check(ckpt, validate, root_real)
+            check_checkpoint(ckpt, validate, root_real)
         if ckpt.valid:
             report.latest_valid = ckpt
             break
@@ -419,7 +419,7 @@ def verify(path: Union[str, Checkpoint], validate: str = SHA256) -> Checkpoint:
     Raises:
         CheckpointError: the path does not exist or its name matches no layout.
     """
-    _check_level(validate)
+    check_level(validate)
     if isinstance(path, Checkpoint):
         ckpt = path
     else:
@@ -428,7 +428,7 @@ def verify(path: Union[str, Checkpoint], validate: str = SHA256) -> Checkpoint:
         parsed = parse_name(name)
         if not os.path.lexists(full):
             raise CheckpointError("%s does not exist" % full)
-        if parsed is None and name.endswith(_CKPT_SUFFIX):
+        if parsed is None and name.endswith(CKPT_SUFFIX):
             parsed = (LIGHTNING, "any", -1, None)  # last.ckpt, epoch=3-val_loss=0.12.ckpt: checked, not ordered
         nemo = parse_nemo_name(name) if parsed is None and os.path.isdir(full) else None
         if nemo is not None:
@@ -440,10 +440,10 @@ def verify(path: Union[str, Checkpoint], validate: str = SHA256) -> Checkpoint:
             try:
                 ckpt.step, ckpt.epoch = lightning_progress(full)
                 ckpt.step_from = "metadata"
-            except (_Invalid, ValueError, OSError):
+            except (Invalid, ValueError, OSError):
                 pass  # the check below says why when it is broken
     parent_real = os.path.realpath(os.path.dirname(ckpt.path))
-    if os.path.islink(ckpt.path) and not _inside(ckpt.path, parent_real):
+    if os.path.islink(ckpt.path) and not is_inside(ckpt.path, parent_real):
         ckpt.valid, ckpt.why_invalid, ckpt.checked = False, "a symlink out of its folder (not followed)", validate
         return ckpt
-    return _check(ckpt, validate, parent_real)
+    return check_checkpoint(ckpt, validate, parent_real)

@@ -25,7 +25,7 @@ except ImportError:  # pragma: no cover
 
 from .common import FINISHED, FORMAT, FORMAT_VERSION, MANIFEST, SIZES, TMP_PREFIX
 from .names import checkpoint_name, is_temporary
-from .fsutil import _fsync_dir, atomic_write_json, hash_file
+from .fsutil import atomic_write_json, fsync_dir, hash_file
 from .runs import verify
 
 
@@ -95,7 +95,7 @@ def commit_checkpoint(staging: str, root: str, step: int, epoch: Optional[int] =
             size, digest = hash_file(path, fsync=fsync)
             files.append(dict(path=rel, size=size, sha256=digest))
         if fsync and dirpath != staging:
-            _fsync_dir(dirpath)
+            fsync_dir(dirpath)
     if not files:
         raise ValueError("nothing to commit: %s is empty" % staging)
     manifest = dict(format=FORMAT, format_version=FORMAT_VERSION, step=step, epoch=epoch, time=_utc_now(),
@@ -109,12 +109,12 @@ def commit_checkpoint(staging: str, root: str, step: int, epoch: Optional[int] =
         if fsync:
             os.fsync(handle.fileno())
     if fsync:
-        _fsync_dir(staging)
+        fsync_dir(staging)
     if os.path.lexists(final):
         raise FileExistsError("%s already exists" % final)
     os.rename(staging, final)
     if fsync:
-        _fsync_dir(root)
+        fsync_dir(root)
     return final
 
 
@@ -146,7 +146,7 @@ class CheckpointWriter(object):
         if not os.path.isdir(self.root):
             os.makedirs(self.root)
             if self.fsync:
-                _fsync_dir(os.path.dirname(self.root))
+                fsync_dir(os.path.dirname(self.root))
         _refuse_existing(os.path.join(self.root, self.name))
         self.staging = os.path.join(self.root, "%s%s.%d.%s" % (
             TMP_PREFIX, self.name, os.getpid(), binascii.hexlify(os.urandom(4)).decode("ascii")))

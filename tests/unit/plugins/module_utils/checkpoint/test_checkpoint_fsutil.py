@@ -69,23 +69,23 @@ def test_open_lock_file_never_follows_a_symlink(tmp_path):
 
 
 def test_stat_regular_is_the_one_stat_check_of_read_json_and_single_file_checkpoints(tmp_path):
-    # _read_json (manifests, trainer_state.json) and a single-file checkpoint share fsutil._stat_regular.
+    # read_json (manifests, trainer_state.json) and a single-file checkpoint share fsutil.stat_regular.
     from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import fsutil
-    from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.common import _Invalid
+    from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.common import Invalid
     big = tmp_path / "big.json"
     big.write_text(u'{"a": 1}')
-    assert fsutil._stat_regular(str(big), "big.json").st_size == 8
+    assert fsutil.stat_regular(str(big), "big.json").st_size == 8
     cases = [(str(tmp_path / "missing.json"), None, "no x"),
              (str(tmp_path), None, "x is not a regular file"),
              (str(big), 7, "x is larger than 7 bytes")]
     for path, limit, words in cases:
-        with pytest.raises(_Invalid) as info:
-            fsutil._stat_regular(path, "x", limit)
+        with pytest.raises(Invalid) as info:
+            fsutil.stat_regular(path, "x", limit)
         assert str(info.value) == words
-        with pytest.raises(_Invalid) as info:
-            fsutil._read_json(path, "x", 7 if limit else 1 << 20)
+        with pytest.raises(Invalid) as info:
+            fsutil.read_json(path, "x", 7 if limit else 1 << 20)
         assert str(info.value) == words
     os.mkfifo(str(tmp_path / "model.pt"))
-    with pytest.raises(_Invalid) as info:
-        fsutil._stat_regular(str(tmp_path / "model.pt"), "model.pt")
+    with pytest.raises(Invalid) as info:
+        fsutil.stat_regular(str(tmp_path / "model.pt"), "model.pt")
     assert "model.pt is not a regular file" in str(info.value)
