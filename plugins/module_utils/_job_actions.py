@@ -33,7 +33,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import
 )
 
 try:
-    from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple  # noqa: F401
+    from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple  # noqa: F401
 except ImportError:  # pragma: no cover
     pass
 
@@ -260,43 +260,12 @@ def submit(cli: Any, args: List[str], identity: Dict[str, Any], known_ids: Seque
                 job_id, cluster = parse_sbatch_output(out, err)
             except SbatchOutputError as exc:
                 # rc 0: the job exists. Find it by identity rather than guess from the text.
-                try:
-                    listed = read_queue(cli, names=[identity["name"]], users=[identity["user"]])
-                except (SlurmCommandError, JobParseError) as lookup:
-                    raise SubmitError("sbatch succeeded but %s, and squeue could not list the jobs "
-                                      "of this identity: %s" % (exc, failure_words(lookup)),
-                                      maybe_accepted=True, errors=errors)
-                new = [j for j in listed if j["job_id_raw"] not in known and matches_identity(
-                    j, identity["name"], identity["user"], identity.get("key"))]
-                if len(new) != 1:
-                    raise SubmitError("sbatch succeeded but %s, and squeue shows %d new job(s) of "
-                                      "this identity" % (exc, len(new)), maybe_accepted=True,
-                                      errors=errors)
-                errors.append(str(exc))
-                return {"job_id": submission_id(new[0]), "cluster": new[0]["cluster"],
-                        "recovered": True, "attempts": attempts, "errors": errors, "job": new[0]}
+                return _recover_unreadable(cli, identity, known, exc, errors, attempts)
             return {"job_id": job_id, "cluster": cluster, "recovered": False,
                     "attempts": attempts, "errors": errors, "job": None}
         # Did slurmctld take it? Ask before any retry; never resubmit without an answer.
-        found: Optional[List[Dict[str, Any]]] = None
-        lookups = 0
-        while found is None:
-            lookups += 1
-            sleep(delay)
-            try:
-                found = read_queue(cli, names=[identity["name"]], users=[identity["user"]])
-            except (SlurmCommandError, JobParseError) as exc:
-                # no complete answer (an error, or an output cut short) is no answer
-                errors.append("squeue after sbatch attempt %d: %s" % (attempts, failure_words(exc)))
-                if lookups > retries:
-                    raise SubmitError(
-                        "sbatch failed (%s) and squeue could not tell whether Slurm accepted "
-                        "the job; it was NOT submitted again. Check with squeue -n %s -u %s "
-                        "before running this task again" % (
-                            failure_words(last), identity["name"], identity["user"]),
-                        exc=last, maybe_accepted=True, errors=errors)
-        new = [j for j in found if j["job_id_raw"] not in known and matches_identity(
-            j, identity["name"], identity["user"], identity.get("key"))]
+        found = _queue_after_failure(cli, identity, last, errors, attempts, retries, delay, sleep)
+        new = _new_jobs(found, known, identity)
         if new:
             job = sorted(new, key=lambda j: j["job_id_raw"])[0]
             return {"job_id": submission_id(job), "cluster": job["cluster"], "recovered": True,
@@ -306,6 +275,62 @@ def submit(cli: Any, args: List[str], identity: Dict[str, Any], known_ids: Seque
             raise SubmitError(
                 "sbatch failed %d times (%s); squeue shows that Slurm did not accept the job"
                 % (attempts, failure_words(last)), exc=last, errors=errors)
+
+
+def _new_jobs(listed: List[Dict[str, Any]], known: Set[int], identity: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The jobs of ``listed`` (squeue entries) of ``identity`` whose ids are not in ``known``."""
+    return [j for j in listed if j["job_id_raw"] not in known and matches_identity(
+        j, identity["name"], identity["user"], identity.get("key"))]
+
+
+def _recover_unreadable(cli: Any, identity: Dict[str, Any], known: Set[int], exc: Exception,
+                        errors: List[str], attempts: int) -> Dict[str, Any]:
+    """sbatch succeeded but printed no readable id (``exc``): the one new job of ``identity``
+    squeue lists, as :func:`submit` returns it.
+
+    Raises:
+        SubmitError: ``maybe_accepted`` true: squeue gave no complete answer, or not exactly one new job.
+    """
+    try:
+        listed = read_queue(cli, names=[identity["name"]], users=[identity["user"]])
+    except (SlurmCommandError, JobParseError) as lookup:
+        raise SubmitError("sbatch succeeded but %s, and squeue could not list the jobs "
+                          "of this identity: %s" % (exc, failure_words(lookup)),
+                          maybe_accepted=True, errors=errors)
+    new = _new_jobs(listed, known, identity)
+    if len(new) != 1:
+        raise SubmitError("sbatch succeeded but %s, and squeue shows %d new job(s) of "
+                          "this identity" % (exc, len(new)), maybe_accepted=True,
+                          errors=errors)
+    errors.append(str(exc))
+    return {"job_id": submission_id(new[0]), "cluster": new[0]["cluster"],
+            "recovered": True, "attempts": attempts, "errors": errors, "job": new[0]}
+
+
+def _queue_after_failure(cli: Any, identity: Dict[str, Any], last: Any, errors: List[str], attempts: int,
+                         retries: int, delay: float, sleep: Callable[[float], Any]) -> List[Dict[str, Any]]:
+    """The jobs of ``identity`` squeue lists (every state) after sbatch attempt ``attempts``
+    failed with ``last``, asked after ``delay`` seconds, up to ``retries`` + 1 times.
+
+    Raises:
+        SubmitError: ``maybe_accepted`` true: no complete answer (an error, or an output cut
+            short, is no answer) within the tries; the job is not submitted again.
+    """
+    lookups = 0
+    while True:
+        lookups += 1
+        sleep(delay)
+        try:
+            return read_queue(cli, names=[identity["name"]], users=[identity["user"]])
+        except (SlurmCommandError, JobParseError) as exc:
+            errors.append("squeue after sbatch attempt %d: %s" % (attempts, failure_words(exc)))
+            if lookups > retries:
+                raise SubmitError(
+                    "sbatch failed (%s) and squeue could not tell whether Slurm accepted "
+                    "the job; it was NOT submitted again. Check with squeue -n %s -u %s "
+                    "before running this task again" % (
+                        failure_words(last), identity["name"], identity["user"]),
+                    exc=last, maybe_accepted=True, errors=errors)
 
 
 def job_target(job: Dict[str, Any], job_id: Optional[str] = None) -> str:

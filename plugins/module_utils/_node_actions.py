@@ -167,39 +167,44 @@ def plan_node_changes(nodes: List[Dict[str, Any]], names: List[str], action: str
         if node is None:
             result["unknown"].append(name)
             continue
-        state = node_state(node)
-        current_reason = node.get("reason") or ""
-        keep = reason_policy == "keep" and current_reason
-        if action in ("drain", "down"):
-            already = state.drained if action == "drain" else state.down
-            if not already:
-                add(name, action, current_reason if keep else reason)
-            elif reason_policy == "replace" and current_reason != reason:
-                # A drained node is drained again with the new reason, not only given it:
-                # slurmctld records a new node event in the accounting for a drain, never for a
-                # reason alone, and the healing budget reads when a hold began and ended there.
-                add(name, "drain" if action == "drain" else "reason", reason)
-            else:
-                result["unchanged"].append(name)
-        elif action == "resume":
-            if state.drained or state.down or "FAIL" in state.flags:
-                add(name, "resume", None)
-            else:
-                result["unchanged"].append(name)
-        elif action == "reboot":
-            if state.flags & frozenset(("REBOOT_REQUESTED", "REBOOT_ISSUED")):
-                result["unchanged"].append(name)
-            else:
-                add(name, "reboot", reason)
-        elif action == "cancel_reboot":
-            if "REBOOT_REQUESTED" in state.flags:
-                add(name, "cancel_reboot", None)
-            elif "REBOOT_ISSUED" in state.flags:
-                result["refused"][name] = ("the reboot was already issued to the node; "
-                                           "Slurm can only cancel a reboot still pending")
-            else:
-                result["unchanged"].append(name)
+        outcome, detail, change_reason = _node_change(node, action, reason, reason_policy)
+        if outcome == "change":
+            add(name, detail, change_reason)
+        elif outcome == "refused":
+            result["refused"][name] = detail
+        else:
+            result["unchanged"].append(name)
     return result
+
+
+def _node_change(node: Dict[str, Any], action: str, reason: Optional[str],
+                 reason_policy: str) -> Tuple[str, Optional[str], Optional[str]]:
+    """What ``action`` (of :func:`plan_node_changes`) means for one node as it is now:
+    ``("change", scontrol action, reason)``, ``("unchanged", None, None)`` or ``("refused", why, None)``."""
+    state = node_state(node)
+    current_reason = node.get("reason") or ""
+    if action in ("drain", "down"):
+        already = state.drained if action == "drain" else state.down
+        if not already:
+            return "change", action, current_reason if reason_policy == "keep" and current_reason else reason
+        if reason_policy == "replace" and current_reason != reason:
+            # A drained node is drained again with the new reason, not only given it:
+            # slurmctld records a new node event in the accounting for a drain, never for a
+            # reason alone, and the healing budget reads when a hold began and ended there.
+            return "change", "drain" if action == "drain" else "reason", reason
+    elif action == "resume":
+        if state.drained or state.down or "FAIL" in state.flags:
+            return "change", "resume", None
+    elif action == "reboot":
+        if not state.flags & frozenset(("REBOOT_REQUESTED", "REBOOT_ISSUED")):
+            return "change", "reboot", reason
+    elif action == "cancel_reboot":
+        if "REBOOT_REQUESTED" in state.flags:
+            return "change", "cancel_reboot", None
+        if "REBOOT_ISSUED" in state.flags:
+            return "refused", ("the reboot was already issued to the node; "
+                               "Slurm can only cancel a reboot still pending"), None
+    return "unchanged", None, None
 
 
 def reached(node: Optional[Dict[str, Any]], change: Change) -> bool:
