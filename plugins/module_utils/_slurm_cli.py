@@ -30,8 +30,9 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import 
     DEFAULT_RELEASE,
     expand_hostlist,
 )
+from ansible_collections.clusterops.slurm.plugins.module_utils._task import TaskFailure, run_task
 
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, Union  # noqa: F401
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Type  # noqa: F401
 
 if TYPE_CHECKING:  # the type of the module argument; modules import it themselves
     from ansible.module_utils.basic import AnsibleModule  # noqa: F401
@@ -206,16 +207,6 @@ def split_fields(records: Sequence[str], sep: str, fields: Sequence[str], what: 
     return rows
 
 
-class TaskFailure(Exception):
-    """The task fails with ``msg`` and the result keys ``result`` (:func:`run_module` adds
-    ``commands``)."""
-
-    def __init__(self, msg: str, **result: Any) -> None:
-        super(TaskFailure, self).__init__(msg)
-        self.msg = msg
-        self.result = result
-
-
 def failure_words(exc: Exception) -> str:
     """Why a Slurm read or command failed, on one line: Slurm's words of a failed command
     (a :class:`SlurmCommandError`, :func:`slurm_words`), else the error's own text (an answer
@@ -264,8 +255,7 @@ class SlurmCLI(object):
         if params.get("slurm_conf"):
             if not os.path.isfile(params["slurm_conf"]):
                 # Slurm's commands would retry for a minute before saying so.
-                module.fail_json(msg="slurm_conf %s does not exist or is not a file"
-                                 % params["slurm_conf"])
+                raise TaskFailure("slurm_conf %s does not exist or is not a file" % params["slurm_conf"])
             self.environ["SLURM_CONF"] = params["slurm_conf"]
         # Slurm's own words in its output, whatever the target's locale.
         self.environ["LC_ALL"] = "C"
@@ -279,14 +269,12 @@ class SlurmCLI(object):
                 if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
                     found = candidate
                 else:
-                    self.module.fail_json(
-                        msg="%s not found in slurm_bin_dir %s" % (name, self.bin_dir))
+                    raise TaskFailure("%s not found in slurm_bin_dir %s" % (name, self.bin_dir))
             else:
                 found = self.module.get_bin_path(name, required=False)
                 if not found:
-                    self.module.fail_json(
-                        msg="%s not found on PATH; is the Slurm client installed? "
-                            "Set slurm_bin_dir if it lives elsewhere." % name)
+                    raise TaskFailure("%s not found on PATH; is the Slurm client installed? "
+                                      "Set slurm_bin_dir if it lives elsewhere." % name)
             self._paths[name] = found
         return self._paths[name]
 
@@ -420,11 +408,6 @@ class SlurmCLI(object):
                 self.calls[-1], rc, out, err)
         return doc
 
-    def fail(self, exc: SlurmCommandError, **extra: Any) -> None:
-        """``fail_json`` with cmd, rc, stdout, stderr and the one-line explanation (for a module
-        that does not run its task through :func:`run_module`)."""
-        self.module.fail_json(msg=exc.msg, commands=self.calls, **dict(exc.result(), **extra))
-
 
 def option_value(params: Dict[str, Any], option: str, parse: Callable[[Any], Any]) -> Any:
     """``parse(params[option])``, for an option whose value a module reads further.
@@ -468,26 +451,26 @@ def state_names_option(params: Dict[str, Any], option: str, state_matches: Calla
 
 
 def run_module(module: AnsibleModule, task: Callable[[Any, SlurmCLI], Dict[str, Any]], errors: Tuple[Type[Exception], ...] = ()) -> None:
-    """Run ``task(module, cli)`` with a :class:`SlurmCLI` for ``module`` and exit with the result it
-    returns plus ``commands`` (every Slurm command the task ran), or fail the one
-    way every module of this collection fails, with ``commands`` too:
+    """Run ``task(module, cli)`` with a :class:`SlurmCLI` for ``module`` through
+    ``_task.run_task``: it exits with the result the task returns plus ``commands`` (every Slurm
+    command the task ran), or fails the one way every module of this collection fails, with
+    ``commands`` too:
 
     - :class:`SlurmCommandError`: its message, ``cmd``, ``rc``, ``stdout`` and ``stderr``;
     - :class:`SlurmAnswerError` (an answer that could not be read) and ``errors`` (e.g. a
       module's policy errors): the error's text;
-    - :class:`TaskFailure`: its message and result keys.
+    - ``TaskFailure``: its message and result keys.
 
     Never returns: ``exit_json`` and ``fail_json`` end the module.
     """
-    cli = SlurmCLI(module)
-    try:
-        outcome: Union[Dict[str, Any], TaskFailure] = task(module, cli)
-    except SlurmCommandError as exc:
-        outcome = TaskFailure(exc.msg, **exc.result())
-    except TaskFailure as exc:
-        outcome = exc
-    except (SlurmAnswerError,) + tuple(errors) as exc:
-        outcome = TaskFailure(str(exc))
-    if isinstance(outcome, TaskFailure):
-        module.fail_json(msg=outcome.msg, commands=cli.calls, **outcome.result)
-    module.exit_json(commands=cli.calls, **outcome)
+    clis: List[SlurmCLI] = []  # made inside the task: a bad slurm_conf fails the one way too
+
+    def slurm_task(module: AnsibleModule) -> Dict[str, Any]:
+        clis.append(SlurmCLI(module))
+        try:
+            return task(module, clis[0])
+        except SlurmCommandError as exc:
+            raise TaskFailure(exc.msg, **exc.result())
+        except SlurmAnswerError as exc:
+            raise TaskFailure(str(exc))
+    run_task(module, slurm_task, errors, always=lambda: {"commands": clis[0].calls if clis else []})

@@ -284,6 +284,22 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import CheckpointError, inspect
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint_options import checkpoint_argument_spec
+from ansible_collections.clusterops.slurm.plugins.module_utils._task import run_task
+
+
+def report(module):
+    """The task of ``checkpoint_info`` (for ``_task.run_task``): the run folder's checkpoints (RETURN)."""
+    params = module.params
+    found = inspect(params["path"], params["validate"], validate_all=params["validate_all"],
+                    name_template=params["name_template"])
+    for message in found.warnings:
+        module.warn(message)
+    result = found.to_dict()
+    result["checkpoint_warnings"] = result.pop("warnings")
+    # Not "path": AnsibleModule would add the folder's owner, mode, ... to the result.
+    result["run_folder"] = result.pop("path")
+    result["changed"] = False
+    return result
 
 
 def main():
@@ -294,18 +310,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    try:
-        report = inspect(module.params["path"], module.params["validate"],
-                         validate_all=module.params["validate_all"], name_template=module.params["name_template"])
-    except (CheckpointError, ValueError) as exc:
-        module.fail_json(msg=str(exc))
-    for message in report.warnings:
-        module.warn(message)
-    result = report.to_dict()
-    result["checkpoint_warnings"] = result.pop("warnings")
-    # Not "path": AnsibleModule would add the folder's owner, mode, ... to the result.
-    result["run_folder"] = result.pop("path")
-    module.exit_json(changed=False, **result)
+    run_task(module, report, errors=(CheckpointError, ValueError))
 
 
 if __name__ == "__main__":

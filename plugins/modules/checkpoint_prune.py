@@ -216,34 +216,26 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint impor
     prune,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint_options import checkpoint_argument_spec
+from ansible_collections.clusterops.slurm.plugins.module_utils._task import TaskFailure, run_task
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=checkpoint_argument_spec(
-            keep_last=dict(type="int", required=True),
-            keep_every=dict(type="int", default=0),
-            keep=dict(type="list", elements="str", default=[]),
-            min_free=dict(type="str"),
-            tmp_grace=dict(type="int", default=TMP_GRACE),
-            lock_file=dict(type="path"),
-        ),
-        supports_check_mode=True,
-    )
+def prune_folder(module):
+    """The task of ``checkpoint_prune`` (for ``_task.run_task``): the run folder pruned (in check
+    mode, planned), with its result (RETURN)."""
     params = module.params
     if params["keep_every"] < 0:
-        module.fail_json(msg="keep_every must be 0 (off) or more, not %d" % params["keep_every"])
+        raise TaskFailure("keep_every must be 0 (off) or more, not %d" % params["keep_every"])
     try:
         parse_min_free(params["min_free"])
     except ValueError as exc:
-        module.fail_json(msg=str(exc))
+        raise TaskFailure(str(exc))
     lines: List[str] = []
     try:
         result = prune(params["path"], params["keep_last"], params["keep_every"], params["keep"], params["min_free"],
                        None if params["tmp_grace"] < 0 else params["tmp_grace"], params["validate"],
                        dry_run=module.check_mode, log=lines.append, lock_file=params["lock_file"])
     except (CheckpointError, ValueError) as exc:
-        module.fail_json(msg=str(exc), run_folder=params["path"], deleted=[])
+        raise TaskFailure(str(exc), run_folder=params["path"], deleted=[])
     if not module.check_mode:
         for line in lines:
             module.log("checkpoint_prune %s: %s" % (result.path, line))
@@ -259,9 +251,24 @@ def main():
                               after="".join(n + "\n" for n in result.after),
                               before_header="%s (before)" % result.path, after_header="%s (after)" % result.path)
     if result.error:
-        module.fail_json(msg="%s; stopped, nothing more deleted (%d deleted before)" % (
+        raise TaskFailure("%s; stopped, nothing more deleted (%d deleted before)" % (
             result.error, len(result.deleted)), **output)
-    module.exit_json(**output)
+    return output
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=checkpoint_argument_spec(
+            keep_last=dict(type="int", required=True),
+            keep_every=dict(type="int", default=0),
+            keep=dict(type="list", elements="str", default=[]),
+            min_free=dict(type="str"),
+            tmp_grace=dict(type="int", default=TMP_GRACE),
+            lock_file=dict(type="path"),
+        ),
+        supports_check_mode=True,
+    )
+    run_task(module, prune_folder)
 
 
 if __name__ == "__main__":

@@ -342,11 +342,11 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._job_actions impo
 from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import read_queue
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
     SlurmCommandError,
-    TaskFailure,
     effective_user,
     run_module,
     slurm_argument_spec,
 )
+from ansible_collections.clusterops.slurm.plugins.module_utils._task import TaskFailure
 
 _JOB_ID_RE = re.compile(r"^\d+(?:_\d+|\+\d+)?$")
 

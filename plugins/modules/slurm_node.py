@@ -179,11 +179,11 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._node_actions imp
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import read_nodes
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
-    TaskFailure,
     hostlist_option,
     run_module,
     slurm_argument_spec,
 )
+from ansible_collections.clusterops.slurm.plugins.module_utils._task import TaskFailure
 
 
 def change(module, cli):

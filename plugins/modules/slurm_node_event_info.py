@@ -178,11 +178,11 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._node_events impo
     read_node_events,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
-    TaskFailure,
     option_value,
     run_module,
     slurm_argument_spec,
 )
+from ansible_collections.clusterops.slurm.plugins.module_utils._task import TaskFailure
 
 
 def read(module, cli):

@@ -212,6 +212,7 @@ except ImportError:  # pragma: no cover
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.clusterops.slurm.plugins.module_utils._task import TaskFailure, run_task
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry import (
     DEFAULT_REGISTRY,
     FORMAT_VERSION,
@@ -221,10 +222,9 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._training_remedia
     RUN_FORMAT,
     RUN_NAME,
     RegistryError,
-    RegistryLock,
     owner_uid,
-    remove_run,
     run_document,
+    unregister_run,
     validate_run,
     write_run,
 )
@@ -274,57 +274,58 @@ def _current(path):
         return text
 
 
+def run_spec(params: Dict[str, Any], folder: str) -> Dict[str, Any]:
+    """The run.json the options describe, before validation."""
+    spec = {"format": RUN_FORMAT, "format_version": FORMAT_VERSION, "name": params["name"], "owner": params["owner"],
+            "launcher": params["launcher"] or os.path.join(folder, LAUNCHER_FILE),
+            "checkpoint_dir": params["checkpoint_dir"]}
+    for field in FIELD_TYPES:
+        spec[field] = params[field]
+    return spec
+
+
+def manage(module):
+    """The task of ``training_run`` (for ``_task.run_task``): the run's registry entry as
+    ``state`` asks, with its result (RETURN)."""
+    params = module.params
+    name = params["name"]
+    if not RUN_NAME.match(name):
+        raise TaskFailure("name %r has characters other than letters, digits, . _ - (or starts with . _ -)" % name)
+    folder = os.path.join(params["registry"], name)
+    path = os.path.join(folder, RUN_FILE)
+    before = _current(path)
+    # Not "path": AnsibleModule would add that file's owner, mode and state to the result.
+    result: Dict[str, Any] = dict(changed=False, run_file=path, run=None)
+    after = None
+    try:
+        if params["state"] == "absent":
+            result["changed"] = os.path.lexists(folder)
+            if result["changed"] and not module.check_mode:
+                unregister_run(params["registry"], folder, params["lock_timeout"])
+        else:
+            after = run_document(validate_run(run_spec(params, folder), folder))
+            owner_uid(params["owner"], folder)
+            result.update(run=after, changed=before != after)
+            if result["changed"] and not module.check_mode:
+                try:
+                    write_run(folder, after)
+                except OSError as exc:
+                    raise RegistryError("cannot write %s: %s" % (path, exc))
+    except RegistryError as exc:
+        raise TaskFailure(str(exc), **result)
+    if module._diff:
+        result["diff"] = {"before": before if isinstance(before, str) else _text(before), "after": _text(after),
+                          "before_header": path, "after_header": path}
+    return result
+
+
 def main():
     module = AnsibleModule(
         argument_spec=argument_spec(),
         required_if=[("state", "present", ("owner", "checkpoint_dir"))],
         supports_check_mode=True,
     )
-    params = module.params
-    name = params["name"]
-    if not RUN_NAME.match(name):
-        module.fail_json(msg="name %r has characters other than letters, digits, . _ - (or starts with . _ -)" % name)
-    folder = os.path.join(params["registry"], name)
-    path = os.path.join(folder, RUN_FILE)
-    before = _current(path)
-    # Not "path": AnsibleModule would add that file's owner, mode and state to the result.
-    result: Dict[str, Any] = dict(changed=False, run_file=path, run=None)
-
-    if params["state"] == "absent":
-        result["changed"] = os.path.lexists(folder)
-        if result["changed"] and not module.check_mode:
-            lock = RegistryLock(params["registry"], timeout=max(params["lock_timeout"], 0))
-            if not lock.acquire():
-                module.fail_json(msg="another remediation holds %s: run %s was not removed" % (lock.path, name),
-                                 **result)
-            try:
-                remove_run(folder)
-            except OSError as exc:
-                module.fail_json(msg="cannot remove %s: %s" % (folder, exc), **result)
-            finally:
-                lock.release()
-        after = None
-    else:
-        spec = {"format": RUN_FORMAT, "format_version": FORMAT_VERSION, "name": name, "owner": params["owner"],
-                "launcher": params["launcher"] or os.path.join(folder, LAUNCHER_FILE),
-                "checkpoint_dir": params["checkpoint_dir"]}
-        for field in FIELD_TYPES:
-            spec[field] = params[field]
-        try:
-            after = run_document(validate_run(spec, folder))
-            owner_uid(params["owner"], folder)
-        except RegistryError as exc:
-            module.fail_json(msg=str(exc), **result)
-        result.update(run=after, changed=before != after)
-        if result["changed"] and not module.check_mode:
-            try:
-                write_run(folder, after)
-            except OSError as exc:
-                module.fail_json(msg="cannot write %s: %s" % (path, exc), **result)
-    if module._diff:
-        result["diff"] = {"before": before if isinstance(before, str) else _text(before), "after": _text(after),
-                          "before_header": path, "after_header": path}
-    module.exit_json(**result)
+    run_task(module, manage)
 
 
 if __name__ == "__main__":

@@ -191,7 +191,7 @@ def _check_huggingface(ckpt: Checkpoint, level: str, base_real: str) -> None:
     ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
     require_nonempty(files, "Hugging Face")
     state = read_json(os.path.join(ckpt.path, "trainer_state.json"),
-                       "trainer_state.json (the Trainer writes it last)")
+                      "trainer_state.json (the Trainer writes it last)")
     if not isinstance(state, dict):
         raise Invalid("trainer_state.json is not an object")
     global_step = state.get("global_step")
@@ -354,7 +354,7 @@ def _check_deepspeed_files(files: List[Tuple[str, str, int]], what: str) -> None
         for mp_rank, ranks in sorted(grid.items()):
             if ranks != set(range(len(ranks))) or len(counts) != 1:
                 raise Invalid("ZeRO optimizer states incomplete for mp_rank %d: data-parallel ranks %s"
-                               % (mp_rank, sorted(ranks)))
+                              % (mp_rank, sorted(ranks)))
 
 
 def _check_deepspeed(ckpt: Checkpoint, level: str, base_real: str) -> None:

@@ -20,7 +20,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._node_actions imp
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_events import read_node_events
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import read_nodes
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.policy import plan_from_options
-from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import TaskFailure
+from ansible_collections.clusterops.slurm.plugins.module_utils._task import TaskFailure
 
 try:
     from typing import Any, Dict, List, Optional, Tuple  # noqa: F401 pylint: disable=unused-import

@@ -468,3 +468,27 @@ class RegistryLock(object):
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def unregister_run(registry: str, folder: str, lock_timeout: float = 60) -> None:
+    """Remove a run's registry folder (:func:`remove_run`) under the registry's lock, so that no
+    remediation reads it half removed.
+
+    Args:
+        registry: the registry folder.
+        folder: the run's folder in it.
+        lock_timeout: seconds to wait for a remediation that holds the lock (0 or less: try once).
+
+    Raises:
+        RegistryError: the lock stayed held past ``lock_timeout``, or the folder could not be removed.
+    """
+    lock = RegistryLock(registry, timeout=max(lock_timeout, 0))
+    if not lock.acquire():
+        raise RegistryError("another remediation holds %s: run %s was not removed"
+                            % (lock.path, os.path.basename(folder)))
+    try:
+        remove_run(folder)
+    except OSError as exc:
+        raise RegistryError("cannot remove %s: %s" % (folder, exc))
+    finally:
+        lock.release()

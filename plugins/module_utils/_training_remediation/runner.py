@@ -29,9 +29,9 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._privsep import P
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
     SlurmAnswerError,
     SlurmCommandError,
-    TaskFailure,
     effective_user,
 )
+from ansible_collections.clusterops.slurm.plugins.module_utils._task import TaskFailure
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.evidence import (
     collect_evidence,
     evidence_commands,

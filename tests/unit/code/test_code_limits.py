@@ -42,7 +42,7 @@ def test_each_limit_is_found(limits, tmp_path, monkeypatch):
                                   "def long():\n" + "    x = 1\n" * 80)
     (package / "big.py").write_text("x = 1\n" * 601)
     (tmp_path / "alone.py").write_text("from b import _private\n" + textwrap.indent("def ok():\n" + "    x = 1\n" * 79, ""))
-    found = {key: what for path in ("pkg/a.py", "pkg/big.py", "alone.py") for key, _, what in limits.offenders(path)}
+    found = {key: what for path in ("pkg/a.py", "pkg/big.py", "alone.py") for key, dummy, what in limits.offenders(path)}
     assert found == {
         "pkg/a.py->b:_private": "imports the private _private of b.py",
         "pkg/a.py->b:_other": "imports the private _other of b.py",
