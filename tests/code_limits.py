@@ -36,7 +36,6 @@ KNOWN = frozenset((
     "dev/cluster/devcluster.py::render_slurm_conf",
     "plugins/module_utils/_checkpoint/pruning.py::_prune_locked",
     "plugins/module_utils/_jobs.py",
-    "plugins/module_utils/_training_remediation/policy.py::decide",
     "roles/node_health/files/clusterops-healthcheck",
     "roles/torchrun_launcher/files/reference_trainer.py",
 ))

@@ -158,68 +158,95 @@ def decide(run: Dict[str, Any],
            "needs_human": False, "reason": "", "last_job": _job_brief(last),
            "step": ckpt.get("step"), "checkpoint": ckpt.get("checkpoint"),
            "resubmissions": len(resubmissions), "max_resubmissions": run["max_resubmissions"]}
+    verdict = (_verdict_before_jobs(run, mine, ckpt)
+               or _verdict_active(run, mine, state, progress, time.time() if now is None else now, out)
+               or _verdict_ended(run, last, ckpt, state, resubmissions, out))
+    status, reason, action, human = verdict
+    out.update(status=status, reason=reason, action=action, needs_human=human)
+    return out
 
-    def result(status, reason, action=NONE, human=False):
-        out.update(status=status, reason=reason, action=action, needs_human=human)
-        return out
 
+#: What :func:`decide` says: ``(status, reason, action, needs_human)``.
+Verdict = Tuple[str, str, str, bool]
+
+
+def _verdict(status: str, reason: str, action: str = NONE, human: bool = False) -> Verdict:
+    return status, reason, action, human
+
+
+def _verdict_before_jobs(run: Dict[str, Any], mine: List[Dict[str, Any]], ckpt: Dict[str, Any]) -> Optional[Verdict]:
+    """Disabled, finished, or a job in a state this collection does not know; else None."""
     if not run["enabled"]:
-        return result("disabled", "disabled in the registry (enabled: false)")
+        return _verdict("disabled", "disabled in the registry (enabled: false)")
     if ckpt.get("finished"):
-        return result("finished", "finished (FINISHED marker in %s)" % run["checkpoint_dir"])
+        return _verdict("finished", "finished (FINISHED marker in %s)" % run["checkpoint_dir"])
     unknown = [j for j in mine if not j.get("state_known", True)]
     if unknown:
-        return result("unknown", "job %s is in state %s, which this collection does not know (a "
-                      "later Slurm release?): it may still be active; not resubmitting" % (
-                          unknown[-1]["job_id"], unknown[-1].get("state_raw")), human=True)
+        return _verdict("unknown", "job %s is in state %s, which this collection does not know (a "
+                        "later Slurm release?): it may still be active; not resubmitting" % (
+                            unknown[-1]["job_id"], unknown[-1].get("state_raw")), human=True)
+    return None
+
+
+def _verdict_active(run: Dict[str, Any], mine: List[Dict[str, Any]], state: Dict[str, Any],
+                    progress: Optional[Dict[str, Any]], now: float, out: Dict[str, Any]) -> Optional[Verdict]:
+    """The run's active job: more than one, held, hung (``out["hang"]`` set) or running; None
+    when no job of the run is active."""
     active = [j for j in mine if j.get("active")]
-    if active:
-        job = active[-1]
-        if len(active) > 1:
-            return result("active", "%d jobs of this run are active (%s): more than one needs a "
-                          "human" % (len(active), ", ".join(j["job_id"] for j in active)), human=True)
-        if job.get("held"):
-            who = {"user": "its owner", "admin": "an administrator"}.get(
-                job.get("held_by") or "", "Slurm itself")
-            return result("held", "job %s is held by %s (%s): it will not run until released; fix "
-                          "the cause, then release it (clusterops.slurm.slurm_job state=released, "
-                          "or scontrol release %s) or cancel it" % (
-                              job["job_id"], who, job.get("reason") or job.get("state_raw"),
-                              job["job_id"]), human=True)
-        cancelled = hang_cancelled(state, job["job_id_raw"])
-        if cancelled:
-            return result("hung", "job %s is %s: remediation cancelled it at %s because it hung; waiting "
-                          "for it to end (it is not cancelled again)" % (
-                              job["job_id"], job["state"], time.strftime(
-                                  "%Y-%m-%dT%H:%M:%SZ", time.gmtime(cancelled.get("time") or 0))))
-        hung = hang_check(run, job, progress, time.time() if now is None else now)
-        if hung:
-            out["hang"] = hung
-            return result("hung", "job %s is RUNNING but its progress (%s) has not moved for %d s (hang_timeout "
-                          "%d s)%s: hung" % (
-                              job["job_id"], (progress or {}).get("source"), hung["idle"], run["hang_timeout"],
-                              ", last step %d" % hung["step"] if hung["step"] is not None else ""),
-                          action=CANCEL_HUNG)
-        why = "job %s is %s" % (job["job_id"], job["state"])
-        if job.get("requeued"):
-            why += " (Slurm requeued it itself after %s)" % (
-                (job.get("history") or [{}])[-1].get("state") or "a failure")
-        return result("active", why + ": nothing to do")
+    if not active:
+        return None
+    job = active[-1]
+    if len(active) > 1:
+        return _verdict("active", "%d jobs of this run are active (%s): more than one needs a "
+                        "human" % (len(active), ", ".join(j["job_id"] for j in active)), human=True)
+    if job.get("held"):
+        who = {"user": "its owner", "admin": "an administrator"}.get(job.get("held_by") or "", "Slurm itself")
+        return _verdict("held", "job %s is held by %s (%s): it will not run until released; fix "
+                        "the cause, then release it (clusterops.slurm.slurm_job state=released, "
+                        "or scontrol release %s) or cancel it" % (
+                            job["job_id"], who, job.get("reason") or job.get("state_raw"),
+                            job["job_id"]), human=True)
+    cancelled = hang_cancelled(state, job["job_id_raw"])
+    if cancelled:
+        return _verdict("hung", "job %s is %s: remediation cancelled it at %s because it hung; waiting "
+                        "for it to end (it is not cancelled again)" % (
+                            job["job_id"], job["state"], time.strftime(
+                                "%Y-%m-%dT%H:%M:%SZ", time.gmtime(cancelled.get("time") or 0))))
+    hung = hang_check(run, job, progress, now)
+    if hung:
+        out["hang"] = hung
+        return _verdict("hung", "job %s is RUNNING but its progress (%s) has not moved for %d s (hang_timeout "
+                        "%d s)%s: hung" % (
+                            job["job_id"], (progress or {}).get("source"), hung["idle"], run["hang_timeout"],
+                            ", last step %d" % hung["step"] if hung["step"] is not None else ""),
+                        action=CANCEL_HUNG)
+    why = "job %s is %s" % (job["job_id"], job["state"])
+    if job.get("requeued"):
+        why += " (Slurm requeued it itself after %s)" % (
+            (job.get("history") or [{}])[-1].get("state") or "a failure")
+    return _verdict("active", why + ": nothing to do")
+
+
+def _verdict_ended(run: Dict[str, Any], last: Optional[Dict[str, Any]], ckpt: Dict[str, Any],
+                   state: Dict[str, Any], resubmissions: List[Dict[str, Any]], out: Dict[str, Any]) -> Verdict:
+    """No job of the run is active: stopped earlier, not started, lost, or ended in a state that
+    is resubmitted (:func:`_verdict_budget`) or left for a human (``out["hang_step"]`` set for a
+    job remediation cancelled because it hung)."""
     stopped = state.get("stopped")
     if stopped:
-        return result("stopped", "remediation stopped this run earlier: %s. Remove %s from the "
-                      "run's registry folder to let remediation resubmit it again"
-                      % (stopped.get("reason"), STATE_FILE), human=True)
+        return _verdict("stopped", "remediation stopped this run earlier: %s. Remove %s from the "
+                        "run's registry folder to let remediation resubmit it again"
+                        % (stopped.get("reason"), STATE_FILE), human=True)
     if last is None:
         if resubmissions:
-            return result("lost", "job %s, resubmitted by remediation, is not visible in squeue "
-                          "or sacct" % resubmissions[-1].get("job_id"), human=True)
-        return result("not_started", "no job of this run found: submit its launcher (%s) first"
-                      % run["launcher"])
+            return _verdict("lost", "job %s, resubmitted by remediation, is not visible in squeue "
+                            "or sacct" % resubmissions[-1].get("job_id"), human=True)
+        return _verdict("not_started", "no job of this run found: submit its launcher (%s) first"
+                        % run["launcher"])
     if resubmissions and resubmissions[-1].get("after_job") == last["job_id_raw"]:
-        return result("lost", "job %s was already resubmitted (as job %s) but that job is not "
-                      "visible in squeue or sacct" % (last["job_id"], resubmissions[-1].get("job_id")),
-                      human=True)
+        return _verdict("lost", "job %s was already resubmitted (as job %s) but that job is not "
+                        "visible in squeue or sacct" % (last["job_id"], resubmissions[-1].get("job_id")),
+                        human=True)
     state_name = last["state"]
     ended = "job %s ended %s" % (last["job_id"], state_name)
     hang = hang_cancelled(state, last["job_id_raw"]) if state_name == "CANCELLED" else None
@@ -229,33 +256,41 @@ def decide(run: Dict[str, Any],
             last["job_id"], " at step %d" % hang["step"] if hang.get("step") is not None else "")
     elif state_name == "CANCELLED":
         uid = last.get("cancelled_by")
-        return result("cancelled", "%s%s: a cancelled run is never resubmitted" % (
+        return _verdict("cancelled", "%s%s: a cancelled run is never resubmitted" % (
             ended, " by uid %s" % uid if uid is not None else ""))
     if state_name in HUMAN_STATES:
-        return result("ended", "%s: %s" % (ended, HUMAN_STATES[state_name]), human=True)
+        return _verdict("ended", "%s: %s" % (ended, HUMAN_STATES[state_name]), human=True)
     if state_name not in RESUBMIT_STATES and not hang:
-        return result("ended", "%s, not a state remediation resubmits after" % ended, human=True)
+        return _verdict("ended", "%s, not a state remediation resubmits after" % ended, human=True)
     if ckpt.get("status") in ("invalid", "error"):
-        return result("failed", "%s, but %s" % (ended, ckpt.get("detail")), human=True)
+        return _verdict("failed", "%s, but %s" % (ended, ckpt.get("detail")), human=True)
+    return _verdict_budget(run, ended, ckpt, resubmissions, hang)
+
+
+def _verdict_budget(run: Dict[str, Any], ended: str, ckpt: Dict[str, Any], resubmissions: List[Dict[str, Any]],
+                    hang: Optional[Dict[str, Any]]) -> Verdict:
+    """A job that ended in a state remediation resubmits after: resubmit, or stop when the budget
+    is used up or the last ``no_progress_limit`` resubmissions made no progress (the same
+    checkpoint step, or a hang at the same step)."""
     limit = run["max_resubmissions"]
     if len(resubmissions) >= limit:
-        return result("failed", "%s; the budget of %d resubmission(s) is used up" % (ended, limit),
-                      action=STOP, human=True)
+        return _verdict("failed", "%s; the budget of %d resubmission(s) is used up" % (ended, limit),
+                        action=STOP, human=True)
     window = run["no_progress_limit"]
     step = ckpt.get("step")
     recent = resubmissions[-window:] if window > 0 else []
     if hang and hang.get("step") is not None and window > 0 and len(recent) == window \
             and all(r.get("hang_step") == hang["step"] for r in recent):
-        return result("failed", "%s; no progress: it hung at step %d again, as before each of the last %d "
-                      "resubmission(s)" % (ended, hang["step"], window), action=STOP, human=True)
+        return _verdict("failed", "%s; no progress: it hung at step %d again, as before each of the last %d "
+                        "resubmission(s)" % (ended, hang["step"], window), action=STOP, human=True)
     if window > 0 and len(recent) == window and all(r.get("step") == step for r in recent):
-        return result("failed", "%s; no progress: the newest valid checkpoint is still %s after "
-                      "%d consecutive resubmission(s)" % (
-                          ended, "step %d" % step if step is not None else "none", window),
-                      action=STOP, human=True)
+        return _verdict("failed", "%s; no progress: the newest valid checkpoint is still %s after "
+                        "%d consecutive resubmission(s)" % (
+                            ended, "step %d" % step if step is not None else "none", window),
+                        action=STOP, human=True)
     start = "resume from step %d" % step if step is not None else "start from scratch (no checkpoint yet)"
-    return result("failed", "%s; resubmission %d of %d, %s" % (ended, len(resubmissions) + 1, limit, start),
-                  action=RESUBMIT)
+    return _verdict("failed", "%s; resubmission %d of %d, %s" % (ended, len(resubmissions) + 1, limit, start),
+                    action=RESUBMIT)
 
 
 # ---------------------------------------------------------------------------------------------
