@@ -26,6 +26,7 @@ Modules, one job each (this file re-exports the public API):
 ``runs``        run folders: :func:`inspect`, :func:`scan`, :func:`latest_valid`, :func:`verify`
 ``writer``      :func:`commit_checkpoint`, :class:`CheckpointWriter`, :func:`mark_finished`
 ``pruning``     :func:`prune` by policy, under the run folder's flock
+``prune_plan``  what :func:`prune` deletes and why each checkpoint stays (reads, deletes nothing)
 ``cli``         the command line (:func:`main`); ``__main__`` runs it
 ==============  =================================================================================
 

@@ -21,9 +21,7 @@ deleted, so a plan made from a folder swapped in is not carried out in this one.
 
 from __future__ import annotations
 
-import calendar
 import errno
-import fnmatch
 import os
 import re
 import stat
@@ -34,9 +32,9 @@ try:
 except ImportError:  # pragma: no cover
     pass
 
-from .common import Checkpoint, CheckpointError, CONTRACT, DELETING_PREFIX, PRUNE_LOCK, SIZES
-from .fsutil import FolderPathError, is_inside, names_folder, open_dir_nofollow, open_lock_file, remove_tree_at, try_flock
-from .layouts import check_checkpoint
+from .common import Checkpoint, CheckpointError, DELETING_PREFIX, PRUNE_LOCK, SIZES
+from .fsutil import FolderPathError, names_folder, open_dir_nofollow, open_lock_file, remove_tree_at, try_flock
+from .prune_plan import plan_checkpoints, stale_temporaries
 from .runs import check_level, inspect
 
 
@@ -96,54 +94,6 @@ def _free_space(path: Union[int, str]) -> Tuple[int, int]:
     (a path, or the descriptor of an open folder)."""
     st = os.statvfs(path)
     return st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
-
-
-def _newest_mtime(path: str) -> float:
-    """The newest mtime of an entry and of everything under it (lstat: symlinks are not followed)."""
-    st = os.lstat(path)
-    newest = st.st_mtime
-    if stat.S_ISDIR(st.st_mode):
-        for dirpath, dirnames, filenames in os.walk(path):
-            for name in dirnames + filenames:
-                try:
-                    newest = max(newest, os.lstat(os.path.join(dirpath, name)).st_mtime)
-                except OSError:
-                    pass
-    return newest
-
-
-def _written_at(ckpt: Checkpoint) -> Optional[float]:
-    """When a checkpoint was written: the manifest's ``time`` (contract), else the entry's mtime."""
-    if ckpt.time:
-        try:
-            return float(calendar.timegm(time.strptime(ckpt.time, "%Y-%m-%dT%H:%M:%SZ")))
-        except ValueError:
-            pass
-    try:
-        return os.lstat(ckpt.path).st_mtime
-    except OSError:
-        return None
-
-
-def _top_entry(path: str, root_real: str) -> Optional[str]:
-    """Name of the run-folder entry a symlink leads into, None when it leaves the folder or dangles."""
-    if not is_inside(path, root_real) or not os.path.exists(path):
-        return None
-    rel = os.path.relpath(os.path.realpath(path), root_real)
-    return None if rel in (".", "") else rel.split(os.sep)[0]
-
-
-def _links_into_others(ckpt: Checkpoint, root_real: str) -> List[str]:
-    """Run-folder entries that symlinks inside a checkpoint folder lead into (other than itself)."""
-    found: List[str] = []
-    for dirpath, dirnames, filenames in os.walk(ckpt.path):
-        for name in dirnames + filenames:
-            path = os.path.join(dirpath, name)
-            if os.path.islink(path):
-                top = _top_entry(path, root_real)
-                if top is not None and top != ckpt.name:
-                    found.append(top)
-    return found
 
 
 def _remove_tree(dir_fd: int, name: str) -> None:
@@ -358,109 +308,37 @@ def _prune_locked(root: str, root_fd: int, result: PruneResult, keep_last: int, 
     best = report.latest_valid
     result.latest_valid = best.name if best else None
     result.before = [c.name for c in candidates] + [name for name, _path in report.temporary]
-    by_name = dict((c.name, c) for c in candidates)
     reasons: Dict[str, str] = {}
-
-    # Checkpoints: what must stay whatever the policy, then the policy.
-    linked: Dict[str, str] = {}
-    for name, link in report.symlinks:
-        top = _top_entry(link, root_real)
-        if top in by_name and top not in linked:
-            linked[top] = "the symlink %s leads to it" % name
-    victims: List[Checkpoint] = []
-    if keep_last <= 0:
-        for ckpt in candidates:
-            reasons[ckpt.name] = "keep_last %d: every checkpoint is kept" % keep_last
-    elif best is None:
-        for ckpt in candidates:
-            reasons[ckpt.name] = "no valid checkpoint in the folder: nothing is deleted"
-        if candidates:
-            result.warnings.append("no valid checkpoint in %s: no checkpoint deleted" % root)
-    else:
-        best_index = candidates.index(best)
-        for ckpt in candidates[best_index + 1:]:
-            reasons[ckpt.name] = "newer than the newest valid %s (may be being written)" % best.name
-        reasons[best.name] = "the newest valid checkpoint (the resume point)"
-        found = 1
-        older = list(reversed(candidates[:best_index]))
-        index = 0
-        while found < keep_last and index < len(older):
-            ckpt = older[index]
-            if ckpt.valid is not False and ckpt.checked != validate:
-                check_checkpoint(ckpt, validate, root_real)
-            if ckpt.valid:
-                found += 1
-                reasons[ckpt.name] = "one of the %d newest valid checkpoints" % keep_last
-            else:
-                reasons[ckpt.name] = "newer than the oldest of the %d newest valid checkpoints (invalid: %s)" % (
-                    keep_last, ckpt.why_invalid)
-            index += 1
-        best_time = _written_at(best)
-        for ckpt in older[index:]:
-            pinned = [p for p in keep if fnmatch.fnmatchcase(ckpt.name, p)]
-            if ckpt.name_layout != best.name_layout:
-                reasons[ckpt.name] = ("named like a %s checkpoint, the newest valid %s is %s: only checkpoints "
-                                      "named like the resume point are deleted" % (
-                                          ckpt.name_layout, best.name, best.name_layout))
-            elif pinned:
-                reasons[ckpt.name] = "matches the keep pattern %s" % pinned[0]
-            elif keep_every > 0 and ckpt.step % keep_every == 0:
-                reasons[ckpt.name] = "step %d is a multiple of keep_every %d" % (ckpt.step, keep_every)
-            elif ckpt.pointed_by:
-                reasons[ckpt.name] = "named by the pointer %s" % ", ".join(ckpt.pointed_by)
-            elif ckpt.last:
-                reasons[ckpt.name] = "Lightning's last checkpoint (save_last), which a resume with ckpt_path='last' opens"
-            elif ckpt.name in linked:
-                reasons[ckpt.name] = linked[ckpt.name]
-            else:
-                written = _written_at(ckpt)
-                if written is not None and best_time is not None and written > best_time:
-                    reasons[ckpt.name] = "written after the newest valid %s although its step is lower" % best.name
-                    result.warnings.append("%s was written after %s although its step is lower (another run in "
-                                           "the same folder?): kept" % (ckpt.name, best.name))
-                else:
-                    victims.append(ckpt)
-        # A checkpoint that a kept one links into stays too (and what that one links into).
-        kept_dirs = [c for c in candidates if c.is_dir and c.layout != CONTRACT and c not in victims]
-        while kept_dirs:
-            ckpt = kept_dirs.pop()
-            for top in _links_into_others(ckpt, root_real):
-                target = by_name.get(top)
-                if target is not None and target in victims:
-                    victims.remove(target)
-                    reasons[top] = "%s links into it" % ckpt.name
-                    if target.is_dir and target.layout != CONTRACT:
-                        kept_dirs.append(target)
-        victims.reverse()  # oldest first
-        for ckpt in victims:
-            why = "older than the %d newest valid checkpoints (newest valid: %s)" % (keep_last, best.name)
-            if ckpt.valid is False:
-                why += "; invalid: %s" % ckpt.why_invalid
-            reasons[ckpt.name] = why
-
-    # Temporary entries.
-    stale: List[Tuple[str, str, str]] = []
-    for name, entry in report.temporary:
+    victims = plan_checkpoints(report, root, root_real, result.warnings, reasons, keep_last, keep_every, keep, validate)
+    stale = stale_temporaries(report, result.kept, tmp_grace, now)
+    free = _free_before(root, root_fd, result, threshold, dry_run)
+    # Delete: stale temporaries, then checkpoints oldest first.
+    gone = _delete_temporaries(stale, root, root_fd, result, log, dry_run)
+    gone |= _delete_checkpoints(victims, best, reasons, root, root_fd, result, log, dry_run, threshold, free)
+    if gone and fsync and not dry_run:
         try:
-            is_link = os.path.islink(entry)
-            if is_link:
-                why = "a symlink: never deleted"
-            elif name.startswith(DELETING_PREFIX):
-                stale.append((name, entry, "left by an interrupted prune"))
-                continue
-            elif tmp_grace is None or tmp_grace < 0:
-                why = "temporary; tmp_grace %s: temporaries are kept" % tmp_grace
-            else:
-                age = now - _newest_mtime(entry)
-                if age >= tmp_grace:
-                    stale.append((name, entry, "temporary, unchanged for %d s (tmp_grace %d s)" % (age, tmp_grace)))
-                    continue
-                why = "temporary, changed %d s ago (tmp_grace %d s): may be being written" % (max(age, 0), tmp_grace)
-        except OSError as exc:
-            why = "temporary, cannot be read (%s): kept" % exc
-        result.kept.append(dict(name=name, kind="temporary", step=None, reason=why))
+            os.fsync(root_fd)
+        except OSError:  # pragma: no cover - the deletions are done; durability is best effort here
+            pass
+    for ckpt in candidates:
+        if ckpt.name not in gone:
+            result.kept.append(dict(name=ckpt.name, kind="checkpoint", step=ckpt.step, reason=reasons[ckpt.name]))
+    result.after = [name for name in result.before if name not in gone]
+    if not dry_run:
+        try:
+            result.free_after = _free_space(root_fd)[0]
+        except OSError:  # pragma: no cover
+            pass
 
-    # Free space.
+
+def _free_before(root: str, root_fd: int, result: PruneResult, threshold: Optional[Tuple[str, float]],
+                 dry_run: bool) -> Optional[int]:
+    """The free bytes before any deletion (None when unknown); sets ``result.free_before`` and
+    ``result.min_free_bytes``.
+
+    Raises:
+        CheckpointError: min_free is set and the free space cannot be read.
+    """
     free: Optional[int] = None
     total: Optional[int] = None
     if threshold is not None or not dry_run:
@@ -472,53 +350,71 @@ def _prune_locked(root: str, root_fd: int, result: PruneResult, keep_last: int, 
     result.free_before = free
     if threshold is not None:
         result.min_free_bytes = int(threshold[1] if threshold[0] == "bytes" else (total or 0) * threshold[1] / 100.0)
+    return free
 
-    def enough(freed: int) -> bool:
-        if threshold is None:
-            return False
-        measured = free
-        if not dry_run:
-            try:
-                measured = _free_space(root_fd)[0]
-            except OSError:
-                pass
-        return max(measured or 0, (free or 0) + freed) >= (result.min_free_bytes or 0)
 
-    def still_opened() -> bool:
-        """Whether ``root`` still leads to the folder opened (the one scanned, unless it was swapped
-        during the scan and back); sets the error that stops the run when not."""
-        if result.error is None and not names_folder(root, root_fd):
-            result.error = ("%s no longer leads to the folder this prune opened (renamed, replaced, or a "
-                            "symlink on its path now); the plan may be another folder's" % root)
-            log("error: %s; stopped, nothing more deleted" % result.error)
-        return result.error is None
+def _enough(freed: int, free: Optional[int], threshold: Optional[Tuple[str, float]], root_fd: int,
+            result: PruneResult, dry_run: bool) -> bool:
+    """Whether min_free is reached after ``freed`` bytes were deleted (never without min_free)."""
+    if threshold is None:
+        return False
+    measured = free
+    if not dry_run:
+        try:
+            measured = _free_space(root_fd)[0]
+        except OSError:
+            pass
+    return max(measured or 0, (free or 0) + freed) >= (result.min_free_bytes or 0)
 
-    # Delete: stale temporaries, then checkpoints oldest first.
+
+def _still_opened(root: str, root_fd: int, result: PruneResult, log: Callable[[str], None]) -> bool:
+    """Whether ``root`` still leads to the folder opened (the one scanned, unless it was swapped
+    during the scan and back); sets the error that stops the run when not."""
+    if result.error is None and not names_folder(root, root_fd):
+        result.error = ("%s no longer leads to the folder this prune opened (renamed, replaced, or a "
+                        "symlink on its path now); the plan may be another folder's" % root)
+        log("error: %s; stopped, nothing more deleted" % result.error)
+    return result.error is None
+
+
+def _delete_temporaries(stale: List[Tuple[str, str, str]], root: str, root_fd: int, result: PruneResult,
+                        log: Callable[[str], None], dry_run: bool) -> Set[str]:
+    """Delete the stale temporaries (in a dry run, say so); returns the names gone."""
+    gone: Set[str] = set()
+    verb = "would delete" if dry_run else "deleted"
+    for name, entry, why in stale:
+        if not _still_opened(root, root_fd, result, log):
+            result.kept.append(dict(name=name, kind="temporary", step=None, reason="not reached: the run stopped"))
+            continue
+        try:
+            if not dry_run:
+                _remove_tree(root_fd, name)
+        except OSError as exc:
+            if exc.errno != errno.ENOENT:
+                result.error = "cannot delete %s: %s" % (entry, exc)
+                log("error: %s; stopped, nothing more deleted" % result.error)
+                result.kept.append(dict(name=name, kind="temporary", step=None,
+                                        reason="deletion failed: %s" % exc))
+                continue
+        gone.add(name)
+        result.deleted.append(dict(name=name, kind="temporary", step=None, size=None, reason=why))
+        log("%s %s: %s" % (verb, name, why))
+    return gone
+
+
+def _delete_checkpoints(victims: List[Checkpoint], best: Optional[Checkpoint], reasons: Dict[str, str], root: str,
+                        root_fd: int, result: PruneResult, log: Callable[[str], None], dry_run: bool,
+                        threshold: Optional[Tuple[str, float]], free: Optional[int]) -> Set[str]:
+    """Delete the planned checkpoints oldest first, until min_free is reached or an error stops
+    the run (in a dry run, say so); returns the names gone."""
     gone: Set[str] = set()
     freed = 0
     verb = "would delete" if dry_run else "deleted"
-    for name, entry, why in stale:
-        if still_opened():
-            try:
-                if not dry_run:
-                    _remove_tree(root_fd, name)
-            except OSError as exc:
-                if exc.errno != errno.ENOENT:
-                    result.error = "cannot delete %s: %s" % (entry, exc)
-                    log("error: %s; stopped, nothing more deleted" % result.error)
-                    result.kept.append(dict(name=name, kind="temporary", step=None,
-                                            reason="deletion failed: %s" % exc))
-                    continue
-            gone.add(name)
-            result.deleted.append(dict(name=name, kind="temporary", step=None, size=None, reason=why))
-            log("%s %s: %s" % (verb, name, why))
-        else:
-            result.kept.append(dict(name=name, kind="temporary", step=None, reason="not reached: the run stopped"))
     for ckpt in victims:
         if result.error is not None:
             reasons[ckpt.name] = "not reached: the run stopped (%s)" % result.error
             continue
-        if enough(freed):
+        if _enough(freed, free, threshold, root_fd, result, dry_run):
             reasons[ckpt.name] = "min_free %s reached (%s available)" % (
                 result.policy["min_free"], human_size(max(free or 0, (free or 0) + freed)))
             continue
@@ -526,7 +422,7 @@ def _prune_locked(root: str, root_fd: int, result: PruneResult, keep_last: int, 
             result.error = "internal error: refusing to delete %s (not older than the newest valid)" % ckpt.name
             reasons[ckpt.name] = result.error
             continue
-        if not still_opened():
+        if not _still_opened(root, root_fd, result, log):
             reasons[ckpt.name] = "not reached: the run stopped (%s)" % result.error
             continue
         try:
@@ -543,20 +439,7 @@ def _prune_locked(root: str, root_fd: int, result: PruneResult, keep_last: int, 
                                    reason=reasons.pop(ckpt.name)))
         log("%s %s (step %d, %s): %s" % (verb, ckpt.name, ckpt.step, human_size(ckpt.size),
                                          result.deleted[-1]["reason"]))
-    if gone and fsync and not dry_run:
-        try:
-            os.fsync(root_fd)
-        except OSError:  # pragma: no cover - the deletions are done; durability is best effort here
-            pass
-    for ckpt in candidates:
-        if ckpt.name not in gone:
-            result.kept.append(dict(name=ckpt.name, kind="checkpoint", step=ckpt.step, reason=reasons[ckpt.name]))
-    result.after = [name for name in result.before if name not in gone]
-    if not dry_run:
-        try:
-            result.free_after = _free_space(root_fd)[0]
-        except OSError:  # pragma: no cover
-            pass
+    return gone
 
 
 def _delete_checkpoint(root_fd: int, ckpt: Checkpoint) -> None:

@@ -616,7 +616,7 @@ class PruneMachine(RuleBasedStateMachine):
             with open(latest) as handle:
                 pointed = handle.read()
         young = set(n for n in before if n.startswith("tmp-") and tmp_grace is not None and
-                    time.time() - ck.pruning._newest_mtime(os.path.join(self.run, n)) < tmp_grace - 5)
+                    time.time() - ck.prune_plan.newest_mtime(os.path.join(self.run, n)) < tmp_grace - 5)
         result = ck.prune(self.run, keep_last=keep_last, keep_every=keep_every, keep=keep, min_free=min_free,
                           tmp_grace=tmp_grace, dry_run=dry_run)
         assert result.error is None
