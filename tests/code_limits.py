@@ -40,19 +40,19 @@ KNOWN = frozenset((
 ))
 
 
-def python_files(root: str = ROOT) -> List[str]:
-    """The repository's Python files outside tests/, as paths relative to ``root`` (git's list of
+def python_files() -> List[str]:
+    """The repository's Python files outside tests/, as paths relative to ``ROOT`` (git's list of
     tracked and untracked-but-not-ignored files)."""
-    listed = subprocess.run(["git", "-C", root, "ls-files", "--cached", "--others", "--exclude-standard"],
+    listed = subprocess.run(["git", "-C", ROOT, "ls-files", "--cached", "--others", "--exclude-standard"],
                             check=True, capture_output=True, text=True).stdout.splitlines()
     found = []
     for path in sorted(set(listed)):
-        if path.startswith("tests/") or not os.path.isfile(os.path.join(root, path)):
+        if path.startswith("tests/") or not os.path.isfile(os.path.join(ROOT, path)):
             continue
         if path.endswith(".py"):
             found.append(path)
             continue
-        with open(os.path.join(root, path), "rb") as handle:
+        with open(os.path.join(ROOT, path), "rb") as handle:
             first = handle.readline(200)
         # A program without .py: a python shebang, or the collection's Python header (a role's
         # file whose shebang the role writes when it installs it).
@@ -99,10 +99,10 @@ def offenders(path: str) -> Iterator[Tuple[str, int, str]]:
                        "imports the private %s of %s.py" % (alias.name, module))
 
 
-def check(root: str = ROOT) -> Tuple[List[str], List[str], List[str]]:
+def check() -> Tuple[List[str], List[str], List[str]]:
     """Every offender's line, those ``KNOWN`` does not list, and the ``KNOWN`` keys that no longer offend."""
     report, new, seen = [], [], set()
-    for path in python_files(root):
+    for path in python_files():
         for key, line, what in offenders(path):
             seen.add(key)
             report.append("%s:%d: %s%s" % (path, line, what, "" if key in KNOWN else " [new]"))

@@ -103,8 +103,9 @@ def plan_checkpoints(report: Any, root: str, root_real: str, warnings: List[str]
     older = list(reversed(candidates[:best_index]))
     index = _keep_newest_valid(older, keep_last, validate, root_real, reasons)
     victims: List[Checkpoint] = []
+    best_time = _written_at(best)
     for ckpt in older[index:]:
-        why = _kept_by_policy(ckpt, best, keep, keep_every, linked, warnings)
+        why = _kept_by_policy(ckpt, best, best_time, keep, keep_every, linked, warnings)
         if why is None:
             victims.append(ckpt)
         else:
@@ -140,9 +141,10 @@ def _keep_newest_valid(older: List[Checkpoint], keep_last: int, validate: str, r
     return index
 
 
-def _kept_by_policy(ckpt: Checkpoint, best: Checkpoint, keep: List[str], keep_every: int, linked: Dict[str, str],
-                    warnings: List[str]) -> Optional[str]:
-    """Why a checkpoint older than those kept as the newest valid stays anyway, or None when it is deleted."""
+def _kept_by_policy(ckpt: Checkpoint, best: Checkpoint, best_time: Optional[float], keep: List[str], keep_every: int,
+                    linked: Dict[str, str], warnings: List[str]) -> Optional[str]:
+    """Why a checkpoint older than those kept as the newest valid stays anyway, or None when it is
+    deleted; ``best_time`` is when the newest valid ``best`` was written (:func:`_written_at`)."""
     pinned = [p for p in keep if fnmatch.fnmatchcase(ckpt.name, p)]
     if ckpt.name_layout != best.name_layout:
         return ("named like a %s checkpoint, the newest valid %s is %s: only checkpoints "
@@ -158,7 +160,6 @@ def _kept_by_policy(ckpt: Checkpoint, best: Checkpoint, keep: List[str], keep_ev
     if ckpt.name in linked:
         return linked[ckpt.name]
     written = _written_at(ckpt)
-    best_time = _written_at(best)
     if written is not None and best_time is not None and written > best_time:
         warnings.append("%s was written after %s although its step is lower (another run in "
                         "the same folder?): kept" % (ckpt.name, best.name))
