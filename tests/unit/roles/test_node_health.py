@@ -2,20 +2,21 @@
 # Copyright (c) clusterops.slurm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The node_health program (roles/node_health/files/clusterops-healthcheck): parsers and decisions
-from tables of cases, fed with the dev cluster's real-format samples (dev/cluster/gpu-samples/);
+"""The node_health program (roles/node_health/files/clusterops-healthcheck and its modules in
+clusterops_healthcheck/ beside it): parsers and decisions from tables of cases, fed with the dev cluster's real-format samples (dev/cluster/gpu-samples/);
 where an Xid may come from (the driver's lines in every kernel log format the check reads, and the
 lines a cluster user can get into the kernel log or the journal, which must give none); end-to-end
-runs with a fake scontrol, journalctl and dmesg; the role's defaults equal its argument spec."""
+runs with a fake scontrol, journalctl and dmesg; the program as the role installs it, which no folder
+on sys.path before its own can shadow; the role's defaults equal its argument spec."""
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import json
 import os
 import re
+import shutil
 import stat
+import subprocess
 import sys
 import time
 
@@ -24,19 +25,16 @@ import yaml
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 ROLE = os.path.join(REPO, "roles", "node_health")
-PROGRAM = os.path.join(ROLE, "files", "clusterops-healthcheck")
+FILES = os.path.join(ROLE, "files")
+PROGRAM = os.path.join(FILES, "clusterops-healthcheck")
 SAMPLES = os.path.join(REPO, "dev", "cluster", "gpu-samples")
 
-
-def _load():
-    loader = importlib.machinery.SourceFileLoader("clusterops_healthcheck", PROGRAM)
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
-hc = _load()
+# The program's modules, clusterops_healthcheck/ beside it, imported as the program imports them.
+sys.path.insert(0, FILES)
+try:
+    from clusterops_healthcheck import base, checks, dcgm, gpu, host, loop, slurm, xid  # noqa: E402
+finally:
+    sys.path.remove(FILES)
 
 
 def sample(name):
@@ -46,7 +44,7 @@ def sample(name):
 
 def gpus(name):
     """A sample as nvidia-smi --format=csv,noheader prints it (header line dropped)."""
-    return hc.parse_gpu_csv("\n".join(sample(name).splitlines()[1:]))
+    return gpu.parse_gpu_csv("\n".join(sample(name).splitlines()[1:]))
 
 
 # ---- parsers -------------------------------------------------------------------------------------
@@ -66,7 +64,7 @@ def test_parse_gpu_csv(name, count, first):
 
 def test_parse_gpu_csv_refuses_a_short_line():
     with pytest.raises(ValueError):
-        hc.parse_gpu_csv("0, 00000000:07:00.0\n")
+        gpu.parse_gpu_csv("0, 00000000:07:00.0\n")
 
 
 @pytest.mark.parametrize("name, expected", [
@@ -82,7 +80,7 @@ def test_parse_gpu_csv_refuses_a_short_line():
     ("fallen-off-bus-no-xid.log", []),
 ])
 def test_parse_xids(name, expected):
-    got = hc.parse_xids(sample(name))
+    got = xid.parse_xids(sample(name))
     assert [(x["xid"], x["pci"]) for x in got] == [(e[0], e[1]) for e in expected]
     for x, e in zip(got, expected):
         if e[2] is not None:
@@ -98,7 +96,7 @@ def test_parse_xids(name, expected):
     ("fallen-off-bus-no-xid.log", (), None),
 ])
 def test_xid_problem(xids, ignore, detail):
-    assert hc.xid_problem(hc.parse_xids(sample(xids)), set(ignore)) == detail
+    assert xid.xid_problem(xid.parse_xids(sample(xids)), set(ignore)) == detail
 
 
 # ---- where an Xid may come from (issue 22: cluster users are hostile) ------------------------------
@@ -165,16 +163,16 @@ def _expect(expected):
 @pytest.mark.parametrize("start", RECORD_STARTS)
 @pytest.mark.parametrize("driver, expected", DRIVER_LINES)
 def test_an_xid_is_read_from_a_driver_record_in_every_text_format(start, driver, expected):
-    assert hc.parse_xids(start + driver + "\n") == _expect(expected)
-    assert hc.xid_problem(hc.parse_xids(start + driver)) == "Xid %d (%s): %s" % expected
+    assert xid.parse_xids(start + driver + "\n") == _expect(expected)
+    assert xid.xid_problem(xid.parse_xids(start + driver)) == "Xid %d (%s): %s" % expected
 
 
 @pytest.mark.parametrize("driver, expected", DRIVER_LINES)
 def test_an_xid_is_read_from_a_kernel_record_of_the_journal(driver, expected):
-    assert hc.parse_xids(_journal(driver), facility_required=True) == _expect(expected)
+    assert xid.parse_xids(_journal(driver), facility_required=True) == _expect(expected)
     # A field that is not UTF-8 (a process name, say) makes journalctl print the bytes as numbers.
     raw = list(driver.encode()) + [0xff]
-    assert hc.parse_xids(_journal(raw), facility_required=True)[0]["xid"] == expected[0]
+    assert xid.parse_xids(_journal(raw), facility_required=True)[0]["xid"] == expected[0]
 
 
 X79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus"
@@ -237,8 +235,8 @@ SPOOFED = [
 
 @pytest.mark.parametrize("what, text", SPOOFED, ids=[s[0] for s in SPOOFED])
 def test_a_spoofed_xid_is_no_xid(what, text):
-    assert hc.parse_xids(text) == []
-    assert hc.parse_xids(text, facility_required=True) == []
+    assert xid.parse_xids(text) == []
+    assert xid.parse_xids(text, facility_required=True) == []
 
 
 @pytest.mark.parametrize("start", [s for s in RECORD_STARTS if not s.startswith("kern ")])
@@ -246,14 +244,14 @@ def test_the_journal_counts_no_record_without_its_facility(start):
     """journalctl is run with -o json: a line that does not give its facility (as `logger -t kernel`
     looks in journalctl's text) never counts from it."""
     line = start + X79
-    assert hc.parse_xids(line, facility_required=True) == []
-    assert hc.parse_xids(line) != []
+    assert xid.parse_xids(line, facility_required=True) == []
+    assert xid.parse_xids(line) != []
 
 
 def test_spoofs_around_real_records_change_nothing():
     text = "\n".join([s[1] for s in SPOOFED] + ["[ 1843.308145] " + DRIVER_LINES[1][0], SPOOFED[3][1],
                                                 _journal(DRIVER_LINES[3][0])])
-    assert [x["xid"] for x in hc.parse_xids(text)] == [48, 95]
+    assert [x["xid"] for x in xid.parse_xids(text)] == [48, 95]
 
 
 @pytest.mark.parametrize("argv, run, facility_required", [
@@ -274,7 +272,7 @@ def test_spoofs_around_real_records_change_nothing():
      ["/usr/bin/python3", "gpu_standin.py", "--node", "n1", "kernel-log"], False),
 ])
 def test_kernel_log_argv(argv, run, facility_required):
-    assert hc.kernel_log_argv(argv) == (run, facility_required)
+    assert xid.kernel_log_argv(argv) == (run, facility_required)
 
 
 @pytest.mark.parametrize("args, refused", [
@@ -289,10 +287,10 @@ def test_kernel_log_argv(argv, run, facility_required):
     (["--level", "-t"], None), (["--", "-S"], None), (["-k"], None), (["--kernel"], None),
 ])
 def test_dmesg_options_that_could_pass_a_user_line_for_a_record_are_refused(args, refused):
-    assert hc.dmesg_refused(args) == refused
+    assert xid.dmesg_refused(args) == refused
     if refused:
         with pytest.raises(ValueError, match="option %s refused" % refused):
-            hc.kernel_log_argv(["dmesg"] + args)
+            xid.kernel_log_argv(["dmesg"] + args)
 
 
 @pytest.mark.parametrize("name, problems", [
@@ -302,12 +300,12 @@ def test_dmesg_options_that_could_pass_a_user_line_for_a_record_are_refused(args
     ("nvidia-smi-gpu-lost.csv", ["GPU 2 (00000000:44:00.0): ecc.errors.uncorrected.volatile.total [GPU is lost]"]),
 ])
 def test_gpu_state_problems(name, problems):
-    assert hc.gpu_state_problems(gpus(name)) == problems
+    assert gpu.gpu_state_problems(gpus(name)) == problems
 
 
 def test_gpu_state_na_is_not_a_failure():
-    rows = hc.parse_gpu_csv("0, 00000000:07:00.0, NVIDIA H100 80GB HBM3, [N/A]\n")
-    assert hc.gpu_state_problems(rows) == []
+    rows = gpu.parse_gpu_csv("0, 00000000:07:00.0, NVIDIA H100 80GB HBM3, [N/A]\n")
+    assert gpu.gpu_state_problems(rows) == []
 
 
 SHOW_NODE = """NodeName=n2 Arch=x86_64 CoresPerSocket=1
@@ -331,7 +329,7 @@ SHOW_NODE = """NodeName=n2 Arch=x86_64 CoresPerSocket=1
     ("NodeName=n1 State=IDLE ThreadsPerCore=1\n", "IDLE", None, None),
 ])
 def test_parse_show_node(text, state, reason, features):
-    fields = hc.parse_show_node(text)
+    fields = slurm.parse_show_node(text)
     assert fields["State"] == state
     assert fields.get("Reason") == reason
     assert fields.get("AvailableFeatures") == features
@@ -345,18 +343,18 @@ def test_parse_show_node(text, state, reason, features):
     ({}, "n3", (), 0),
 ])
 def test_expected_gpus(check, node, features, want):
-    assert hc.expected_gpus(check, node, set(features)) == want
+    assert gpu.expected_gpus(check, node, set(features)) == want
 
 
 def test_mountpoints_and_sizes():
     text = ("36 35 98:0 /mnt1 /mnt/parent rw,noatime master:1 - ext3 /dev/root rw,errors=continue\n"
             "37 35 0:5 / /mnt/with\\040space rw - tmpfs tmpfs rw\n")
-    assert hc.mountpoints(text) == {"/mnt/parent", "/mnt/with space"}
-    assert hc.parse_size("1.5TiB") == int(1.5 * 1024 ** 4)
-    assert hc.parse_size("500G") == 500 * 1024 ** 3
-    assert hc.parse_size("4096") == 4096
-    with pytest.raises(hc.ConfigError):
-        hc.parse_size("lots")
+    assert host.mountpoints(text) == {"/mnt/parent", "/mnt/with space"}
+    assert host.parse_size("1.5TiB") == int(1.5 * 1024 ** 4)
+    assert host.parse_size("500G") == 500 * 1024 ** 3
+    assert host.parse_size("4096") == 4096
+    with pytest.raises(base.ConfigError):
+        host.parse_size("lots")
 
 
 # ---- decisions -----------------------------------------------------------------------------------
@@ -389,13 +387,13 @@ R79 = "clusterops-health: gpu_xid: Xid 79 (PCI:0000:44:00): GPU has fallen off t
     ([XID79], "DOWN", "Node unexpectedly rebooted", True, "drain", R79),
 ])
 def test_decide(failures, state, reason, resume_own, action, new):
-    assert hc.decide(failures, state, reason, resume_own) == (action, new)
+    assert slurm.decide(failures, state, reason, resume_own) == (action, new)
 
 
 def test_reason_form_is_one_line_and_bounded():
-    reason = hc.make_reason("command", "line one\nline two " + "x" * 400)
+    reason = slurm.make_reason("command", "line one\nline two " + "x" * 400)
     assert reason.startswith("clusterops-health: command: line one line two x")
-    assert "\n" not in reason and len(reason) == hc.MAX_REASON
+    assert "\n" not in reason and len(reason) == slurm.MAX_REASON
 
 
 # ---- end to end with fake commands ---------------------------------------------------------------
@@ -428,17 +426,17 @@ def _argvs(fake):
 
 
 def test_end_to_end_drains_once_with_the_xid_reason(fake):
-    assert hc.main(["--config", str(fake["config"]), "--node", "n2"]) == hc.EXIT_FAILED
+    assert loop.main(["--config", str(fake["config"]), "--node", "n2"]) == base.EXIT_FAILED
     assert _argvs(fake) == ["show node n2", "update nodename=n2 state=drain reason=" + R79]
     fake["calls"].unlink()
     fake["node"].write_text("NodeName=n2 State=IDLE+DRAIN\n   Reason=%s [root@2026-11-30T21:49:34]\n" % R79)
-    assert hc.main(["--config", str(fake["config"]), "--node", "n2"]) == hc.EXIT_FAILED
+    assert loop.main(["--config", str(fake["config"]), "--node", "n2"]) == base.EXIT_FAILED
     assert _argvs(fake) == ["show node n2"]
 
 
 def test_end_to_end_node_from_slurmd_environment(fake, monkeypatch):
     monkeypatch.setenv("SLURMD_NODENAME", "n7")
-    assert hc.main(["--config", str(fake["config"])]) == hc.EXIT_FAILED
+    assert loop.main(["--config", str(fake["config"])]) == base.EXIT_FAILED
     assert _argvs(fake)[0] == "show node n7"
 
 
@@ -446,11 +444,11 @@ def test_end_to_end_admin_drain_untouched_and_own_drain_resumed(fake):
     fake["data"]["checks"] = [{"type": "command", "argv": ["true"]}]
     fake["config"].write_text(json.dumps(fake["data"]))
     fake["node"].write_text("NodeName=n2 State=IDLE+DRAIN\n   Reason=maintenance [admin@2026-11-30T10:00:00]\n")
-    assert hc.main(["--config", str(fake["config"]), "--node", "n2"]) == hc.EXIT_OK
+    assert loop.main(["--config", str(fake["config"]), "--node", "n2"]) == base.EXIT_OK
     assert _argvs(fake) == ["show node n2"]
     fake["calls"].unlink()
     fake["node"].write_text("NodeName=n2 State=IDLE+DRAIN\n   Reason=%s [root@2026-11-30T21:49:34]\n" % R79)
-    assert hc.main(["--config", str(fake["config"]), "--node", "n2"]) == hc.EXIT_OK
+    assert loop.main(["--config", str(fake["config"]), "--node", "n2"]) == base.EXIT_OK
     assert _argvs(fake) == ["show node n2", "update nodename=n2 state=resume"]
 
 
@@ -458,7 +456,7 @@ def test_command_timeout_kills_the_process_group(fake):
     fake["data"]["checks"] = [{"type": "command", "argv": ["sh", "-c", "sleep 30 & sleep 30"], "timeout": 0.5}]
     fake["config"].write_text(json.dumps(fake["data"]))
     started = time.monotonic()
-    assert hc.main(["--config", str(fake["config"]), "--node", "n2"]) == hc.EXIT_FAILED
+    assert loop.main(["--config", str(fake["config"]), "--node", "n2"]) == base.EXIT_FAILED
     assert time.monotonic() - started < 5
     assert _argvs(fake)[-1] == "update nodename=n2 state=drain reason=clusterops-health: command: sh timed out after 0.5s"
 
@@ -466,9 +464,9 @@ def test_command_timeout_kills_the_process_group(fake):
 def test_scontrol_failure_and_bad_config(fake, tmp_path):
     fake["data"]["scontrol"] = _script(str(tmp_path / "bad-scontrol"), "echo 'slurm_load_node error' >&2; exit 1\n")
     fake["config"].write_text(json.dumps(fake["data"]))
-    assert hc.main(["--config", str(fake["config"]), "--node", "n2"]) == hc.EXIT_SLURM
+    assert loop.main(["--config", str(fake["config"]), "--node", "n2"]) == base.EXIT_SLURM
     fake["config"].write_text(json.dumps({"checks": [{"type": "nope"}]}))
-    assert hc.main(["--config", str(fake["config"]), "--node", "n2"]) == hc.EXIT_CONFIG
+    assert loop.main(["--config", str(fake["config"]), "--node", "n2"]) == base.EXIT_CONFIG
 
 
 def _kernel_log_program(tmp_path, name, output):
@@ -485,7 +483,7 @@ def test_end_to_end_journal_spoofs_do_not_drain_the_real_xid_does(fake):
     fake["data"]["kernel_log_commands"] = [[journalctl, "-k", "-b", "-o", "short-monotonic", "--no-pager"]]
     fake["data"]["checks"] = [{"type": "gpu_xid"}]
     fake["config"].write_text(json.dumps(fake["data"]))
-    assert hc.main(["--config", str(fake["config"]), "--node", "n2"]) == hc.EXIT_FAILED
+    assert loop.main(["--config", str(fake["config"]), "--node", "n2"]) == base.EXIT_FAILED
     assert _argvs(fake)[-1] == ("update nodename=n2 state=drain reason=clusterops-health: gpu_xid: Xid 48 "
                                 "(PCI:0000:07:00): An uncorrectable double bit error (DBE) has been detected on GPU "
                                 "in the framebuffer at physAddr 0x7fffa8860 partition 7, subpartition 1")
@@ -499,7 +497,7 @@ def test_end_to_end_journal_text_counts_nothing(fake):
     fake["data"]["kernel_log_commands"] = [[journalctl, "-k", "-b"]]
     fake["data"]["checks"] = [{"type": "gpu_xid"}]
     fake["config"].write_text(json.dumps(fake["data"]))
-    assert hc.main(["--config", str(fake["config"]), "--node", "n2"]) == hc.EXIT_OK
+    assert loop.main(["--config", str(fake["config"]), "--node", "n2"]) == base.EXIT_OK
     assert _argvs(fake) == ["show node n2"]
 
 
@@ -509,7 +507,7 @@ def test_end_to_end_dmesg_file_name_spoofs_do_not_drain(fake):
     fake["data"]["kernel_log_commands"] = [[dmesg, "-T"]]
     fake["data"]["checks"] = [{"type": "gpu_xid"}]
     fake["config"].write_text(json.dumps(fake["data"]))
-    assert hc.main(["--config", str(fake["config"]), "--node", "n2"]) == hc.EXIT_FAILED
+    assert loop.main(["--config", str(fake["config"]), "--node", "n2"]) == base.EXIT_FAILED
     assert _argvs(fake)[-1] == "update nodename=n2 state=drain reason=" + R79
     assert (fake["tmp"] / "dmesg.args").read_text() == "-T\n--kernel\n"
 
@@ -520,7 +518,7 @@ def test_end_to_end_refused_dmesg_is_not_run(fake):
     # the next command is used instead ...
     fake["data"]["kernel_log_commands"] = [[dmesg, "-S"], [dmesg, "-T"]]
     fake["config"].write_text(json.dumps(fake["data"]))
-    assert hc.main(["--config", str(fake["config"]), "--node", "n2"]) == hc.EXIT_FAILED
+    assert loop.main(["--config", str(fake["config"]), "--node", "n2"]) == base.EXIT_FAILED
     assert _argvs(fake)[-1] == "update nodename=n2 state=drain reason=" + R79
     assert (fake["tmp"] / "dmesg.args").read_text() == "-T\n--kernel\n"
     # ... and with none left, the kernel log is unreadable: drained, not passed
@@ -528,10 +526,50 @@ def test_end_to_end_refused_dmesg_is_not_run(fake):
     (fake["tmp"] / "dmesg.args").unlink()
     fake["data"]["kernel_log_commands"] = [[dmesg, "-S"], [dmesg, "--time-format", "notime"]]
     fake["config"].write_text(json.dumps(fake["data"]))
-    assert hc.main(["--config", str(fake["config"]), "--node", "n2"]) == hc.EXIT_FAILED
+    assert loop.main(["--config", str(fake["config"]), "--node", "n2"]) == base.EXIT_FAILED
     reason = _argvs(fake)[-1].split(" reason=", 1)[1]
     assert reason.startswith("clusterops-health: gpu_xid: kernel log unreadable: %s: option -S refused" % dmesg)
     assert not (fake["tmp"] / "dmesg.args").exists()
+
+
+def _install(dest):
+    """The program as the role installs it: clusterops-healthcheck.py and clusterops_healthcheck/*.py."""
+    dest.mkdir()
+    shutil.copy(PROGRAM, str(dest / "clusterops-healthcheck.py"))
+    (dest / "clusterops_healthcheck").mkdir()
+    for name in os.listdir(os.path.join(FILES, "clusterops_healthcheck")):
+        if name.endswith(".py"):
+            shutil.copy(os.path.join(FILES, "clusterops_healthcheck", name), str(dest / "clusterops_healthcheck"))
+    return dest / "clusterops-healthcheck.py"
+
+
+def test_installed_program_runs_its_own_modules_whatever_the_working_directory(tmp_path):
+    """Run as root by slurmd: a clusterops_healthcheck/ in the working directory and on $PYTHONPATH
+    (both a user's to write) is never imported, also when the program is reached through a link."""
+    program = _install(tmp_path / "libexec")
+    cwd = tmp_path / "cwd"
+    (cwd / "clusterops_healthcheck").mkdir(parents=True)
+    for name in ("__init__.py", "loop.py"):
+        (cwd / "clusterops_healthcheck" / name).write_text("raise SystemExit('shadowed')\n")
+    (tmp_path / "bin").mkdir()
+    os.symlink(str(program), str(tmp_path / "bin" / "healthcheck.py"))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(cwd), "."]))
+    # -I: no $PYTHONPATH and not even the program's folder on sys.path but what the program puts there
+    for argv in ([program], [tmp_path / "bin" / "healthcheck.py"], ["-I", program]):
+        proc = subprocess.run([sys.executable] + [str(a) for a in argv] + ["--config", str(tmp_path / "missing.json")],
+                              cwd=str(cwd), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True)
+        assert (proc.returncode, proc.stdout) == (base.EXIT_CONFIG, ""), proc.stderr
+        assert proc.stderr.startswith("clusterops-healthcheck: cannot read config %s: " % (tmp_path / "missing.json"))
+
+
+def test_check_after_reboot_runs_the_program_again(monkeypatch):
+    started = []
+    monkeypatch.setattr(loop.subprocess, "Popen", lambda argv, **kwargs: started.append((argv, kwargs)))
+    loop.recheck_after_reboot("/usr/local/libexec/clusterops/clusterops-healthcheck.py", "/etc/hc.json", "n2")
+    assert started[0][0] == [sys.executable, "/usr/local/libexec/clusterops/clusterops-healthcheck.py", "--config",
+                             "/etc/hc.json", "--node", "n2", "--after-reboot"]
+    assert started[0][1]["start_new_session"] is True
 
 
 # ---- the role ------------------------------------------------------------------------------------
@@ -543,7 +581,7 @@ def test_role_defaults_equal_argument_spec():
     assert set(defaults) == set(spec)
     for name, value in defaults.items():
         assert spec[name].get("default") == value, name
-    assert spec["node_health_checks"]["options"]["type"]["choices"] == list(hc.CHECK_TYPES)
+    assert spec["node_health_checks"]["options"]["type"]["choices"] == list(checks.CHECK_TYPES)
     assert sys.version_info >= (3, 6)
 
 
@@ -553,10 +591,10 @@ def test_role_defaults_equal_argument_spec():
 ])
 def test_rebooting_node_is_checked_again_after_registration(fake, monkeypatch, reason, updates):
     rechecks = []
-    monkeypatch.setattr(hc, "recheck_after_reboot", lambda path, node: rechecks.append(node))
+    monkeypatch.setattr(loop, "recheck_after_reboot", lambda program, path, node: rechecks.append(node))
     fake["node"].write_text("NodeName=n2 State=DOWN+DRAIN+REBOOT_ISSUED\n   NextState=RESUME\n"
                             "   Reason=%s [root@2026-11-30T21:48:18]\n" % reason)
-    assert hc.main(["--config", str(fake["config"]), "--node", "n2"]) == hc.EXIT_FAILED
+    assert loop.main(["--config", str(fake["config"]), "--node", "n2"]) == base.EXIT_FAILED
     assert _argvs(fake) == ["show node n2"] + updates
     assert rechecks == ["n2"]
 
@@ -605,7 +643,7 @@ SMI_TABLE = "0, 00000000:0B:00.0, Tesla P100-PCIE-16GB, 0\n1, 00000000:0C:00.0, 
      "nvidia-smi failed rc=127 (unknown exit status): [Errno 2] No such file or directory: 'nvidia-smi'"),
 ])
 def test_nvidia_smi_exit_status(rc, out, err, rows, detail):
-    got_rows, got_detail = hc.read_nvidia_smi(rc, out, err)
+    got_rows, got_detail = gpu.read_nvidia_smi(rc, out, err)
     assert (None if got_rows is None else len(got_rows), got_detail) == (rows, detail)
 
 
@@ -632,12 +670,12 @@ def test_documented_nvidia_smi_exit_statuses_equal_the_check_and_the_policy():
     )
     rows = _doc_table(os.path.join(REPO, "docs", "node-health.md"), "### nvidia-smi's exit status")
     documented = dict((int(r[0]), r) for r in rows if r[0].isdigit())
-    assert sorted(documented) == sorted(hc.NVIDIA_SMI_EXIT)
+    assert sorted(documented) == sorted(gpu.NVIDIA_SMI_EXIT)
     for rc, (_status, meaning, check, remediation) in documented.items():
-        assert meaning == hc.NVIDIA_SMI_EXIT[rc]
-        assert check.startswith("warning") == (rc in hc.NVIDIA_SMI_WARNINGS)
+        assert meaning == gpu.NVIDIA_SMI_EXIT[rc]
+        assert check.startswith("warning") == (rc in gpu.NVIDIA_SMI_WARNINGS)
         assert remediation == ("reboot" if rc in NVIDIA_SMI_REBOOT_RC else "human"), rc
-    assert set(NVIDIA_SMI_REBOOT_RC) <= set(hc.NVIDIA_SMI_EXIT)
+    assert set(NVIDIA_SMI_REBOOT_RC) <= set(gpu.NVIDIA_SMI_EXIT)
     assert [r[3] for r in rows if not r[0].isdigit()] == ["human"]
 
 
@@ -657,7 +695,7 @@ def dcgm_class(detail):
         classify,
         compile_classes,
     )
-    found = classify(hc.make_reason("dcgm_health", detail), compile_classes(DEFAULT_REASON_CLASSES))
+    found = classify(slurm.make_reason("dcgm_health", detail), compile_classes(DEFAULT_REASON_CLASSES))
     return found and found["name"]
 
 
@@ -684,10 +722,10 @@ def dcgm_class(detail):
 def test_dcgm_health_report(name, overall, detail, warning_detail, klass):
     """Each report: its verdict, the detail of the incident that decides (a Warning only with
     drain_on_warning), and the default remediation class of the reason that detail makes."""
-    got_overall, incidents = hc.dcgm_incidents(dcgm_report(name))
+    got_overall, incidents = dcgm.dcgm_incidents(dcgm_report(name))
     assert got_overall == overall
-    assert hc.dcgm_problem(got_overall, incidents) == detail
-    assert hc.dcgm_problem(got_overall, incidents, drain_on_warning=True) == (detail or warning_detail)
+    assert dcgm.dcgm_problem(got_overall, incidents) == detail
+    assert dcgm.dcgm_problem(got_overall, incidents, drain_on_warning=True) == (detail or warning_detail)
     if detail or warning_detail:
         assert dcgm_class(detail or warning_detail) == klass
 
@@ -698,7 +736,7 @@ def test_dcgm_health_report(name, overall, detail, warning_detail, klass):
 ], ids=["internal-error", "empty", "list", "no-verdict", "verdict-without-value", "failure-without-incident"])
 def test_dcgm_health_report_that_cannot_be_read_is_never_healthy(report):
     with pytest.raises(ValueError):
-        hc.dcgm_incidents(report)
+        dcgm.dcgm_incidents(report)
 
 
 @pytest.mark.parametrize("name, message", [
@@ -743,7 +781,7 @@ def test_dcgm_health_report_that_cannot_be_read_is_never_healthy(report):
 ])
 def test_dcgm_findings_read_each_message_of_dcgm(name, message):
     """DCGM_FINDINGS: each message format of dcgm_errors.h (with values filled in) is named."""
-    assert hc.dcgm_finding(message) == name
+    assert dcgm.dcgm_finding(message) == name
 
 
 def test_every_dcgm_finding_is_tested_and_every_reboot_finding_is_one():
@@ -751,7 +789,7 @@ def test_every_dcgm_finding_is_tested_and_every_reboot_finding_is_one():
         DCGM_REBOOT_FINDINGS,
     )
     tested = set(p[0] for p in test_dcgm_findings_read_each_message_of_dcgm.pytestmark[0].args[1])
-    assert tested == set(finding[0] for finding in hc.DCGM_FINDINGS) | {hc.DCGM_UNRECOGNIZED}
+    assert tested == set(finding[0] for finding in dcgm.DCGM_FINDINGS) | {dcgm.DCGM_UNRECOGNIZED}
     assert set("DCGM_FR_" + n for n in DCGM_REBOOT_FINDINGS) <= tested
 
 
@@ -783,11 +821,11 @@ def _dcgmi(fake, report, rc=0):
     (fake["tmp"] / "rc").write_text(str(rc))
     if fake["calls"].exists():
         fake["calls"].unlink()
-    return hc.main(["--config", str(fake["config"]), "--node", "n2"])
+    return loop.main(["--config", str(fake["config"]), "--node", "n2"])
 
 
 def test_end_to_end_dcgm_failure_drains_with_dcgm_error_name(fake_dcgmi):
-    assert _dcgmi(fake_dcgmi, dcgm_report("health-dbe-failure.json")) == hc.EXIT_FAILED
+    assert _dcgmi(fake_dcgmi, dcgm_report("health-dbe-failure.json")) == base.EXIT_FAILED
     reason = ("clusterops-health: dcgm_health: DCGM_FR_VOLATILE_DBE_DETECTED GPU 1: Detected 2 volatile double-bit "
               "ECC error(s) in GPU 1.")
     assert _argvs(fake_dcgmi) == ["show node n2", "update nodename=n2 state=drain reason=" + reason]
@@ -796,9 +834,9 @@ def test_end_to_end_dcgm_failure_drains_with_dcgm_error_name(fake_dcgmi):
 
 
 def test_end_to_end_dcgm_healthy_and_warning_pass(fake_dcgmi):
-    assert _dcgmi(fake_dcgmi, dcgm_report("health-healthy.json")) == hc.EXIT_OK
+    assert _dcgmi(fake_dcgmi, dcgm_report("health-healthy.json")) == base.EXIT_OK
     assert _argvs(fake_dcgmi) == ["show node n2"]
-    assert _dcgmi(fake_dcgmi, dcgm_report("health-thermal-warning.json")) == hc.EXIT_OK
+    assert _dcgmi(fake_dcgmi, dcgm_report("health-thermal-warning.json")) == base.EXIT_OK
     assert _argvs(fake_dcgmi) == ["show node n2"]
 
 
@@ -815,7 +853,7 @@ def test_end_to_end_dcgm_healthy_and_warning_pass(fake_dcgmi):
 ], ids=["no-host-engine", "no-watches", "internal-error", "truncated", "no-output"])
 def test_end_to_end_dcgm_that_cannot_look_drains_for_a_human(fake_dcgmi, report, rc, detail):
     """dcgmi failing or a report that cannot be read is a failure, never healthy; a person decides."""
-    assert _dcgmi(fake_dcgmi, report, rc) == hc.EXIT_FAILED
+    assert _dcgmi(fake_dcgmi, report, rc) == base.EXIT_FAILED
     argvs = _argvs(fake_dcgmi)
     assert argvs[0] == "show node n2" and len(argvs) == 2
     prefix = "update nodename=n2 state=drain reason=clusterops-health: dcgm_health: "
@@ -845,7 +883,7 @@ def test_documented_dcgm_findings_equal_the_check_and_the_policy():
     )
     rows = _doc_table(os.path.join(REPO, "docs", "node-health.md"), "### DCGM health watches")
     names = ["DCGM_FR_" + re.match(r"`([A-Z_0-9]+)`", r[0]).group(1) for r in rows]
-    assert names == [finding[0] for finding in hc.DCGM_FINDINGS] + [hc.DCGM_UNRECOGNIZED]
+    assert names == [finding[0] for finding in dcgm.DCGM_FINDINGS] + [dcgm.DCGM_UNRECOGNIZED]
     for name, (_error, remediation) in zip(names, rows):
         if name == "DCGM_FR_XID_ERROR":
             assert remediation.startswith("reboot for the Xids of `gpu_xid_reset`")
