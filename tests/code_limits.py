@@ -33,7 +33,6 @@ MAX_FILE_LINES = 600
 KNOWN = frozenset((
     "dev/cluster/devcluster.py",
     "dev/cluster/devcluster.py::render_slurm_conf",
-    "plugins/module_utils/_jobs.py",
     "roles/node_health/files/clusterops-healthcheck",
     "roles/torchrun_launcher/files/reference_trainer.py",
 ))

@@ -9,7 +9,7 @@ from __future__ import annotations
 class ModuleDocFragment(object):
 
     # The options of the modules that read one run folder's checkpoints (checkpoint_info,
-    # checkpoint_prune): module_utils/_checkpoint_options.py CHECKPOINT_ARGUMENT_SPEC. The levels
+    # checkpoint_prune): module_utils/_checkpoint_options.py CHECKPOINT_OPTIONS. The levels
     # are module_utils/_checkpoint's LEVELS, each including the ones before it.
     DOCUMENTATION = r'''
 options:

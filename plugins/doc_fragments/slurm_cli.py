@@ -9,7 +9,7 @@ from __future__ import annotations
 class ModuleDocFragment(object):
 
     # The options of the Slurm commands every module runs (module_utils/_slurm_cli.py
-    # SLURM_COMMON_ARGUMENT_SPEC). Their attributes: the clusterops.slurm.attributes fragment.
+    # SLURM_COMMAND_OPTIONS). Their attributes: the clusterops.slurm.attributes fragment.
     DOCUMENTATION = r'''
 options:
   slurm_conf:

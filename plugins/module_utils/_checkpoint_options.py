@@ -13,20 +13,12 @@ Kept apart from the ``_checkpoint`` package, which also runs on hosts without An
 
 from __future__ import annotations
 
-from typing import Any, Dict
-
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import LEVELS, SIZES
+from ansible_collections.clusterops.slurm.plugins.module_utils._options import ArgumentSpec
 
 # path: the run folder; validate: the level a checkpoint must pass (LEVELS, each including the
 # ones before it).
-CHECKPOINT_ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
+CHECKPOINT_OPTIONS = ArgumentSpec(dict(
     path=dict(type="path", required=True),
     validate=dict(type="str", choices=list(LEVELS), default=SIZES),
-)
-
-
-def checkpoint_argument_spec(**module_options: Any) -> Dict[str, Any]:
-    """A module's argument_spec: its own options plus :data:`CHECKPOINT_ARGUMENT_SPEC` (copied)."""
-    spec = dict((k, dict(v)) for k, v in CHECKPOINT_ARGUMENT_SPEC.items())
-    spec.update(module_options)
-    return spec
+))

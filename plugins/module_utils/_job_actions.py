@@ -26,11 +26,13 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._job_state import
     parse_job_state,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import JobParseError, read_queue
+from ansible_collections.clusterops.slurm.plugins.module_utils._options import ArgumentSpec
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
     TIMEOUT_RC,
     SlurmCommandError,
     failure_words,
 )
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_commands import JOB_ACTION_FORMS, Command
 
 try:
     from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple  # noqa: F401
@@ -43,27 +45,16 @@ KEY_PREFIX = "clusterops-key="
 KEY_RE = re.compile(r"^[A-Za-z0-9._:@/+=-]+$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
-#: Desired states of the slurm_job module besides ``present``.
-JOB_ACTIONS = ("absent", "requeued", "held", "released")
+#: The options of a submission's retries (read by :func:`submit`), which every module that
+#: submits takes; documented in the ``clusterops.slurm.submit_retries`` doc fragment.
+SUBMIT_RETRY_OPTIONS = ArgumentSpec(dict(
+    submit_retries=dict(type="int", default=2),
+    retry_delay=dict(type="float", default=10),
+))
 
-#: sbatch options that take a value, as (module option, sbatch long option).
-SBATCH_VALUE_OPTIONS = (
-    ("partition", "--partition"),
-    ("nodes", "--nodes"),
-    ("ntasks_per_node", "--ntasks-per-node"),
-    ("cpus_per_task", "--cpus-per-task"),
-    ("gres", "--gres"),
-    ("gpus", "--gpus"),
-    ("gpus_per_node", "--gpus-per-node"),
-    ("time", "--time"),
-    ("output", "--output"),
-    ("error", "--error"),
-    ("dependency", "--dependency"),
-    ("array", "--array"),
-    ("signal", "--signal"),
-    ("open_mode", "--open-mode"),
-    ("chdir", "--chdir"),
-)
+#: Desired states of the slurm_job module besides ``present`` (each one Slurm call, see
+#: ``_slurm_commands.JOB_ACTION_FORMS``).
+JOB_ACTIONS = tuple(JOB_ACTION_FORMS)
 
 # Failures after which slurmctld may or may not have created the job: the request may have
 # reached it and only the answer got lost. "Unable to contact slurm controller" is included
@@ -148,47 +139,6 @@ def matches_identity(job: Dict[str, Any], name: Optional[str], user: Optional[st
     return has_key(job, key)
 
 
-def export_value(export: Optional[str], environment: Optional[Dict[str, Any]]) -> Optional[str]:
-    """sbatch ``--export=`` for the module's ``export`` and ``environment``.
-
-    The environment's values travel in sbatch's own environment (commas, spaces and ``=`` stay
-    data); ``--export`` names them: ``ALL`` (default) propagates them with everything else;
-    ``NONE`` becomes just their names (with NONE sbatch allows no variables); any other value
-    gets them appended."""
-    names = sorted(environment or {})
-    if not names:
-        return export
-    if export is None or export.strip().upper() == "ALL":
-        return "ALL"
-    if export.strip().upper() == "NONE":
-        return ",".join(names)
-    return export + "," + ",".join(names)
-
-
-def sbatch_args(params: Dict[str, Any], comment: Optional[str]) -> List[str]:
-    """The sbatch argument list from the module's options (``--option=value`` form, so a value
-    starting with ``-`` stays a value). The script path comes last; with ``script_content`` no
-    path is given and sbatch reads the script from standard input."""
-    args = ["--parsable", "--job-name=" + params["name"]]
-    for option, flag in SBATCH_VALUE_OPTIONS:
-        value = params.get(option)
-        if value is not None and value != "":
-            args.append("%s=%s" % (flag, value))
-    if params.get("requeue") is True:
-        args.append("--requeue")
-    elif params.get("requeue") is False:
-        args.append("--no-requeue")
-    if comment:
-        args.append("--comment=" + comment)
-    export = export_value(params.get("export"), params.get("environment"))
-    if export:
-        args.append("--export=" + export)
-    args.extend(params.get("extra_args") or [])
-    if params.get("script"):
-        args.append(params["script"])
-    return args
-
-
 def sbatch_environ(environment: Optional[Dict[str, Any]]) -> Dict[str, str]:
     """Environment for the sbatch call. ``LC_ALL`` is set back to the task's own value (empty
     when it had none): the command layer sets ``LC_ALL=C`` for reading Slurm's words, and the
@@ -215,10 +165,11 @@ def submission_id(job: Dict[str, Any]) -> int:
     return job["array_job_id"] or job["het_job_id"] or job["job_id_raw"]
 
 
-def submit(cli: Any, args: List[str], identity: Dict[str, Any], known_ids: Sequence[int], data: Optional[str] = None,
+def submit(cli: Any, command: Command, identity: Dict[str, Any], known_ids: Sequence[int], data: Optional[str] = None,
            environ: Optional[Dict[str, str]] = None, retries: int = 2, delay: float = 10.0,
            sleep: Callable[[float], Any] = time.sleep) -> Dict[str, Any]:
-    """Run sbatch once, and again only when Slurm certainly did not take the job.
+    """Run sbatch once (``command``, an sbatch form of ``_slurm_commands``), and again only when
+    Slurm certainly did not take the job.
 
     After a failure that leaves it open whether slurmctld created the job (timeout, lost
     answer), wait ``delay`` seconds and look the identity up with squeue (every state, so a job
@@ -248,8 +199,7 @@ def submit(cli: Any, args: List[str], identity: Dict[str, Any], known_ids: Seque
     while True:
         attempts += 1
         try:
-            rc, out, err = cli.run("sbatch", args, data=data, environ=environ,
-                                   what="submit the job")
+            rc, out, err = cli.run(*command, data=data, environ=environ, what="submit the job")
         except SlurmCommandError as exc:
             if not uncertain_failure(exc):
                 raise SubmitError(exc.msg, exc=exc, errors=errors)
@@ -359,14 +309,6 @@ def _state(job):
     return parse_job_state(job["state_raw"])
 
 
-#: The command (as Slurm spells it) of each action.
-ACTION_COMMANDS = {
-    "absent": ("scancel", []),
-    "requeued": ("scontrol", ["requeue"]),
-    "held": ("scontrol", ["hold"]),
-    "released": ("scontrol", ["release"]),
-}
-
 _RUNNING_LIKE = frozenset(("RUNNING", "SUSPENDED", "CONFIGURING", "RESIZING", "STOPPED", "SIGNALING"))
 
 
@@ -429,12 +371,3 @@ def plan_action(jobs: List[Dict[str, Any]], action: str, job_id: Optional[str] =
             unchanged = [j for j in unchanged if j is not newest]
     targets = _dedup([job_target(j, job_id) for j in changed])
     return {"targets": targets, "changed": changed, "unchanged": unchanged, "refused": refused}
-
-
-def action_args(action: str, targets: List[str]) -> Tuple[str, List[str]]:
-    """``(command, args)`` acting on all ``targets`` in one call: ``scancel ID ID...``,
-    ``scontrol requeue|hold|release ID,ID...``."""
-    name, args = ACTION_COMMANDS[action]
-    if name == "scancel":
-        return name, list(targets)
-    return name, args + [",".join(targets)]

@@ -64,6 +64,15 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import
     check_answer,
     split_fields,
 )
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_commands import (
+    REC_END,
+    SACCT_FIELDS,
+    SEP,
+    SQUEUE_FIELDS,
+    TIME_ENVIRON,
+    accounting,
+    queue,
+)
 
 try:
     from typing import Any, Dict, List, Optional, Sequence, Tuple  # noqa: F401
@@ -72,39 +81,6 @@ try:
 except ImportError:  # pragma: no cover
     pass
 
-
-#: Field separator in both commands' output: ASCII unit separator.
-SEP = "\x1f"
-#: squeue record end (suffix of its last field): ASCII record separator, so that a comment
-#: holding a newline cannot split a record.
-REC_END = "\x1e"
-
-#: ``SLURM_TIME_FORMAT`` for every read: strftime ``%s``, Unix seconds, whatever the time zone.
-TIME_ENVIRON = {"SLURM_TIME_FORMAT": "%s"}
-
-#: squeue(1) ``-O`` fields, in this order (names are matched without case; every one is in the
-#: field table of src/squeue/opts.c of 22.05, 24.11 and 26.05, and each field's print function in
-#: src/squeue/print.c is the same in 24.11 and 26.05; 22.05 differs in ``exit_code``, the raw wait
-#: status, see :func:`parse_wait_status`). ``JobID`` is the unique numeric id,
-#: ``JobArrayID`` the id as Slurm writes it (``%i``: ``123_4``, ``123_[5-100]``, ``1234+1``),
-#: which also gives the array and heterogeneous job parts. The free-text comment comes last.
-SQUEUE_FIELDS = (
-    "JobID", "JobArrayID", "Name", "UserName", "State", "Reason", "exit_code", "NodeList",
-    "SubmitTime", "StartTime", "EndTime", "RestartCnt", "Partition", "Cluster", "Comment",
-)
-#: ``Field:`` with no width prints the whole value; the suffix separates the fields.
-SQUEUE_FORMAT = ",".join("%s:%s" % (f, SEP) for f in SQUEUE_FIELDS[:-1]) + ",%s:%s" % (
-    SQUEUE_FIELDS[-1], REC_END)
-
-#: sacct(1) ``--format`` fields, in this order; the job name (free text) last. Every one is in the
-#: field table of src/sacct/sacct.c of 22.05, 24.11 and 26.05; ``ExitCode`` is ``exit:signal``
-#: there. A cancelled job's exit code depends on how its program ended (``0:15`` killed by
-#: SIGTERM, ``143:0`` exited 128+15 itself, ``0:9`` / ``137:0`` after SIGKILL; all seen on the
-#: dev clusters): a job's end is read from its state, never from its exit code.
-SACCT_FIELDS = (
-    "JobID", "JobIDRaw", "Cluster", "User", "Partition", "State", "ExitCode", "Reason",
-    "NodeList", "Submit", "Start", "End", "JobName",
-)
 
 #: How far apart (seconds) the end of a run and the submit time of the next record of the same
 #: job id may be for the next record to count as Slurm's requeue of that run. Slurm resets the
@@ -543,18 +519,6 @@ def job_matches_states(job: Dict[str, Any], names: Sequence[str]) -> bool:
     return state_matches(merged, names)
 
 
-def _selection(job_ids: Optional[Sequence[str]], names: Optional[Sequence[str]], users: Optional[Sequence[str]]) -> List[str]:
-    """``--jobs=``, ``--name=``, ``--user=`` (comma-separated lists, each only when given): the
-    options squeue(1) and sacct(1) spell alike."""
-    return [option + ",".join(values) for option, values in
-            (("--jobs=", job_ids), ("--name=", names), ("--user=", users)) if values]
-
-
-def squeue_args(job_ids: Optional[Sequence[str]] = None, names: Optional[Sequence[str]] = None, users: Optional[Sequence[str]] = None) -> List[str]:
-    """squeue arguments: every state (finished jobs stay listed for MinJobAge), our format."""
-    return ["--noheader", "--states=all", "--Format=" + SQUEUE_FORMAT] + _selection(job_ids, names, users)
-
-
 def read_queue(cli: Any,
                job_ids: Optional[Sequence[str]] = None,
                names: Optional[Sequence[str]] = None,
@@ -566,29 +530,12 @@ def read_queue(cli: Any,
         SlurmCommandError: squeue failed: rc not 0, or an error on stderr with rc 0.
         JobParseError: its output could not be read, or was cut short.
     """
-    rc, out, err = cli.run("squeue", squeue_args(job_ids, names, users), check=False,
-                           what="read jobs", environ=TIME_ENVIRON)
+    rc, out, err = cli.run(*queue(job_ids, names, users), check=False, what="read jobs",
+                           environ=TIME_ENVIRON)
     if rc != 0 and job_ids and _INVALID_JOB_ID.search(err or out or ""):
         return []
     check_answer(cli, "squeue", rc, out, err, "read jobs")
     return parse_squeue(out)
-
-
-def sacct_args(job_ids: Optional[Sequence[str]] = None,
-               names: Optional[Sequence[str]] = None,
-               users: Optional[Sequence[str]] = None,
-               start: Optional[int] = None,
-               end: Optional[int] = None) -> List[str]:
-    """sacct arguments: all records of each id (``--duplicates``), steps included."""
-    args = ["--noheader", "--parsable2", "--delimiter=" + SEP, "--duplicates",
-            "--format=" + ",".join(SACCT_FIELDS)] + _selection(job_ids, names, users)
-    if not users:
-        args.append("--allusers")
-    if start is not None:
-        args.append("--starttime=" + slurm_time(start))
-    if end is not None:
-        args.append("--endtime=" + slurm_time(end))
-    return args
 
 
 def read_accounting(cli: Any,
@@ -608,57 +555,12 @@ def read_accounting(cli: Any,
         SlurmCommandError: sacct failed for another reason, or printed an error with rc 0.
         JobParseError: its output could not be read, or was cut short.
     """
-    rc, out, err = cli.run("sacct", sacct_args(job_ids, names, users, start, end), check=False,
+    rc, out, err = cli.run(*accounting(job_ids, names, users, start, end), check=False,
                            what="read job accounting", environ=TIME_ENVIRON)
     if rc != 0 and _NO_ACCOUNTING.search(err or out or ""):
         return None
     check_answer(cli, "sacct", rc, out, err, "read job accounting")
     return parse_sacct(out)
-
-
-def slurm_time(epoch: int) -> str:
-    """Unix seconds as sacct's ``YYYY-MM-DDTHH:MM:SS`` (local time, as sacct reads it)."""
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(epoch))
-
-
-_RELATIVE = re.compile(r"^now(?:\s*(?P<sign>[+-])\s*(?P<count>\d+)\s*(?P<unit>[a-z]*))?$", re.IGNORECASE)
-_UNITS = {"": 1, "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
-          "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
-          "h": 3600, "hour": 3600, "hours": 3600, "d": 86400, "day": 86400, "days": 86400,
-          "w": 604800, "week": 604800, "weeks": 604800}
-_ISO_FORMATS = ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M",
-                "%Y-%m-%d")
-
-
-def parse_time_option(value: Any, now: Optional[float] = None) -> Optional[int]:
-    """Unix seconds from a module's time option: an integer (Unix seconds), ``YYYY-MM-DD``,
-    ``YYYY-MM-DDTHH:MM[:SS]`` (local time), ``now`` or ``now-<n><unit>`` / ``now+<n><unit>``
-    (units as sacct takes them: seconds, minutes, hours, days, weeks). None for empty.
-
-    Raises:
-        ValueError: anything else.
-    """
-    if value is None or str(value).strip() == "":
-        return None
-    text = str(value).strip()
-    if re.match(r"^\d+$", text):
-        return int(text)
-    relative = _RELATIVE.match(text)
-    if relative:
-        base = int(now if now is not None else time.time())
-        if not relative.group("sign"):
-            return base
-        unit = relative.group("unit").lower()
-        if unit not in _UNITS:
-            raise ValueError("unknown time unit %r in %r" % (unit, text))
-        delta = int(relative.group("count")) * _UNITS[unit]
-        return base - delta if relative.group("sign") == "-" else base + delta
-    for fmt in _ISO_FORMATS:
-        try:
-            return int(time.mktime(time.strptime(text, fmt)))
-        except ValueError:
-            continue
-    raise ValueError("not a time: %r (use Unix seconds, YYYY-MM-DD[THH:MM[:SS]] or now-<n>days)" % text)
 
 
 def in_window(job: Dict[str, Any], start: Optional[int] = None, end: Optional[int] = None) -> bool:

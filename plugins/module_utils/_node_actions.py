@@ -19,6 +19,7 @@ from __future__ import annotations
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import NodeParseError, node_state, read_nodes
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import SlurmCommandError, failure_words
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_commands import Command, node_change
 
 try:
     from typing import Any, Dict, List, Optional, Tuple  # noqa: F401
@@ -52,27 +53,9 @@ class Change(object):
     def hostlist(self) -> str:
         return compress_hostlist(self.nodes)
 
-    def scontrol_args(self) -> List[str]:
-        """The scontrol argument list (scontrol(1) ``update``, ``reboot``, ``cancel_reboot``)."""
-        hostlist = self.hostlist
-        if self.action == "reboot":
-            args = ["reboot"]
-            if self.asap:
-                args.append("ASAP")
-            if self.nextstate:
-                args.append("nextstate=%s" % self.nextstate.upper())
-            if self.reason:
-                args.append("reason=%s" % self.reason)
-            args.append(hostlist)
-            return args
-        if self.action == "cancel_reboot":
-            return ["cancel_reboot", hostlist]
-        args = ["update", "NodeName=%s" % hostlist]
-        if self.action in ("drain", "down", "resume"):
-            args.append("State=%s" % self.action.upper())
-        if self.reason is not None and self.action != "resume":
-            args.append("Reason=%s" % self.reason)
-        return args
+    def command(self) -> Command:
+        """The scontrol call (``_slurm_commands.node_change``)."""
+        return node_change(self.action, self.hostlist, self.reason, self.asap, self.nextstate)
 
     def to_dict(self) -> Dict[str, Any]:
         return {"action": self.action, "nodes": list(self.nodes), "hostlist": self.hostlist,
@@ -244,12 +227,12 @@ def apply_node_changes(cli: Any, plan: Dict[str, Any], check_mode: bool) -> Dict
     failed = dict(plan["refused"])
     for change in plan["changes"]:
         entry = change.to_dict()
-        entry["command"] = cli.command("scontrol", change.scontrol_args())
+        entry["command"] = cli.command(*change.command())
         changes.append(entry)
         if check_mode:
             continue
         try:
-            cli.run("scontrol", change.scontrol_args(), what="%s %s" % (change.action, change.hostlist))
+            cli.run(*change.command(), what="%s %s" % (change.action, change.hostlist))
         except SlurmCommandError as exc:
             message = failure_words(exc)
             try:

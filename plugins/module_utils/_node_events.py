@@ -50,23 +50,17 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import
     check_answer,
     split_fields,
 )
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_commands import (
+    EVENT_ENVIRON,
+    EVENT_FIELDS,
+    node_events,
+)
 
 try:
     from typing import Any, Dict, List, Optional, Sequence, Union  # noqa: F401
 except ImportError:  # pragma: no cover
     pass
 
-
-#: sacctmgr ``format=`` fields, in this order; the free-text reason last.
-EVENT_FIELDS = ("NodeName", "TimeStart", "TimeEnd", "State", "User", "Reason")
-
-#: Environment of the read: Unix seconds for every time; ``start=`` read as UTC.
-EVENT_ENVIRON = {"SLURM_TIME_FORMAT": "%s", "TZ": "UTC"}
-
-#: The longest ``nodes=`` argument :func:`event_args` passes (characters); Linux refuses a single
-#: argument over 128 KiB (MAX_ARG_STRLEN). A longer hostlist reads every node's events instead:
-#: more lines, the same answer for the nodes asked for.
-MAX_NODES_ARG = 65536
 
 #: Two events of a node belong to one failure episode when the second starts at most this many
 #: seconds after the first ended. Slurm closes an event and opens the next one at the same
@@ -85,11 +79,6 @@ class NodeEventParseError(SlurmAnswerError):
     """sacctmgr output that cannot be read as node events."""
 
 
-def slurm_utc_time(epoch: Union[int, float]) -> str:
-    """Unix seconds as ``YYYY-MM-DDTHH:MM:SS`` in UTC, for ``start=`` under ``TZ=UTC``."""
-    return time.strftime(_ISO, time.gmtime(int(epoch)))
-
-
 def parse_event_time(value: str) -> Optional[int]:
     """Unix seconds from an event time: digits (``SLURM_TIME_FORMAT=%s``) or
     ``YYYY-MM-DDTHH:MM:SS`` read as UTC (the read runs with ``TZ=UTC``); None for ``Unknown``.
@@ -106,18 +95,6 @@ def parse_event_time(value: str) -> Optional[int]:
         return calendar.timegm(time.strptime(text, _ISO))
     except ValueError:
         raise NodeEventParseError("not an event time: %r" % value)
-
-
-def event_args(start: Union[int, float], nodes: Optional[Union[str, Sequence[str]]] = None) -> List[str]:
-    """sacctmgr arguments for the events of ``nodes`` (hostlist or names; all when None, or when
-    longer than :data:`MAX_NODES_ARG`) that were open at or after ``start`` (Unix seconds)."""
-    args = ["--noheader", "--parsable2", "show", "event", "event=node",
-            "start=" + slurm_utc_time(start)]
-    hostlist = nodes if isinstance(nodes, str) else ",".join(nodes or ())
-    if hostlist and len(hostlist) <= MAX_NODES_ARG:
-        args.append("nodes=" + hostlist)
-    args.append("format=" + ",".join(EVENT_FIELDS))
-    return args
 
 
 def parse_events(text: str) -> List[Dict[str, Any]]:
@@ -156,8 +133,7 @@ def read_node_events(cli: Any, start: Union[int, float], nodes: Optional[Union[s
         NodeEventParseError: a line of its answer is not an event (cut short, garbage).
     """
     what = "read node events from accounting"
-    rc, out, err = cli.run("sacctmgr", event_args(start, nodes), check=False, what=what,
-                           environ=EVENT_ENVIRON)
+    rc, out, err = cli.run(*node_events(start, nodes), check=False, what=what, environ=EVENT_ENVIRON)
     check_answer(cli, "sacctmgr", rc, out, err, what)
     return parse_events(out)
 

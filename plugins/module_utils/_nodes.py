@@ -43,6 +43,13 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import
     json_release,
     split_fields,
 )
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_commands import (
+    SEP,
+    SINFO_FIELDS,
+    SINFO_JSON_SINCE,
+    nodes_json,
+    nodes_text,
+)
 
 try:
     from typing import Any, Dict, List, Optional, Tuple  # noqa: F401
@@ -50,12 +57,6 @@ except ImportError:  # pragma: no cover
     pass
 
 
-#: Field separator for the text source: ASCII unit separator, which Slurm never prints in
-#: a node name, state, partition or GRES. The reason (free text) is the LAST field, so even
-#: a reason holding this byte stays whole.
-TEXT_SEP = "\x1f"
-TEXT_FIELDS = ("%N", "%P", "%T", "%c", "%m", "%G", "%f", "%u", "%H", "%E")
-TEXT_FORMAT = TEXT_SEP.join(TEXT_FIELDS)
 
 
 class NodeParseError(SlurmAnswerError):
@@ -120,13 +121,6 @@ def _node(name, state, reason, reason_user, reason_time, partitions, cpus, memor
         "slurmd_start_time": slurmd_start_time,
     }
 
-
-#: Node JSON of Slurm 23.02 and later comes from ``scontrol show nodes --json`` (one record per
-#: node); ``sinfo --json`` of those releases groups nodes that share a state into one record
-#: with ONE reason, so it cannot be read per node.
-SCONTROL_JSON_SINCE = (23, 2)
-#: ``sinfo --json`` exists from Slurm 21.08 on; 21.08 and 22.05 list one record per node.
-SINFO_JSON_SINCE = (21, 8)
 
 #: Flags that go with a reason Slurm keeps: drained, down, failing, rebooting, powered down.
 #: On any other node a reason is stale (24.11 keeps the old one after ``State=RESUME``).
@@ -264,7 +258,7 @@ def _text_time(value: str) -> Optional[int]:
 
 
 def parse_sinfo_text(text: str) -> List[Dict[str, Any]]:
-    """Nodes from ``sinfo -N -h -o TEXT_FORMAT`` (one line per node and partition).
+    """Nodes from ``sinfo -N -h -o SINFO_FORMAT`` (one line per node and partition).
 
     A node that sinfo lists once per partition is returned once, with all its partitions in
     sinfo's order; the default partition's ``*`` is removed. The reason is the last field and
@@ -276,7 +270,7 @@ def parse_sinfo_text(text: str) -> List[Dict[str, Any]]:
     """
     nodes: List[Dict[str, Any]] = []
     by_name: Dict[str, Dict[str, Any]] = {}
-    for number, fields in split_fields(text.splitlines(), TEXT_SEP, TEXT_FIELDS, "sinfo line", NodeParseError):
+    for number, fields in split_fields(text.splitlines(), SEP, SINFO_FIELDS, "sinfo line", NodeParseError):
         name, partition, state_text, cpus, memory, gres, features, user, when, reason = fields
         name = name.strip()
         partition = partition.strip().rstrip("*")
@@ -343,14 +337,11 @@ def read_nodes(cli: Any, source: str = "auto") -> Tuple[List[Dict[str, Any]], st
     """
     release = cli.release()
     if source == "text" or (source == "auto" and release < SINFO_JSON_SINCE):
-        rc, out, err = cli.run("sinfo", ["-N", "-h", "-o", TEXT_FORMAT], what="read node states")
+        rc, out, err = cli.run(*nodes_text(), what="read node states")
         return parse_sinfo_text(out), "text"
     if release < SINFO_JSON_SINCE:
         raise NodeParseError("Slurm %s has no JSON output (21.08 and later have); use "
                              "source=text" % release_text(release))
-    if release >= SCONTROL_JSON_SINCE:
-        command: Tuple[str, List[str]] = ("scontrol", ["show", "nodes", "--json"])
-    else:
-        command = ("sinfo", ["--json"])
-    doc = cli.run_json(command[0], command[1], what="read node states")
-    return parse_nodes_json(doc, " ".join([command[0]] + command[1])), "json"
+    name, args = nodes_json(release)
+    doc = cli.run_json(name, args, what="read node states")
+    return parse_nodes_json(doc, " ".join([name] + args)), "json"

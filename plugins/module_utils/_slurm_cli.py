@@ -26,10 +26,8 @@ import subprocess
 
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import (
-    DEFAULT_RELEASE,
-    expand_hostlist,
-)
+from ansible_collections.clusterops.slurm.plugins.module_utils._options import ArgumentSpec
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_commands import version
 from ansible_collections.clusterops.slurm.plugins.module_utils._task import TaskFailure, run_task
 
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Type  # noqa: F401
@@ -38,13 +36,13 @@ if TYPE_CHECKING:  # the type of the module argument; modules import it themselv
     from ansible.module_utils.basic import AnsibleModule  # noqa: F401
 
 
-#: Options shared by every module; documented in the ``clusterops.slurm.slurm_cli``
-#: doc fragment. Merge into a module's argument_spec with :func:`slurm_argument_spec`.
-SLURM_COMMON_ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
+#: The options of the Slurm commands, which every module that runs them takes (read by
+#: :class:`SlurmCLI`); documented in the ``clusterops.slurm.slurm_cli`` doc fragment.
+SLURM_COMMAND_OPTIONS = ArgumentSpec(dict(
     slurm_conf=dict(type="path"),
     slurm_bin_dir=dict(type="path"),
     command_timeout=dict(type="int", default=60),
-)
+))
 
 #: rc that coreutils timeout(1) returns when it had to stop the command.
 TIMEOUT_RC = 124
@@ -156,13 +154,6 @@ def effective_user() -> str:
         return pwd.getpwuid(os.geteuid()).pw_name
     except KeyError:
         return str(os.geteuid())
-
-
-def slurm_argument_spec(**module_options: Any) -> Dict[str, Any]:
-    """A module's argument_spec: its own options plus :data:`SLURM_COMMON_ARGUMENT_SPEC`."""
-    spec = dict((k, dict(v)) for k, v in SLURM_COMMON_ARGUMENT_SPEC.items())
-    spec.update(module_options)
-    return spec
 
 
 class SlurmCommandError(Exception):
@@ -370,7 +361,7 @@ class SlurmCLI(object):
             SlurmCommandError: sinfo failed or printed no version.
         """
         if self._release is None:
-            rc, out, err = self.run("sinfo", ["--version"], what="read the Slurm release")
+            rc, out, err = self.run(*version(), what="read the Slurm release")
             try:
                 self._release = parse_version(out)
             except ValueError as exc:
@@ -407,47 +398,6 @@ class SlurmCLI(object):
                 "the answer is not trusted): %s" % (name, what or "run it", "; ".join(errors)),
                 self.calls[-1], rc, out, err)
         return doc
-
-
-def option_value(params: Dict[str, Any], option: str, parse: Callable[[Any], Any]) -> Any:
-    """``parse(params[option])``, for an option whose value a module reads further.
-
-    Raises:
-        TaskFailure: ``parse`` raised a ValueError (HostlistError, SlurmStateError, JobStateError
-        and a time that is not one are ValueErrors): ``"<option>: <its text>"``.
-    """
-    try:
-        return parse(params[option])
-    except ValueError as exc:
-        raise TaskFailure("%s: %s" % (option, exc))
-
-
-def hostlist_option(params: Dict[str, Any], option: str, release: Any = DEFAULT_RELEASE) -> List[str]:
-    """The names of a list option of hostlist expressions (``nodes``), expanded by the rules of
-    ``release`` (the newest by default, to check before any call; then the cluster's own).
-
-    Ansible splits a list option given as a string on its commas (``n[1,3]`` arrives as ``n[1``
-    and ``3]``); joining the items back is exact for any list of expressions.
-
-    Raises:
-        TaskFailure: ``"<option>: <HostlistError>"``.
-    """
-    return option_value(params, option, lambda items: expand_hostlist(",".join(items or []), release=release))
-
-
-def state_names_option(params: Dict[str, Any], option: str, state_matches: Callable[[Any, List[str]], bool], state: Any) -> List[str]:
-    """The state names of a list option (``states``) of node or job states, each checked by
-    ``state_matches(state, [name])`` (``_node_state`` or ``_job_state``), which raises a
-    ValueError for a name that is no state; ``state`` is any parsed state of that kind.
-
-    Raises:
-        TaskFailure: ``"<option>: <the state module's error>"``, before any call.
-    """
-    def check(names: List[str]) -> List[str]:
-        for name in names:
-            state_matches(state, [name])   # one at a time: a match ends the node states' loop
-        return names
-    return option_value(params, option, check)
 
 
 def run_module(module: AnsibleModule, task: Callable[[Any, SlurmCLI], Dict[str, Any]], errors: Tuple[Type[Exception], ...] = ()) -> None:

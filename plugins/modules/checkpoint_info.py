@@ -283,7 +283,8 @@ finished:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import CheckpointError, inspect
-from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint_options import checkpoint_argument_spec
+from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint_options import CHECKPOINT_OPTIONS
+from ansible_collections.clusterops.slurm.plugins.module_utils._options import ArgumentSpec
 from ansible_collections.clusterops.slurm.plugins.module_utils._task import run_task
 
 
@@ -303,13 +304,12 @@ def report(module):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=checkpoint_argument_spec(
+    module = AnsibleModule(**ArgumentSpec(
+        dict(
             validate_all=dict(type="bool", default=False),
             name_template=dict(type="str"),
         ),
-        supports_check_mode=True,
-    )
+    ).merge(CHECKPOINT_OPTIONS).module_kwargs())
     run_task(module, report, errors=(CheckpointError, ValueError))
 
 

@@ -215,7 +215,8 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint impor
     parse_min_free,
     prune,
 )
-from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint_options import checkpoint_argument_spec
+from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint_options import CHECKPOINT_OPTIONS
+from ansible_collections.clusterops.slurm.plugins.module_utils._options import ArgumentSpec
 from ansible_collections.clusterops.slurm.plugins.module_utils._task import TaskFailure, run_task
 
 
@@ -257,8 +258,8 @@ def prune_folder(module):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=checkpoint_argument_spec(
+    module = AnsibleModule(**ArgumentSpec(
+        dict(
             keep_last=dict(type="int", required=True),
             keep_every=dict(type="int", default=0),
             keep=dict(type="list", elements="str", default=[]),
@@ -266,8 +267,7 @@ def main():
             tmp_grace=dict(type="int", default=TMP_GRACE),
             lock_file=dict(type="path"),
         ),
-        supports_check_mode=True,
-    )
+    ).merge(CHECKPOINT_OPTIONS).module_kwargs())
     run_task(module, prune_folder)
 
 

@@ -54,6 +54,7 @@ extends_documentation_fragment:
   - clusterops.slurm.attributes
   - clusterops.slurm.attributes.IDEMPOTENT
   - clusterops.slurm.slurm_cli
+  - clusterops.slurm.submit_retries
 attributes:
   check_mode:
     support: full
@@ -179,17 +180,6 @@ options:
     type: list
     elements: str
     default: []
-  submit_retries:
-    description:
-      - How many more times C(sbatch) may run after a failure that may not have reached
-        C(slurmctld), each time only after C(squeue) showed that no job was created.
-    type: int
-    default: 2
-  retry_delay:
-    description:
-      - Seconds to wait after such a failure before asking C(squeue).
-    type: float
-    default: 10
 notes:
   - The identity is looked up with one C(squeue) call (C(-u <user> -n <name> --states=all)).
   - 'To submit as the owner of a run, use C(become: true) and C(become_user: <owner>) on the task:
@@ -326,26 +316,27 @@ import re
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._job_actions import (
+    SUBMIT_RETRY_OPTIONS,
     ENV_NAME_RE,
     JOB_ACTIONS,
     KEY_RE,
     SubmitError,
-    action_args,
     key_comment,
     matches_identity,
     plan_action,
-    sbatch_args,
     sbatch_environ,
     submission_id,
     submit,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import read_queue
+from ansible_collections.clusterops.slurm.plugins.module_utils._options import ArgumentSpec
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
+    SLURM_COMMAND_OPTIONS,
     SlurmCommandError,
     effective_user,
     run_module,
-    slurm_argument_spec,
 )
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_commands import job_action, submission
 from ansible_collections.clusterops.slurm.plugins.module_utils._task import TaskFailure
 
 _JOB_ID_RE = re.compile(r"^\d+(?:_\d+|\+\d+)?$")
@@ -386,8 +377,8 @@ def present(module, cli, user):
     params = module.params
     name, key = params["name"], params["key"]
     comment = key_comment(key, params["comment"])
-    args = sbatch_args(params, comment)
-    command = cli.command("sbatch", args)
+    sbatch = submission(params, comment)
+    command = cli.command(*sbatch)
     jobs = read_queue(cli, names=[name], users=[user])
     mine = [j for j in jobs if matches_identity(j, name, user, key)]
     active = [j for j in mine if j["active"]]
@@ -410,7 +401,7 @@ def present(module, cli, user):
         data += "\n"
     identity = {"name": name, "user": user, "key": key}
     try:
-        done = submit(cli, args, identity, [j["job_id_raw"] for j in jobs], data=data,
+        done = submit(cli, sbatch, identity, [j["job_id_raw"] for j in jobs], data=data,
                       environ=sbatch_environ(params["environment"]),
                       retries=max(params["submit_retries"], 0), delay=max(params["retry_delay"], 0))
     except SubmitError as exc:
@@ -449,11 +440,11 @@ def act(module, cli, user):
                   job_id=int(targets[0]) if len(targets) == 1 and targets[0].isdigit() else None)
     if not targets:
         return dict(result, changed=False)
-    command_name, args = action_args(action, targets)
-    result["command"] = cli.command(command_name, args)
+    call = job_action(action, targets)
+    result["command"] = cli.command(*call)
     if not module.check_mode:
         try:
-            cli.run(command_name, args, what="%s %s" % (action, ",".join(targets)))
+            cli.run(*call, what="%s %s" % (action, ",".join(targets)))
         except SlurmCommandError as exc:
             # The job may have ended or changed meanwhile: what matters is whether anything
             # is still left to do.
@@ -472,8 +463,8 @@ def run(module, cli):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=slurm_argument_spec(
+    module = AnsibleModule(**ArgumentSpec(
+        dict(
             state=dict(type="str", default="present", choices=["present"] + list(JOB_ACTIONS)),
             name=dict(type="str"),
             user=dict(type="str"),
@@ -501,8 +492,6 @@ def main():
             export=dict(type="str"),
             chdir=dict(type="str"),
             extra_args=dict(type="list", elements="str", default=[]),
-            submit_retries=dict(type="int", default=2),
-            retry_delay=dict(type="float", default=10),
         ),
         mutually_exclusive=[("script", "script_content")],
         required_if=[
@@ -510,8 +499,7 @@ def main():
             ("state", "present", ["script", "script_content"], True),
         ],
         required_one_of=[("name", "job_id")],
-        supports_check_mode=True,
-    )
+    ).merge(SLURM_COMMAND_OPTIONS, SUBMIT_RETRY_OPTIONS).module_kwargs())
     run_module(module, run)
 
 

@@ -301,14 +301,17 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._job_state import
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import (
     job_matches_states,
-    parse_time_option,
     read_jobs,
 )
-from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
+from ansible_collections.clusterops.slurm.plugins.module_utils._options import (
+    ArgumentSpec,
     option_value,
-    run_module,
-    slurm_argument_spec,
+    parse_time_option,
     state_names_option,
+)
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
+    SLURM_COMMAND_OPTIONS,
+    run_module,
 )
 
 
@@ -329,8 +332,8 @@ def read(module, cli):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=slurm_argument_spec(
+    module = AnsibleModule(**ArgumentSpec(
+        dict(
             job_ids=dict(type="list", elements="str", default=[]),
             names=dict(type="list", elements="str", default=[]),
             users=dict(type="list", elements="str", default=[]),
@@ -340,8 +343,7 @@ def main():
             accounting=dict(type="bool", default=True),
             steps=dict(type="bool", default=True),
         ),
-        supports_check_mode=True,
-    )
+    ).merge(SLURM_COMMAND_OPTIONS).module_kwargs())
     run_module(module, read)
 
 

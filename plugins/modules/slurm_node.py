@@ -178,10 +178,13 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._node_actions imp
     plan_node_changes,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import read_nodes
-from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
+from ansible_collections.clusterops.slurm.plugins.module_utils._options import (
+    ArgumentSpec,
     hostlist_option,
+)
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
+    SLURM_COMMAND_OPTIONS,
     run_module,
-    slurm_argument_spec,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._task import TaskFailure
 
@@ -218,8 +221,8 @@ def change(module, cli):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=slurm_argument_spec(
+    module = AnsibleModule(**ArgumentSpec(
+        dict(
             nodes=dict(type="list", elements="str", required=True),
             state=dict(type="str", required=True, choices=list(NODE_ACTIONS)),
             reason=dict(type="str"),
@@ -231,8 +234,7 @@ def main():
             ("state", "drain", ["reason"]),
             ("state", "down", ["reason"]),
         ],
-        supports_check_mode=True,
-    )
+    ).merge(SLURM_COMMAND_OPTIONS).module_kwargs())
     run_module(module, change)
 
 

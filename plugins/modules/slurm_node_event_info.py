@@ -172,15 +172,18 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import parse_time_option
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_events import (
     episodes,
     read_node_events,
 )
-from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
+from ansible_collections.clusterops.slurm.plugins.module_utils._options import (
+    ArgumentSpec,
     option_value,
+    parse_time_option,
+)
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
+    SLURM_COMMAND_OPTIONS,
     run_module,
-    slurm_argument_spec,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._task import TaskFailure
 
@@ -200,8 +203,8 @@ def read(module, cli):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=slurm_argument_spec(
+    module = AnsibleModule(**ArgumentSpec(
+        dict(
             nodes=dict(type="list", elements="str", default=[]),
             window=dict(type="int"),
             start=dict(type="str"),
@@ -209,8 +212,7 @@ def main():
         ),
         mutually_exclusive=[("window", "start")],
         required_one_of=[("window", "start")],
-        supports_check_mode=True,
-    )
+    ).merge(SLURM_COMMAND_OPTIONS).module_kwargs())
     run_module(module, read)
 
 

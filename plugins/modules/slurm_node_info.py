@@ -210,11 +210,14 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import (
     read_nodes,
     release_text,
 )
-from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
+from ansible_collections.clusterops.slurm.plugins.module_utils._options import (
+    ArgumentSpec,
     hostlist_option,
-    run_module,
-    slurm_argument_spec,
     state_names_option,
+)
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
+    SLURM_COMMAND_OPTIONS,
+    run_module,
 )
 
 
@@ -244,14 +247,13 @@ def read(module, cli):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=slurm_argument_spec(
+    module = AnsibleModule(**ArgumentSpec(
+        dict(
             nodes=dict(type="list", elements="str", default=[]),
             states=dict(type="list", elements="str", default=[]),
             source=dict(type="str", choices=["auto", "json", "text"], default="auto"),
         ),
-        supports_check_mode=True,
-    )
+    ).merge(SLURM_COMMAND_OPTIONS).module_kwargs())
     run_module(module, read)
 
 

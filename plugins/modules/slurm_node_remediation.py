@@ -135,12 +135,13 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation
     DEFAULT_SCOPE,
     RemediationError,
 )
-from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import run_module, slurm_argument_spec
+from ansible_collections.clusterops.slurm.plugins.module_utils._options import ArgumentSpec
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import SLURM_COMMAND_OPTIONS, run_module
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=slurm_argument_spec(
+    module = AnsibleModule(**ArgumentSpec(
+        dict(
             classes=dict(type="list", elements="dict"),
             allow_reasons=dict(type="list", elements="str"),
             reboot_reasons=dict(type="list", elements="str"),
@@ -159,8 +160,7 @@ def main():
             max_percent=dict(type="float", default=DEFAULT_MAX_PERCENT),
         ),
         mutually_exclusive=[("classes", "allow_reasons"), ("classes", "reboot_reasons")],
-        supports_check_mode=True,
-    )
+    ).merge(SLURM_COMMAND_OPTIONS).module_kwargs())
     run_module(module, remediate, errors=(RemediationError,))
 
 

@@ -83,6 +83,7 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - clusterops.slurm.attributes
   - clusterops.slurm.slurm_cli
+  - clusterops.slurm.submit_retries
 attributes:
   check_mode:
     support: full
@@ -116,16 +117,6 @@ options:
         held, nothing is read or submitted and RV(locked) is true.
     type: int
     default: 60
-  submit_retries:
-    description:
-      - After an C(sbatch) failure that leaves open whether Slurm took the job, how many more
-        times to submit once C(squeue) shows it did not (see M(clusterops.slurm.slurm_job)).
-    type: int
-    default: 2
-  retry_delay:
-    description: Seconds to wait before looking the job up after such a failure.
-    type: float
-    default: 10
   hang_cancel_wait:
     description:
       - After cancelling a hung job, how many seconds to wait for it to end before resubmitting
@@ -368,28 +359,27 @@ commands:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import run_module, slurm_argument_spec
+from ansible_collections.clusterops.slurm.plugins.module_utils._job_actions import SUBMIT_RETRY_OPTIONS
+from ansible_collections.clusterops.slurm.plugins.module_utils._options import ArgumentSpec
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import SLURM_COMMAND_OPTIONS, run_module
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.policy import SUSPECT_AFTER
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry import DEFAULT_REGISTRY, RegistryError
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.runner import restart
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=slurm_argument_spec(
+    module = AnsibleModule(**ArgumentSpec(
+        dict(
             registry=dict(type="path", default=DEFAULT_REGISTRY),
             runs=dict(type="list", elements="str", default=[]),
             history=dict(type="str", default="now-30days"),
             lock_timeout=dict(type="int", default=60),
-            submit_retries=dict(type="int", default=2),
-            retry_delay=dict(type="float", default=10),
             hang_cancel_wait=dict(type="int", default=120),
             suspect_nodes=dict(type="bool", default=True),
             suspect_after=dict(type="int", default=SUSPECT_AFTER),
             suspect_drain_limit=dict(type="int", default=1),
         ),
-        supports_check_mode=True,
-    )
+    ).merge(SLURM_COMMAND_OPTIONS, SUBMIT_RETRY_OPTIONS).module_kwargs())
     run_module(module, restart, errors=(RegistryError,))
 
 

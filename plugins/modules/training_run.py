@@ -212,6 +212,7 @@ except ImportError:  # pragma: no cover
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.clusterops.slurm.plugins.module_utils._options import ArgumentSpec
 from ansible_collections.clusterops.slurm.plugins.module_utils._task import TaskFailure, run_task
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry import (
     DEFAULT_REGISTRY,
@@ -239,8 +240,9 @@ FIELD_TYPES = {
 
 
 def argument_spec():
-    """The options: the run's fields with RUN_DEFAULTS as their defaults, and the task's own."""
-    spec = dict(
+    """The options (an ``ArgumentSpec``): the run's fields with RUN_DEFAULTS as their defaults,
+    and the task's own."""
+    spec: Dict[str, Dict[str, Any]] = dict(
         name=dict(type="str", required=True),
         state=dict(type="str", choices=["present", "absent"], default="present"),
         registry=dict(type="path", default=DEFAULT_REGISTRY),
@@ -254,7 +256,7 @@ def argument_spec():
         if RUN_DEFAULTS[field] is not None:
             option["default"] = RUN_DEFAULTS[field]
         spec[field] = option
-    return spec
+    return ArgumentSpec(spec, required_if=[("state", "present", ("owner", "checkpoint_dir"))])
 
 
 def _text(doc):
@@ -320,11 +322,7 @@ def manage(module):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=argument_spec(),
-        required_if=[("state", "present", ("owner", "checkpoint_dir"))],
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(**argument_spec().module_kwargs())
     run_task(module, manage)
 
 

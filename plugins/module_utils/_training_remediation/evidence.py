@@ -22,6 +22,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.fsuti
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import expand_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._privsep import PrivsepError
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import SlurmCommandError
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_commands import stack_collection
 
 try:
     from typing import Dict, List, Optional  # noqa: F401 pylint: disable=unused-import
@@ -51,15 +52,18 @@ echo "=== node $node: $found rank(s)"
 """
 
 
-def evidence_commands(cli, run, decision):
-    """The srun command (as the run's owner) that collects the ranks' stacks of the hung job."""
+def evidence_form(run, decision):
+    """The srun form (``_slurm_commands.stack_collection``) that collects the ranks' stacks of
+    the hung job: one task on each of its nodes."""
     last = decision["last_job"]
     nodes = len(expand_hostlist(last["node_list"])) if last.get("node_list") else 1
-    return cli.command("srun", ["--overlap", "--jobid=%s" % last["job_id_raw"], "--nodes=%d" % nodes,
-                                "--ntasks=%d" % nodes, "--ntasks-per-node=1", "--immediate=30",
-                                "--quiet", "--label",
-                                "bash", "-c", EVIDENCE_SCRIPT, "clusterops-evidence",
-                                str(last["job_id_raw"]), run["py_spy"]])
+    return stack_collection(last["job_id_raw"], nodes, EVIDENCE_SCRIPT,
+                            ["clusterops-evidence", str(last["job_id_raw"]), run["py_spy"]])
+
+
+def evidence_commands(cli, run, decision):
+    """The srun command (as the run's owner) that collects the ranks' stacks of the hung job."""
+    return cli.command(*evidence_form(run, decision))
 
 
 #: A line of ``srun --label`` output: the task number (padded with blanks to the widest), ": ", the line.
@@ -162,12 +166,12 @@ def collect_evidence(module, cli, me, run, decision, now, owner_call):
     name = "hang-%s-%s.txt" % (last["job_id_raw"], time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now)))
     owner = run["owner"]
     runner = cli if owner == me else cli.as_user(owner)
-    args = decision["evidence_command"][1:]
     lines = ["# clusterops.slurm training_remediation: run %s, job %s hung: %s" % (
         run["name"], last["job_id"], decision["reason"]),
         "# command: %s" % " ".join(runner.prefix + decision["evidence_command"])]
     try:
-        rc, out, err = runner.run("srun", args, check=False, what="collect the hung job's stacks")
+        rc, out, err = runner.run(*evidence_form(run, decision), check=False,
+                                  what="collect the hung job's stacks")
         lines += ["# rc %s" % rc, group_by_task(out), group_by_task(err)]
     except SlurmCommandError as exc:
         rc = None

@@ -424,11 +424,6 @@ def plan_suspects(by_run: Dict[str, List[Dict[str, Any]]], nodes: List[Dict[str,
     return {"suspects": suspects, "changes": changes, "exclude": exclude, "limit": max(0, int(limit))}
 
 
-def exclude_option(names: List[str]) -> List[str]:
-    """sbatch's ``--exclude=<hostlist>`` for ``names`` (none: no option)."""
-    return ["--exclude=%s" % compress_hostlist(sorted(names))] if names else []
-
-
 def record_resubmission(state: Dict[str, Any], decision: Dict[str, Any], job_id: Any, now: float) -> Dict[str, Any]:
     """The state after resubmitting ``decision``'s run as ``job_id`` (a new dict)."""
     new = dict(state)

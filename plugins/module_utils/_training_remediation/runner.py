@@ -21,16 +21,18 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint impor
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.fsutil import load_json_bounded
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._job_actions import SubmitError, submit
-from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import parse_time_option, read_jobs
+from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import JobParseError, read_jobs, read_queue
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_actions import apply_node_changes
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.classes import SUSPECT_PREFIX
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import read_nodes
+from ansible_collections.clusterops.slurm.plugins.module_utils._options import parse_time_option
 from ansible_collections.clusterops.slurm.plugins.module_utils._privsep import PrivsepError, call_as
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
     SlurmAnswerError,
     SlurmCommandError,
     effective_user,
 )
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_commands import job_action, resubmission
 from ansible_collections.clusterops.slurm.plugins.module_utils._task import TaskFailure
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.evidence import (
     collect_evidence,
@@ -42,7 +44,6 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._training_remedia
     STOP,
     brief,
     decide,
-    exclude_option,
     needs_human,
     plan_suspects,
     record_hang_cancel,
@@ -233,8 +234,8 @@ def resubmit(module, cli, me, run, decision, jobs, state):
     params = module.params
     owner = run["owner"]
     runner = cli if owner == me else cli.as_user(owner)
-    sbatch_args = exclude_option(decision.get("suspects") if decision.get("exclude") else []) + [run["launcher"]]
-    decision["command"] = runner.prefix + cli.command("sbatch", sbatch_args)
+    sbatch = resubmission(run["launcher"], decision.get("suspects") if decision.get("exclude") else [])
+    decision["command"] = runner.prefix + cli.command(*sbatch)
     if module.check_mode:
         return
     if owner != me and os.geteuid() != 0:
@@ -244,7 +245,7 @@ def resubmit(module, cli, me, run, decision, jobs, state):
     identity = {"name": run["name"], "user": owner, "key": run["name"]}
     known = [j["job_id_raw"] for j in run_jobs(run, jobs)]
     try:
-        done = submit(runner, sbatch_args, identity, known,
+        done = submit(runner, sbatch, identity, known,
                       retries=max(params["submit_retries"], 0), delay=max(params["retry_delay"], 0))
     except SubmitError as exc:
         decision.update(needs_human=True, error=exc.msg + (
@@ -257,10 +258,21 @@ def resubmit(module, cli, me, run, decision, jobs, state):
                 record_resubmission(state, decision, done["job_id"], time.time()))
 
 
+def _ended(cli, job_id_raw):
+    """True when squeue lists no active record of job ``job_id_raw`` (none at all once it left
+    the controller); False while it is active (COMPLETING included) or squeue gives no complete
+    answer."""
+    try:
+        return not any(j["active"] for j in read_queue(cli, job_ids=[str(job_id_raw)]))
+    except (SlurmCommandError, JobParseError):
+        return False
+
+
 def cancel_hung(module, cli, me, run, decision, state, start):
     """Evidence, record, scancel, wait for the end, then decide again (and resubmit)."""
     last = decision["last_job"]
-    decision["command"] = cli.command("scancel", [str(last["job_id_raw"])])
+    cancel = job_action("absent", [str(last["job_id_raw"])])
+    decision["command"] = cli.command(*cancel)
     if module.check_mode:
         return
     now = time.time()
@@ -269,16 +281,12 @@ def cancel_hung(module, cli, me, run, decision, state, start):
     write_state(run["folder"], state)
     decision["changed"] = True
     try:
-        cli.run("scancel", [str(last["job_id_raw"])], what="cancel the hung job %s" % last["job_id"])
+        cli.run(*cancel, what="cancel the hung job %s" % last["job_id"])
     except SlurmCommandError as exc:
         decision.update(needs_human=True, error=str(exc))
         return
     deadline = time.time() + max(module.params["hang_cancel_wait"], 0)
-    while True:
-        rc, out, dummy = cli.run("squeue", ["-h", "-j", str(last["job_id_raw"]), "-o", "%T"], check=False,
-                                 what="see whether the cancelled job ended")
-        if rc == 0 and not out.strip():
-            break
+    while not _ended(cli, last["job_id_raw"]):
         if time.time() >= deadline:
             return
         time.sleep(2)

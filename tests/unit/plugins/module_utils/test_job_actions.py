@@ -10,12 +10,9 @@ import pytest
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._job_actions import (
     SbatchOutputError,
-    action_args,
-    export_value,
     has_key,
     key_comment,
     plan_action,
-    sbatch_args,
     sbatch_environ,
     uncertain_failure,
 )
@@ -94,39 +91,6 @@ def test_key_comment_and_match():
     assert not has_key({"comment": None}, "run-1")
 
 
-@pytest.mark.parametrize("export, environment, expected", [
-    (None, None, None),
-    ("NONE", None, "NONE"),
-    (None, {"B": "1", "A": "x,y=z"}, "ALL"),
-    ("ALL", {"A": "1"}, "ALL"),
-    ("NONE", {"B": "1", "A": "2"}, "A,B"),
-    ("HOME,PATH", {"A": "1"}, "HOME,PATH,A"),
-])
-def test_export_value(export, environment, expected):
-    assert export_value(export, environment) == expected
-
-
-def test_sbatch_args_every_option():
-    params = dict(name="train", partition="gpu", nodes="2-4", ntasks_per_node=8, cpus_per_task=6,
-                  gres="gpu:h100:8", gpus="16", gpus_per_node="8", time="1-00:00:00",
-                  output="/tmp/o-%j.out", error="/tmp/e-%j.err", dependency="afterok:1",
-                  array="0-15%4", requeue=False, signal="B:USR1@300", open_mode="append",
-                  chdir="/scratch/run", export=None, environment={"A": "a,b"},
-                  extra_args=["--exclusive", "--mem=0"], script="/shared/train.sbatch")
-    assert sbatch_args(params, "clusterops-key=k note") == [
-        "--parsable", "--job-name=train", "--partition=gpu", "--nodes=2-4", "--ntasks-per-node=8",
-        "--cpus-per-task=6", "--gres=gpu:h100:8", "--gpus=16", "--gpus-per-node=8",
-        "--time=1-00:00:00", "--output=/tmp/o-%j.out", "--error=/tmp/e-%j.err",
-        "--dependency=afterok:1", "--array=0-15%4", "--signal=B:USR1@300", "--open-mode=append",
-        "--chdir=/scratch/run", "--no-requeue", "--comment=clusterops-key=k note", "--export=ALL",
-        "--exclusive", "--mem=0", "/shared/train.sbatch"]
-
-
-def test_sbatch_args_minimal_and_stdin():
-    assert sbatch_args(dict(name="-x", requeue=True, script=None), None) == [
-        "--parsable", "--job-name=-x", "--requeue"]
-
-
 def test_sbatch_environ_keeps_values_out_of_argv(monkeypatch):
     monkeypatch.delenv("LC_ALL", raising=False)
     assert sbatch_environ({"A": "x, y=z", "N": 3}) == {"LC_ALL": "", "A": "x, y=z", "N": "3"}
@@ -187,10 +151,3 @@ def test_plan_action_refuses_requeueing_a_completing_job():
 def test_plan_action_keeps_the_given_id():
     plan = plan_action([job("7_2", "RUNNING", raw=9, array=7)], "absent", job_id="7_2")
     assert plan["targets"] == ["7_2"]
-
-
-def test_action_args_one_call():
-    assert action_args("absent", ["5", "7"]) == ("scancel", ["5", "7"])
-    assert action_args("requeued", ["5", "7"]) == ("scontrol", ["requeue", "5,7"])
-    assert action_args("held", ["5"]) == ("scontrol", ["hold", "5"])
-    assert action_args("released", ["5", "6"]) == ("scontrol", ["release", "5,6"])

@@ -12,10 +12,6 @@ import time
 import pytest
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import (
-    REC_END,
-    SACCT_FIELDS,
-    SEP,
-    SQUEUE_FIELDS,
     JobParseError,
     in_window,
     job_matches_states,
@@ -25,11 +21,9 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import (
     parse_sacct,
     parse_squeue,
     parse_time,
-    parse_time_option,
     parse_wait_status,
-    sacct_args,
-    squeue_args,
 )
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_commands import REC_END, SACCT_FIELDS, SEP, SQUEUE_FIELDS
 
 
 def sacct_line(job_id, raw, state, exit_code="0:0", name="train", user="alice", partition="gpu",
@@ -328,23 +322,6 @@ def test_merge_orders_by_submit_and_keeps_queue_only_jobs():
     assert [j["job_id"] for j in merge_jobs(queued, accounted)] == ["10", "9"]
 
 
-@pytest.mark.parametrize("value, expected", [
-    (None, None), ("", None), ("1700000000", 1700000000), (1700000000, 1700000000),
-    ("now", 1700000000), ("now-2hours", 1700000000 - 7200), ("now-7days", 1700000000 - 7 * 86400),
-    ("now+30", 1700000030), ("now-1weeks", 1700000000 - 604800),
-    ("2026-03-01", int(time.mktime((2026, 3, 1, 0, 0, 0, 0, 0, -1)))),
-    ("2026-03-01T12:30", int(time.mktime((2026, 3, 1, 12, 30, 0, 0, 0, -1)))),
-])
-def test_parse_time_option(value, expected):
-    assert parse_time_option(value, now=1700000000) == expected
-
-
-@pytest.mark.parametrize("value", ["yesterday", "now-2fortnights", "2026-13-01", "12:00"])
-def test_parse_time_option_rejects(value):
-    with pytest.raises(ValueError):
-        parse_time_option(value)
-
-
 def test_in_window():
     job = {"submit_time": 100, "end_time": 200}
     assert in_window(job)
@@ -352,15 +329,3 @@ def test_in_window():
     assert not in_window(job, start=201)
     assert not in_window(job, end=99)
     assert in_window({"submit_time": 100, "end_time": None}, start=10 ** 10)
-
-
-def test_args_never_fixed_width():
-    args = squeue_args(job_ids=["5", "6_1"], names=["a"], users=["alice"])
-    assert args[:2] == ["--noheader", "--states=all"]
-    assert args[2].startswith("--Format=JobID:" + SEP + ",JobArrayID:" + SEP)
-    assert args[2].endswith("Comment:" + REC_END)
-    assert args[3:] == ["--jobs=5,6_1", "--name=a", "--user=alice"]
-    args = sacct_args(names=["a"])
-    assert "--parsable2" in args and "--delimiter=" + SEP in args and "--duplicates" in args
-    assert "--allusers" in args
-    assert sacct_args(users=["bob"])[-1] == "--user=bob"

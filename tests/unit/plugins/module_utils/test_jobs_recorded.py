@@ -26,8 +26,6 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._job_state import
     parse_job_state,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import (
-    REC_END,
-    SEP,
     JobParseError,
     merge_jobs,
     parse_exit_code,
@@ -41,6 +39,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import
     SlurmCommandError,
     stderr_errors,
 )
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_commands import REC_END, SEP
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import policy
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import registry as training_registry
 

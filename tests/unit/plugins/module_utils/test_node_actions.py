@@ -67,7 +67,7 @@ def test_one_call_for_many_nodes():
     cluster = [node("gpu%04d" % i, "IDLE+DRAIN", "Kill task failed") for i in range(1, 4097)]
     plan = plan_node_changes(cluster, [n["name"] for n in cluster], "reboot", reason="fix")
     assert len(plan["changes"]) == 1
-    assert plan["changes"][0].scontrol_args() == [
+    assert plan["changes"][0].command()[1] == [
         "reboot", "ASAP", "nextstate=RESUME", "reason=fix", "gpu[0001-4096]"]
 
 
@@ -91,7 +91,7 @@ def test_cancel_of_issued_reboot_is_refused():
 def test_scontrol_arguments(action, kwargs, expected):
     names = ["n3"] if action == "resume" else ["n1"]
     plan = plan_node_changes(CLUSTER, names, action, **kwargs)
-    assert plan["changes"][0].scontrol_args() == expected
+    assert plan["changes"][0].command()[1] == expected
 
 
 def test_diff_before_after():

@@ -20,6 +20,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import
     SlurmCLI,
     SlurmCommandError,
 )
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_commands import node_events
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures")
 RELEASES = ("22.05", "24.11", "26.05")
@@ -101,22 +102,11 @@ def test_start_is_utc_whatever_the_local_zone(monkeypatch):
     monkeypatch.setenv("TZ", "Asia/Kolkata")
     time.tzset()
     try:
-        assert ne.event_args(1796075206, ["n1", "n2"]) == argv("2026-11-30T21:46:46", "n1,n2")[1:]
+        assert node_events(1796075206, ["n1", "n2"])[1] == argv("2026-11-30T21:46:46", "n1,n2")[1:]
         assert ne.parse_event_time("2026-11-30T21:46:46") == 1796075206
     finally:
         monkeypatch.delenv("TZ")
         time.tzset()
-
-
-def test_every_node_when_none_given():
-    assert "nodes=" not in " ".join(ne.event_args(0))
-
-
-def test_every_node_when_the_hostlist_is_too_long_for_one_argument():
-    names = ["gpu%05d" % i for i in range(0, 40000, 2)]  # no two in a row: no range to fold
-    assert len(",".join(names)) > ne.MAX_NODES_ARG
-    assert "nodes=" not in " ".join(ne.event_args(0, names))
-    assert "nodes=" + ",".join(names[:3]) in ne.event_args(0, names[:3])
 
 
 # --- parsing, every release ---------------------------------------------------------------------

@@ -11,23 +11,23 @@ import json
 import pytest
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import (
-    TEXT_SEP,
     NodeParseError,
     parse_nodes_json,
     parse_sinfo_text,
 )
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_commands import SEP
 
 
 def text_line(name, partition, state, reason="none", user="Unknown", when="Unknown", cpus="2",
               memory="1000", gres="(null)", features="(null)"):
-    return TEXT_SEP.join([name, partition, state, cpus, memory, gres, features, user, when, reason])
+    return SEP.join([name, partition, state, cpus, memory, gres, features, user, when, reason])
 
 
 REASONS = [
     "Kill task failed [root@2026-09-21T15:02:11]",
     "prolog instance=i-0123 job=42: fabricmanager down",
     "NHC: check_fs_mount: /scratch not mounted",
-    "a|pipe|in|it " + TEXT_SEP + " and the separator itself",
+    "a|pipe|in|it " + SEP + " and the separator itself",
 ]
 
 
@@ -136,7 +136,7 @@ def test_json_errors(out):
 
 def test_2411_text_user_without_reason_is_none():
     """24.11's sinfo %u prints root for a node with no reason (22.05: Unknown)."""
-    line = TEXT_SEP.join(["n1", "debug*", "idle", "1", "100", "(null)", "(null)", "root",
+    line = SEP.join(["n1", "debug*", "idle", "1", "100", "(null)", "(null)", "root",
                           "Unknown", "none"])
     (node,) = parse_sinfo_text(line)
     assert (node["reason"], node["reason_user"], node["reason_time"]) == ("", None, None)

@@ -12,11 +12,11 @@ import pytest
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import expand_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import (
-    TEXT_SEP,
     NodeParseError,
     parse_nodes_json,
     parse_sinfo_text,
 )
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_commands import SEP
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.classes import reason_origin
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.policy import plan_remediation
 
@@ -48,7 +48,7 @@ def text_from_pipes(name):
     lines = []
     for line in fixture(name).splitlines():
         node, partition, state, reason = line.split("|", 3)
-        lines.append(TEXT_SEP.join([node, partition, state, "2", "1024", "(null)", "(null)",
+        lines.append(SEP.join([node, partition, state, "2", "1024", "(null)", "(null)",
                                     "Unknown", "Unknown", reason]))
     return "\n".join(lines)
 

@@ -13,7 +13,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.clusterops.slurm.plugins.module_utils import _jobs
+from ansible_collections.clusterops.slurm.plugins.module_utils import _jobs, _slurm_commands
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import policy
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import registry as training_registry
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import parse_nodes_json
@@ -41,7 +41,7 @@ def sacct(*rows):
         submit = 1796040000 + 60 * i
         fields = [job_id, job_id, "devcluster", "alice", "debug", state, "1:0", "None", node_list,
                   str(submit), str(submit + 1), str(submit + 30), "llama"]
-        lines.append(_jobs.SEP.join(fields))
+        lines.append(_slurm_commands.SEP.join(fields))
     return "".join(line + "\n" for line in lines)
 
 
@@ -100,9 +100,9 @@ def test_run_suspects(case):
 def test_a_job_slurm_requeued_counts_once_per_run_of_it():
     # job 11 ran on n1, ended NODE_FAIL, and Slurm requeued it (same id, resubmitted at its end);
     # its second run failed on n1 too.
-    text = (_jobs.SEP.join(["11", "11", "devcluster", "alice", "debug", "NODE_FAIL", "0:0", "None", "n1",
+    text = (_slurm_commands.SEP.join(["11", "11", "devcluster", "alice", "debug", "NODE_FAIL", "0:0", "None", "n1",
                             "1796040000", "1796040001", "1796040030", "llama"]) + "\n"
-            + _jobs.SEP.join(["11", "11", "devcluster", "alice", "debug", "FAILED", "1:0", "None", "n1",
+            + _slurm_commands.SEP.join(["11", "11", "devcluster", "alice", "debug", "FAILED", "1:0", "None", "n1",
                               "1796040030", "1796040031", "1796040060", "llama"]) + "\n")
     merged = _jobs.merge_jobs([], _jobs.parse_sacct(text))
     assert len(merged) == 1 and merged[0]["history"]
@@ -162,7 +162,7 @@ PLAN_CASES = [
 def test_plan_suspects(case):
     plan = policy.plan_suspects(case["by_run"], recorded_nodes(case["nodes"]), case["limit"])
     assert dict((s["node"], s["action"]) for s in plan["suspects"]) == case["actions"]
-    assert [c.scontrol_args() for c in plan["changes"]] == case["calls"]
+    assert [c.command()[1] for c in plan["changes"]] == case["calls"]
     want_exclude = case.get("exclude")
     if want_exclude is None:
         want_exclude = dict((run, sorted(e["node"] for e in entries)) for run, entries in case["by_run"].items())
@@ -175,11 +175,6 @@ def test_an_already_drained_node_keeps_its_reason():
     (item,) = policy.plan_suspects({"a": [{"node": "n3", "jobs": ["1", "2"]}]}, nodes, 5)["suspects"]
     n3 = [n for n in nodes if n["name"] == "n3"][0]
     assert item["action"] == "already" and item["current_reason"] == n3["reason"] and n3["reason"]
-
-
-def test_exclude_option_is_one_compressed_hostlist():
-    assert policy.exclude_option(["n3", "n1", "n2"]) == ["--exclude=n[1-3]"]
-    assert policy.exclude_option([]) == []
 
 
 def test_suspect_defaults_have_one_home():

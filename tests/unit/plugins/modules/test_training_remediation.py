@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from ansible_collections.clusterops.slurm.plugins.module_utils import _jobs
+from ansible_collections.clusterops.slurm.plugins.module_utils import _options, _slurm_commands
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import registry as training_registry
 from ansible_collections.clusterops.slurm.plugins.modules import training_remediation
 
@@ -33,13 +33,13 @@ def recorded(name):
 
 
 def sacct_call(user, text):
-    start = _jobs.parse_time_option(HISTORY)
-    argv = ["/usr/bin/sacct"] + _jobs.sacct_args(names=[RUN], users=[user], start=start)
+    start = _options.parse_time_option(HISTORY)
+    argv = ["/usr/bin/sacct"] + _slurm_commands.accounting(names=[RUN], users=[user], start=start)[1]
     return (argv, 0, text, "")
 
 
 def squeue_call(user):
-    return (["/usr/bin/squeue"] + _jobs.squeue_args(names=[RUN], users=[user]), 0, "", "")
+    return (["/usr/bin/squeue"] + _slurm_commands.queue(names=[RUN], users=[user])[1], 0, "", "")
 
 
 def registry(tmp_path, owner=USER):
@@ -59,7 +59,7 @@ def args(reg, **kw):
 
 def as_user(text, user):
     """Recorded sacct text (jobs of root) as if ``user`` had submitted them."""
-    return text.replace(_jobs.SEP + "root" + _jobs.SEP, _jobs.SEP + user + _jobs.SEP)
+    return text.replace(_slurm_commands.SEP + "root" + _slurm_commands.SEP, _slurm_commands.SEP + user + _slurm_commands.SEP)
 
 
 SACCT = as_user(recorded("sacct_node_fail_requeued.txt"), USER)

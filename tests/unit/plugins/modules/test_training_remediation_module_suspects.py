@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from ansible_collections.clusterops.slurm.plugins.module_utils import _jobs
+from ansible_collections.clusterops.slurm.plugins.module_utils import _options, _slurm_commands
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import registry as training_registry
 from ansible_collections.clusterops.slurm.plugins.modules import training_remediation
 
@@ -36,7 +36,7 @@ def sacct_text(*rows):
     lines = []
     for i, (job_id, state, node_list) in enumerate(rows):
         submit = 1796040000 + 60 * i
-        lines.append(_jobs.SEP.join([job_id, job_id, "devcluster", USER, "debug", state, "1:0", "None",
+        lines.append(_slurm_commands.SEP.join([job_id, job_id, "devcluster", USER, "debug", state, "1:0", "None",
                                      node_list, str(submit), str(submit + 1), str(submit + 30), RUN]))
     return "".join(line + "\n" for line in lines)
 
@@ -45,9 +45,9 @@ TWO_FAILED_ON_N3 = sacct_text(("11", "FAILED", "n3"), ("12", "NODE_FAIL", "n[3-4
 
 
 def reads(text):
-    start = _jobs.parse_time_option(HISTORY)
-    return [(["/usr/bin/sacct"] + _jobs.sacct_args(names=[RUN], users=[USER], start=start), 0, text, ""),
-            (["/usr/bin/squeue"] + _jobs.squeue_args(names=[RUN], users=[USER]), 0, "", "")]
+    start = _options.parse_time_option(HISTORY)
+    return [(["/usr/bin/sacct"] + _slurm_commands.accounting(names=[RUN], users=[USER], start=start)[1], 0, text, ""),
+            (["/usr/bin/squeue"] + _slurm_commands.queue(names=[RUN], users=[USER])[1], 0, "", "")]
 
 
 def registry(tmp_path, **spec):

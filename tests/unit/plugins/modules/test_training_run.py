@@ -128,7 +128,7 @@ def test_one_home_for_the_run_defaults():
     """The module's options, its documentation, training_remediation's registry and the launcher
     role's defaults and argument spec all say what registry.RUN_DEFAULTS says."""
     assert set(training_run.FIELD_TYPES) == set(training_registry.RUN_DEFAULTS)
-    spec = training_run.argument_spec()
+    spec = training_run.argument_spec().argument_spec
     doc = yaml.safe_load(training_run.DOCUMENTATION)["options"]
     assert set(doc) == set(spec)
     for field, default in training_registry.RUN_DEFAULTS.items():
