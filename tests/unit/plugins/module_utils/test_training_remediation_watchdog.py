@@ -12,6 +12,8 @@ import os
 
 import pytest
 
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import SlurmCommandError
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_commands import REC_END, SEP
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import policy
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import registry as training_registry
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import runner
@@ -204,3 +206,38 @@ def test_read_progress_heartbeat_checkpoint_and_log(tmp_path):
     r["progress"] = "log"
     assert runner.read_progress(r, 7)["time"] == 400
     assert runner.read_progress(r, 8)["time"] is None
+
+
+class QueueAnswers(object):
+    """A SlurmCLI stand-in for runner._ended: each squeue call gets the next (rc, out, err)."""
+
+    def __init__(self, *answers):
+        self.answers = list(answers)
+        self.calls = []
+
+    def run(self, name, args, **kwargs):
+        self.calls.append([name] + list(args))
+        return self.answers.pop(0)
+
+    def failure(self, name, rc, out, err, what=None):
+        return SlurmCommandError("%s failed" % name, self.calls[-1], rc, out, err)
+
+
+def squeue_line(state):
+    fields = ["41", "41", "train", "alice", state, "None", "0", "n1", "1700000000", "1700000010",
+              "1700000100", "0", "gpu", "devcluster"]
+    return SEP.join(fields + ["(null)"]) + REC_END + "\n"
+
+
+@pytest.mark.parametrize("answer, ended", [
+    ((0, squeue_line("RUNNING"), ""), False),
+    ((0, squeue_line("COMPLETING"), ""), False),          # its processes are still being killed
+    ((0, squeue_line("CANCELLED"), ""), True),            # listed for MinJobAge after its end
+    ((1, "", "slurm_load_jobs error: Invalid job id specified\n"), True),   # left the controller
+    ((1, "", "slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n"), False),
+    ((0, squeue_line("RUNNING").rstrip(REC_END + "\n"), ""), False),   # cut short: no answer
+])
+def test_a_cancelled_hung_job_has_ended_only_when_squeue_says_so(answer, ended):
+    cli = QueueAnswers(answer)
+    assert runner._ended(cli, 41) is ended
+    assert cli.calls[0][0] == "squeue" and "--jobs=41" in cli.calls[0] and "--states=all" in cli.calls[0]
