@@ -18,8 +18,9 @@ export ANSIBLE_PYTHON_INTERPRETER := $(VENV_PY)
 export PATH := $(VENV)/bin:$(PATH)
 # Slurm releases `make integration` and `make molecule` (and so `make test`) run on, each on its
 # own dev cluster or Molecule image. `make integration SLURM_RELEASES=24.11` runs one of them;
-# CLUSTEROPS_SLURM_RELEASES in the environment works too.
-SLURM_RELEASES ?= $(or $(CLUSTEROPS_SLURM_RELEASES),22.05 24.11 26.05)
+# CLUSTEROPS_SLURM_RELEASES in the environment works too. Default: every release of the release
+# table dev/cluster/releases.txt (DEVCLUSTER_RELEASES, read by dev/cluster/cluster.mk).
+SLURM_RELEASES ?= $(or $(CLUSTEROPS_SLURM_RELEASES),$(DEVCLUSTER_RELEASES))
 
 include dev/cluster/cluster.mk
 include tests/molecule/molecule.mk
@@ -99,7 +100,7 @@ typecheck: venv collection ## mypy on the plugins (module_utils, modules, filter
 matrix: $(NOX_VENV)/.installed collection ## Unit tests and ansible-test sanity on every ansible-core line requires_ansible claims (nox)
 	$(NOX_VENV)/bin/nox $(NOXFLAGS)
 
-# The whole suite on the default release 22.05 (on the host), the tests marked every_release on
+# The whole suite on the host's release (the default), the tests marked every_release on
 # the other releases of SLURM_RELEASES (in podman).
 integration: setup ## Integration tests on the real dev cluster of each release in SLURM_RELEASES
 	@failed=""; for release in $(SLURM_RELEASES); do \
@@ -114,8 +115,8 @@ integration-release: setup
 	$(MAKE) cluster-up SLURM=$(SLURM)
 	@echo "integration: Slurm $(SLURM)"
 	SLURM=$(SLURM) CLUSTEROPS_REQUIRE_CLUSTER=1 $(VENV_PY) -m pytest tests/integration -q \
-	  --ignore=$(PRUNING_ROLE_TEST) $(if $(filter 22.05,$(SLURM)),,-m every_release); \
-	status=$$?; $(if $(filter 22.05,$(SLURM)),,$(MAKE) cluster-down SLURM=$(SLURM);) exit $$status
+	  --ignore=$(PRUNING_ROLE_TEST) $(if $(filter $(DEVCLUSTER_HOST_RELEASE),$(SLURM)),,-m every_release); \
+	status=$$?; $(if $(filter $(DEVCLUSTER_HOST_RELEASE),$(SLURM)),,$(MAKE) cluster-down SLURM=$(SLURM);) exit $$status
 
 # The checkpoint_pruning role applied to this machine (its crontabs, a local user): no Slurm cluster, so
 # it is not part of integration-release; `make test` runs it in the background lane.

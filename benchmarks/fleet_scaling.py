@@ -6,7 +6,7 @@
 
     .venv/bin/python benchmarks/fleet_scaling.py [--clusters b c d e] [--counts 1 2 4] [--repeat 5]
 
-Brings up the named 22.05 dev clusters (``make cluster-up CLUSTER=<name>``; e gets
+Brings up the named dev clusters of the host's release (``make cluster-up CLUSTER=<name>``; e gets
 DEVCLUSTER_PORT_OFFSET 7500), and for each count N runs remediate.yml on the fleet inventory of
 the first N of them (dev/cluster/fleet_inventory.py), ``--repeat`` times after one warm-up run: before each run one node
 of every cluster is drained "Prolog error" (to be resumed; healing budget off), so every cluster
@@ -32,6 +32,9 @@ REMEDIATE = os.path.join(REPO, "playbooks", "remediate.yml")
 #: Port offsets of the fleet clusters cluster.mk does not know.
 EXTRA_OFFSETS = {"e": "7500"}
 
+sys.path.insert(0, os.path.join(REPO, "dev", "cluster"))
+from devcluster.releases import HOST_RELEASE  # noqa: E402  # pylint: disable=wrong-import-position
+
 
 def env_for(state_dir=None):
     env = dict(os.environ)
@@ -46,7 +49,8 @@ def env_for(state_dir=None):
 
 
 def make(target, name, **variables):
-    args = ["make", "-s", target, "SLURM=22.05", "CLUSTER=%s" % name]
+    # A fleet cluster runs the host's release (dev/cluster/releases.txt).
+    args = ["make", "-s", target, "SLURM=%s" % HOST_RELEASE, "CLUSTER=%s" % name]
     if name in EXTRA_OFFSETS:
         args.append("DEVCLUSTER_PORT_OFFSET=%s" % EXTRA_OFFSETS[name])
     args += ["%s=%s" % kv for kv in variables.items()]

@@ -36,18 +36,19 @@ import time
 from typing import Any, Callable, Dict, List
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "dev", "cluster"))
+from devcluster.releases import HOST_RELEASE, state_dir  # noqa: E402  # pylint: disable=wrong-import-position
+
 #: The dev cluster, as for `make cluster-up`: DEVCLUSTER_DIR, else the state dir of SLURM's release
-#: (22.05 on the host: .devcluster; 24.11 and 26.05 in podman: .devcluster-<release>).
-SLURM = os.environ.get("SLURM") or "22.05"
-STATE = os.environ.get("DEVCLUSTER_DIR") or os.path.join(
-    REPO, ".devcluster" if SLURM == "22.05" else ".devcluster-" + SLURM)
+#: (dev/cluster/releases.txt: the host's release in .devcluster, one in podman in .devcluster-<release>).
+SLURM = os.environ.get("SLURM") or HOST_RELEASE
+STATE = os.environ.get("DEVCLUSTER_DIR") or state_dir(REPO, SLURM)
 USER = "clusterops-alice"
 #: The healing budget counts heals in the dev cluster's accounting, which keeps those of earlier
 #: tests and benchmarks: a benchmark's remediate.yml counts only its own (heal_since()).
 STARTED = time.time()
 VENV_BIN = os.path.dirname(os.path.abspath(sys.executable))
 
-sys.path.insert(0, os.path.join(REPO, "dev", "cluster"))
 import observe  # noqa: E402  (the reference trainer's event log, read as the integration tests read it)
 
 

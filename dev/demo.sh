@@ -16,12 +16,14 @@ export ANSIBLE_CONFIG="$PWD/ansible.cfg"
 export ANSIBLE_PYTHON_INTERPRETER="$PWD/.venv/bin/python"
 export PATH="$PWD/.venv/bin:$PATH"
 export LC_ALL=C.UTF-8
-# The dev cluster's release: SLURM=22.05 (default, on the host), 24.11 or 26.05 (in podman; its
-# env.sh puts wrappers of the release's own client commands first on PATH, and its inventory
-# reaches the container with the podman connection).
-SLURM="${SLURM:-22.05}"
-if [[ "${SLURM}" == 22.05 ]]; then state="${PWD}/.devcluster"; else state="${PWD}/.devcluster-${SLURM}"; fi
-state="${DEVCLUSTER_DIR:-${state}}"
+# The dev cluster's release: SLURM=<release> of dev/cluster/releases.txt, default the one on the
+# host; one in podman has an env.sh that puts wrappers of the release's own client commands first
+# on PATH, and an inventory that reaches the container with the podman connection.
+# shellcheck source=dev/cluster/releases.sh
+source dev/cluster/releases.sh
+SLURM="${SLURM:-$(release_host)}"
+state="${DEVCLUSTER_DIR:-$(release_state_dir "${PWD}" "${SLURM}")}" ||
+  { echo "demo: SLURM=${SLURM} is not in dev/cluster/releases.txt ($(release_names))" >&2; exit 2; }
 # shellcheck source=/dev/null
 source "${state}/env.sh"
 export SLURM DEVCLUSTER_DIR="${state}"
@@ -33,7 +35,7 @@ c = json.load(open(sys.argv[1]))
 print(c.get("venv") or sys.argv[2], c.get("shared_dir") or "/var/tmp")' "${state}/cluster.json" "${PWD}/.venv")
 # A 4-node cluster: let one run act on half of it. The default blast radius, 10 % of the
 # cluster (at least one node), would heal one node per run.
-if [[ "${SLURM}" == 22.05 ]]; then DEMO=/var/tmp/clusterops-demo; else DEMO="${SHARED}/demo-${SLURM}"; fi
+if [[ "$(release_runs "${SLURM}")" == host ]]; then DEMO=/var/tmp/clusterops-demo; else DEMO="${SHARED}/demo-${SLURM}"; fi
 RUN=demo-llm
 USER_NAME=clusterops-alice
 CKPT=$DEMO/$RUN/checkpoints

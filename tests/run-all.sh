@@ -14,13 +14,16 @@
 #
 # Every suite runs even when one before it failed; the background suites' output is printed when
 # they end (their logs stay in .cache/test-logs/), then one line per suite, and the exit status
-# is 1 when any failed. Environment: SLURM_RELEASES (default "22.05 24.11 26.05"), MAKE.
+# is 1 when any failed. Environment: SLURM_RELEASES (default: every release of the release table
+# dev/cluster/releases.txt), MAKE.
 set -uo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${repo}" || exit 1
 make="${MAKE:-make}"
-releases="${SLURM_RELEASES:-22.05 24.11 26.05}"
+# shellcheck source=dev/cluster/releases.sh
+source "${repo}/dev/cluster/releases.sh"
+releases="${SLURM_RELEASES:-$(release_names)}"
 logs="${repo}/.cache/test-logs"
 start=${SECONDS}
 
@@ -37,10 +40,10 @@ lane() {
   return "${status}"
 }
 
-# What the background builds: the images of the releases other than 22.05 (which runs on the host).
+# What the background builds: the images of the releases that run in podman (not the host's).
 podman_releases=()
 for release in ${releases}; do
-  [[ "${release}" == 22.05 ]] || podman_releases+=("${release}")
+  [[ "$(release_runs "${release}")" == host ]] || podman_releases+=("${release}")
 done
 
 if [[ "${1:-}" == --background ]]; then

@@ -1,8 +1,9 @@
 # Dev Slurm cluster targets. Included by the main Makefile
 # (`include dev/cluster/cluster.mk`); usable alone too:
-#   make -f dev/cluster/cluster.mk cluster-up NODES=4        (22.05 only: other releases need
-#                                                            the main Makefile's molecule-setup)
-# Every target takes SLURM=22.05 (default, on the host) | 24.11 | 26.05 (in podman).
+#   make -f dev/cluster/cluster.mk cluster-up NODES=4        (the host's release only: the others
+#                                                            need the main Makefile's molecule-setup)
+# Every target takes SLURM=<release> of dev/cluster/releases.txt: the host's (default) or one in
+# podman.
 #
 # Targets:
 #   cluster-deps      install Debian packages (dev/cluster/install-deps.sh)
@@ -28,14 +29,20 @@
 # Directory of this fragment, valid wherever it is included from.
 DEVCLUSTER_MK_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 
-# Slurm release: 22.05 runs on the host (Debian 12's packages); 24.11 (Debian trixie) and 26.05
-# (Debian forky) run in a privileged podman container of a locally built image. Several
-# releases can run at once (own state dir, container and network namespace each).
-SLURM ?= 22.05
+# Slurm releases, from the release table dev/cluster/releases.txt (dev/cluster/releases.sh reads
+# it): the host's release runs on this machine (Debian 12's packages), the others in a privileged
+# podman container of a locally built image. Several releases can run at once (own state dir,
+# container and network namespace each).
+DEVCLUSTER_RELEASES := $(shell bash "$(DEVCLUSTER_MK_DIR)/releases.sh" release_names)
+DEVCLUSTER_HOST_RELEASE := $(shell bash "$(DEVCLUSTER_MK_DIR)/releases.sh" release_host)
+ifeq ($(DEVCLUSTER_HOST_RELEASE),)
+$(error $(DEVCLUSTER_MK_DIR)/releases.txt names no release that runs on the host)
+endif
+SLURM ?= $(DEVCLUSTER_HOST_RELEASE)
 # State dir: configs, logs, pid files, MariaDB datadir, munge key. Absolute.
-DEVCLUSTER_DEFAULT_DIR := $(CURDIR)/.devcluster$(if $(filter 22.05,$(SLURM)),,-$(SLURM))
-# A fleet: CLUSTER=b (c, d) is another 22.05 cluster next to the default one, with its own state
-# dir .devcluster-$(CLUSTER) (so its own munge key, MariaDB and accounting database), ClusterName
+DEVCLUSTER_DEFAULT_DIR := $(CURDIR)/.devcluster$(if $(filter $(DEVCLUSTER_HOST_RELEASE),$(SLURM)),,-$(SLURM))
+# A fleet: CLUSTER=b (c, d) is another cluster of the host's release next to the default one,
+# with its own state dir .devcluster-$(CLUSTER) (so its own munge key, MariaDB and accounting database), ClusterName
 # $(CLUSTER) and every port moved by its DEVCLUSTER_PORT_OFFSET (b 4500, c 3000, d 1500; another
 # name needs DEVCLUSTER_PORT_OFFSET=<n> given). `make cluster-down` without CLUSTER stops them all.
 # .devcluster-fleet.yml, rewritten by cluster-up and cluster-down, lists every running dev cluster.
@@ -43,8 +50,8 @@ CLUSTER ?=
 DEVCLUSTER_FLEET_OFFSETS := b=4500 c=3000 d=1500
 DEVCLUSTER_FLEET_INVENTORY := $(CURDIR)/.devcluster-fleet.yml
 ifneq ($(strip $(CLUSTER)),)
-ifneq ($(SLURM),22.05)
-$(error CLUSTER=$(CLUSTER): a fleet cluster runs Slurm 22.05 on the host (SLURM=$(SLURM) has one cluster))
+ifneq ($(SLURM),$(DEVCLUSTER_HOST_RELEASE))
+$(error CLUSTER=$(CLUSTER): a fleet cluster runs Slurm $(DEVCLUSTER_HOST_RELEASE) on the host (SLURM=$(SLURM) has one cluster))
 endif
 DEVCLUSTER_CLUSTER_OFFSET := $(patsubst $(CLUSTER)=%,%,$(filter $(CLUSTER)=%,$(DEVCLUSTER_FLEET_OFFSETS)))
 ifneq ($(DEVCLUSTER_CLUSTER_OFFSET),)
@@ -77,12 +84,14 @@ SLURMD_NODES ?=
 SLURMD_TIMEOUT ?=
 NODE ?=
 
-DEVCLUSTER := "$(DEVCLUSTER_PYTHON)" "$(DEVCLUSTER_MK_DIR)/devcluster.py" --slurm "$(SLURM)" --dir "$(abspath $(DEVCLUSTER_DIR))"
+# The manager: the package dev/cluster/devcluster/, run as `python3 dev/cluster/devcluster`.
+DEVCLUSTER_PACKAGE := $(DEVCLUSTER_MK_DIR)/devcluster
+DEVCLUSTER := "$(DEVCLUSTER_PYTHON)" "$(DEVCLUSTER_PACKAGE)" --slurm "$(SLURM)" --dir "$(abspath $(DEVCLUSTER_DIR))"
 # A containerised release needs the host's packages (cluster-deps: libmariadb3 is copied into
 # the image, python3-venv for the venv), then podman, runc and debootstrap (molecule-setup, from
 # tests/molecule/molecule.mk: only through the main Makefile); it builds its image on the first
 # cluster-up. On a fresh machine `make cluster-up SLURM=24.11` installs all of it.
-DEVCLUSTER_PREREQ := $(if $(filter 22.05,$(SLURM)),,cluster-deps molecule-setup)
+DEVCLUSTER_PREREQ := $(if $(filter $(DEVCLUSTER_HOST_RELEASE),$(SLURM)),,cluster-deps molecule-setup)
 
 .PHONY: cluster-deps cluster-up cluster-down cluster-status cluster-env \
         cluster-crash cluster-poweron cluster-reboot cluster-slurmd-kill cluster-slurmd-start \
@@ -99,15 +108,15 @@ cluster-up: $(DEVCLUSTER_PREREQ)
 	  $(if $(strip $(SLURMD_TIMEOUT)),--slurmd-timeout "$(SLURMD_TIMEOUT)")
 	@$(DEVCLUSTER_FLEET_WRITE)
 
-# Without CLUSTER (and without a DEVCLUSTER_DIR of its own) on 22.05: the fleet's clusters too.
+# Without CLUSTER (and without a DEVCLUSTER_DIR of its own) on the host's release: the fleet's clusters too.
 cluster-down:
 	$(DEVCLUSTER) down
-ifeq ($(strip $(CLUSTER))/$(SLURM)/$(filter command line,$(origin DEVCLUSTER_DIR)),/22.05/)
+ifeq ($(strip $(CLUSTER))/$(SLURM)/$(filter command line,$(origin DEVCLUSTER_DIR)),/$(DEVCLUSTER_HOST_RELEASE)/)
 	@for pair in $(DEVCLUSTER_FLEET_OFFSETS); do \
 	  name=$${pair%%=*}; dir="$(CURDIR)/.devcluster-$$name"; \
 	  if [ -f "$$dir/cluster.json" ]; then \
 	    DEVCLUSTER_NAME=$$name DEVCLUSTER_PORT_OFFSET=$${pair#*=} "$(DEVCLUSTER_PYTHON)" \
-	      "$(DEVCLUSTER_MK_DIR)/devcluster.py" --slurm 22.05 --dir "$$dir" down || exit 1; \
+	      "$(DEVCLUSTER_PACKAGE)" --slurm $(DEVCLUSTER_HOST_RELEASE) --dir "$$dir" down || exit 1; \
 	  fi; \
 	done
 endif

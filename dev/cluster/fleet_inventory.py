@@ -11,7 +11,7 @@ on the host, its container for 24.11/26.05) is listed. Each cluster is one host 
 ``slurm_controller``, named after its state dir (``devcluster``, ``devcluster-b``,
 ``devcluster-24.11``), with its own ``slurm_conf``, the connection of its own inventory and
 ``slurm_cluster``: the ``ClusterName`` of its ``slurm.conf``. Written as YAML (stdlib only, like
-devcluster.py); ``make cluster-up``/``cluster-down`` write it to ``.devcluster-fleet.yml``.
+dev/cluster/devcluster/); ``make cluster-up``/``cluster-down`` write it to ``.devcluster-fleet.yml``.
 """
 
 import argparse

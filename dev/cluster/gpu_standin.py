@@ -11,8 +11,8 @@
 absent = none) from ``dev/cluster/gpu-samples/``: the requested ``--query-gpu`` columns, taken by
 name from the sample's header (which is what ``--format=csv`` prints), without the header for
 ``noheader``. ``kernel-log`` prints ``<state>/run/gpu/<node>/kernel.log``, the node's kernel log
-"since boot": devcluster.py rewrites it at each power-on from the fault then set, and appends the
-fault's lines when a fault is injected into a running node. See dev/cluster/README.md.
+"since boot": dev/cluster/devcluster/ (faults.py) rewrites it at each power-on from the fault then
+set, and appends the fault's lines when a fault is injected into a running node. See dev/cluster/README.md.
 """
 
 import argparse

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install what the dev Slurm cluster (dev/cluster/devcluster.py) needs on Debian 12.
+# Install what the dev Slurm cluster (dev/cluster/devcluster/) needs on Debian 12.
 #
 # Idempotent: packages that are already installed are left alone, and apt-get is
 # not called at all when nothing is missing. Must run as root. Exits non-zero on

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# RebootProgram of the dev cluster (see slurm.conf written by devcluster.py).
+# RebootProgram of the dev cluster (see slurm.conf written by dev/cluster/devcluster/config.py).
 #
 # slurmd runs this, with its own environment, when slurmctld asks the node to
-# reboot (`scontrol reboot ...`). No argument names the node, so devcluster.py
+# reboot (`scontrol reboot ...`). No argument names the node, so dev/cluster/devcluster/
 # starts each slurmd with CLUSTEROPS_DEV_NODE=<node> and CLUSTEROPS_DEV_DIR=<state dir>.
 # Slurm 26.05 runs RebootProgram with an environment holding only SLURM_NODE_NAME: the node
 # comes from there, and the state dir from <state dir>/etc/reboot-program, which slurm.conf

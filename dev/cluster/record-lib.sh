@@ -5,10 +5,11 @@
 #
 #   repo                        the repository
 #   say MSG...                  "<script>: MSG" on stderr (<script>: the caller's name without .sh)
-#   use_release [RELEASE]       release=RELEASE (default $SLURM, else 22.05) after checking it; mk
+#   use_release [RELEASE]       release=RELEASE (default $SLURM, else the host's release of
+#                               dev/cluster/releases.txt) after checking it in that table; mk
 #                               then runs the main Makefile for that release
 #   mk TARGET [VAR=VALUE...]    make -s of a dev cluster target: dev/cluster/cluster.mk alone
-#                               (Slurm 22.05 on the host), or after use_release the main Makefile
+#                               (the host's release), or after use_release the main Makefile
 #                               with SLURM=<release> (and DEVCLUSTER_DIR when set)
 #   cluster_up                  cluster-up NODES=4 (the cluster as it is, started when down),
 #                               then the cluster's client environment (cluster-env) in this shell
@@ -24,14 +25,16 @@
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "${repo}" || exit 1
+# shellcheck source=dev/cluster/releases.sh
+source "${repo}/dev/cluster/releases.sh"
 _record_name="$(basename "$0" .sh)"
 release=""
 
 say() { echo "${_record_name}: $*" >&2; }
 
 use_release() {
-  release="${1:-${SLURM:-22.05}}"
-  case "${release}" in 22.05|24.11|26.05) ;; *) echo "usage: $0 [22.05|24.11|26.05]" >&2; exit 2 ;; esac
+  release="${1:-${SLURM:-$(release_host)}}"
+  release_runs "${release}" >/dev/null || { echo "usage: $0 [$(release_names | tr ' ' '|')]" >&2; exit 2; }
 }
 
 mk() {

@@ -25,20 +25,21 @@ import pytest
 from pytest_ansible.module_dispatcher.v213 import ModuleDispatcherV213
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-#: The dev cluster's release: SLURM=22.05 (default, on the host), 24.11 or 26.05 (in podman), as
-#: for `make cluster-up SLURM=...`; DEVCLUSTER_DIR, when set, names its state dir.
-SLURM_RELEASE = os.environ.get("SLURM") or "22.05"
-STATE_DIR = os.environ.get("DEVCLUSTER_DIR") or os.path.join(
-    REPO, ".devcluster" if SLURM_RELEASE == "22.05" else ".devcluster-" + SLURM_RELEASE)
-SLURM_CONF = os.path.join(STATE_DIR, "etc", "slurm.conf")
-INVENTORY = os.path.join(STATE_DIR, "inventory.yml")
-#: Client command wrappers of a containerised release (`podman exec`, root only); absent for 22.05.
-SLURM_BIN = os.path.join(STATE_DIR, "bin")
-VENV_BIN = os.path.dirname(sys.executable)
-
 sys.path.insert(0, os.path.join(REPO, "dev", "cluster"))
+from devcluster.releases import HOST_RELEASE, state_dir  # noqa: E402 pylint: disable=C0413
 # attempts, read_events, until: for the tests.
 from observe import attempts, read_events, rpc_counts, until  # noqa: E402,F401 pylint: disable=C0413,W0611
+
+#: The dev cluster's release: SLURM=<release> of dev/cluster/releases.txt (default: the one on the
+#: host; the others run in podman), as for `make cluster-up SLURM=...`; DEVCLUSTER_DIR, when set,
+#: names its state dir.
+SLURM_RELEASE = os.environ.get("SLURM") or HOST_RELEASE
+STATE_DIR = os.environ.get("DEVCLUSTER_DIR") or state_dir(REPO, SLURM_RELEASE)
+SLURM_CONF = os.path.join(STATE_DIR, "etc", "slurm.conf")
+INVENTORY = os.path.join(STATE_DIR, "inventory.yml")
+#: Client command wrappers of a containerised release (`podman exec`, root only); absent on the host.
+SLURM_BIN = os.path.join(STATE_DIR, "bin")
+VENV_BIN = os.path.dirname(sys.executable)
 
 
 def cluster_info():

@@ -7,7 +7,7 @@ one run of remediate.yml, run the way a scheduled AWX job runs it: ``ansible_run
 private data dir, asserting on its artifacts (``stdout``, ``status``, ``rc``, the job events and
 the ``set_stats`` data under ``remediate`` in the stats event's ``artifact_data``).
 
-22.05 only (the clusters run on the host). The tests bring cluster b up themselves and stop it
+The host's release only (the clusters run on the host). The tests bring cluster b up themselves and stop it
 afterwards; they skip, saying why, only when it cannot start.
 """
 
@@ -23,9 +23,10 @@ import pytest
 
 import conftest
 from conftest import REPO, cluster_name, is_healthy, make, nodes, reset_cluster, run, sdiag_rpc_counts, slurm_env, wait_for
+from devcluster.releases import HOST_RELEASE
 
-pytestmark = pytest.mark.skipif(conftest.SLURM_RELEASE != "22.05",
-                                reason="the dev fleet runs on the host release (22.05)")
+pytestmark = pytest.mark.skipif(conftest.SLURM_RELEASE != HOST_RELEASE,
+                                reason="the dev fleet runs on the host release (%s)" % HOST_RELEASE)
 
 REMEDIATE = os.path.join(REPO, "playbooks", "remediate.yml")
 FLEET_INVENTORY = os.path.join(REPO, "dev", "cluster", "fleet_inventory.py")
@@ -59,7 +60,7 @@ def cluster_b(cluster):
     with on(B_DIR):
         env = slurm_env()
         env.pop("DEVCLUSTER_DIR")
-        proc = run(["make", "-s", "cluster-up", "SLURM=22.05"] + ["%s=%s" % kv for kv in B_MAKE.items()],
+        proc = run(["make", "-s", "cluster-up", "SLURM=" + HOST_RELEASE] + ["%s=%s" % kv for kv in B_MAKE.items()],
                    check=False, env=env, timeout=600)
     if proc.returncode != 0:
         pytest.skip("dev cluster b could not start (make cluster-up CLUSTER=b):\n%s" % proc.stdout[-3000:])
@@ -67,7 +68,7 @@ def cluster_b(cluster):
         yield B_DIR
     finally:
         with on(B_DIR):
-            run(["make", "-s", "cluster-down", "SLURM=22.05"] + ["%s=%s" % kv for kv in B_MAKE.items()],
+            run(["make", "-s", "cluster-down", "SLURM=" + HOST_RELEASE] + ["%s=%s" % kv for kv in B_MAKE.items()],
                 check=False, env=env, timeout=300)
 
 

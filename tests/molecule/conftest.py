@@ -8,8 +8,9 @@ pytest-ansible finds the scenarios (``git ls-files`` of ``**/molecule/*/molecule
 pytest's rootdir: start pytest in the repository with ``--rootdir`` there, as
 tests/molecule/run.sh does) and hands each to the test as its ``molecule_scenario`` fixture.
 Here each test also gets ``slurm_release``: a scenario whose molecule.yml takes its image from
-CLUSTEROPS_SLURM_IMAGE (``cluster``) runs once per release in CLUSTEROPS_SLURM_RELEASES (default
-"22.05 24.11 26.05"), the others once (``slurm_release`` None).
+CLUSTEROPS_SLURM_IMAGE (``cluster``) runs once per release in CLUSTEROPS_SLURM_RELEASES (default:
+every release of the release table dev/cluster/releases.txt), the others once (``slurm_release``
+None).
 CLUSTEROPS_MOLECULE_SCENARIOS (names, space separated; default all) chooses scenarios.
 """
 
@@ -17,11 +18,15 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-RELEASES = (os.environ.get("CLUSTEROPS_SLURM_RELEASES") or "22.05 24.11 26.05").split()
+sys.path.insert(0, os.path.join(REPO, "dev", "cluster"))
+from devcluster.releases import RELEASE_NAMES  # noqa: E402 pylint: disable=C0413
+
+RELEASES = (os.environ.get("CLUSTEROPS_SLURM_RELEASES") or " ".join(RELEASE_NAMES)).split()
 CHOSEN = os.environ.get("CLUSTEROPS_MOLECULE_SCENARIOS", "").split()
 
 

@@ -6,8 +6,8 @@
 #   bash tests/molecule/run.sh cluster      only these scenarios
 #
 # A scenario whose molecule.yml takes its image from CLUSTEROPS_SLURM_IMAGE (cluster) runs once
-# per Slurm release in CLUSTEROPS_SLURM_RELEASES (default "22.05 24.11 26.05"), each time on
-# localhost/clusterops-molecule-slurm:<release>; the others run once: one pytest test each.
+# per Slurm release in CLUSTEROPS_SLURM_RELEASES (default: every release of dev/cluster/releases.txt),
+# each time on localhost/clusterops-molecule-slurm:<release>; the others run once: one pytest test each.
 #
 # First makes sure podman is set up (setup-podman.sh: idempotent, apt + containers.conf + pinned
 # pip packages); the tests then build the local images their runs need (images/build.sh: cached;

@@ -5,9 +5,10 @@
 #   localhost/clusterops-slurm:<release>      + Slurm <release>, munge, MariaDB, python3-torch, bookworm's
 #                                             libmariadb.so.3 for slurmdbd (podman build, Containerfile here)
 #
-#   bash dev/cluster/images/build.sh 24.11|26.05 [--force]
+#   bash dev/cluster/images/build.sh RELEASE [--force]
 #
-# Releases: 24.11 = Debian 13 trixie (Slurm 24.11.5), 26.05 = Debian forky (Slurm 26.05.5).
+# RELEASE: one that runs in a container in the release table dev/cluster/releases.txt, which names
+# its Debian suite (24.11: Debian 13 trixie, Slurm 24.11.5; 26.05: Debian forky, Slurm 26.05.5).
 # The base is made by lib.sh's build_devbase, the one recipe tests/molecule/images/build.sh also
 # uses for these bases (the Molecule Slurm images of 24.11/26.05 are built on them).
 # Cached like the Molecule images: each image carries the sha256 of its build inputs in the label
@@ -24,7 +25,8 @@ source "${here}/lib.sh"
 release="${1:-}"
 force=0
 [[ "${2:-}" == "--force" ]] && force=1
-base_image="$(devbase_image "${release}")" || { echo "usage: $0 24.11|26.05 [--force]" >&2; exit 2; }
+base_image="$(devbase_image "${release}")" ||
+  { echo "usage: $0 $(release_names container | tr ' ' '|') [--force]" >&2; exit 2; }
 slurm_image="localhost/clusterops-slurm:${release}"
 # bookworm's libmariadb3 (10.11), installed on the machine by dev/cluster/install-deps.sh.
 libmariadb=/usr/lib/x86_64-linux-gnu/libmariadb.so.3

@@ -1,6 +1,8 @@
 # shellcheck shell=bash
 # What the two image scripts share, sourced by both: dev/cluster/images/build.sh (the dev
-# clusters' images of Slurm 24.11/26.05) and tests/molecule/images/build.sh (the Molecule images).
+# clusters' images of the releases in containers) and tests/molecule/images/build.sh (the Molecule
+# images). It sources dev/cluster/releases.sh, the release table's reader (release_names,
+# release_host, release_suite, release_runs).
 #
 #   log MSG...                    "images/build.sh: MSG" on stderr
 #   require_root                  exit 1 unless root (debootstrap, podman)
@@ -18,6 +20,8 @@
 # whichever script builds it.
 
 _images_lib_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=dev/cluster/releases.sh
+source "${_images_lib_dir}/../releases.sh"
 
 log() { echo "images/build.sh: $*" >&2; }
 
@@ -81,13 +85,12 @@ build_base() {
 }
 
 # devbase_image RELEASE: the dev clusters' base image of a Slurm release that runs in a container,
-# named after its Debian suite (24.11: Debian 13 trixie, 26.05: forky); fails for another release.
+# named after its Debian suite (dev/cluster/releases.txt); fails for another release.
 devbase_image() {
-  case "$1" in
-    24.11) echo localhost/clusterops-slurm-base:trixie ;;
-    26.05) echo localhost/clusterops-slurm-base:forky ;;
-    *) return 1 ;;
-  esac
+  local suite
+  [[ "$(release_runs "$1")" == container ]] || return 1
+  suite="$(release_suite "$1")" || return 1
+  echo "localhost/clusterops-slurm-base:${suite}"
 }
 
 # build_devbase RELEASE: the dev clusters' base of RELEASE, Debian minbase + python3 (the one

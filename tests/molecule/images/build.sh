@@ -12,8 +12,8 @@
 #
 #   bash tests/molecule/images/build.sh [--force] [RELEASE ...]
 #
-# RELEASE: 22.05, 24.11, 26.05 (default: $CLUSTEROPS_SLURM_RELEASES, else all three; "none": no
-# Slurm image). The Debian 12 base image is always built. The trixie/forky bases are the dev
+# RELEASE: one of the release table dev/cluster/releases.txt (default: $CLUSTEROPS_SLURM_RELEASES,
+# else all of them; "none": no Slurm image); the host's release is built on the Debian 12 base. The Debian 12 base image is always built. The trixie/forky bases are the dev
 # clusters' bases: one that exists is used as it is (its id is an input of the Slurm image, so a
 # rebuilt base rebuilds the Slurm image); a missing one is made here by the same call as in
 # dev/cluster/images/build.sh (build_devbase of dev/cluster/images/lib.sh, the helpers both
@@ -38,12 +38,14 @@ releases=()
 for arg in "$@"; do
   case "${arg}" in
     --force) force=1 ;;
-    22.05 | 24.11 | 26.05) releases+=("${arg}") ;;
-    *) echo "usage: $0 [--force] [22.05|24.11|26.05 ...]" >&2; exit 2 ;;
+    *)
+      release_runs "${arg}" >/dev/null ||
+        { echo "usage: $0 [--force] [$(release_names | tr ' ' '|') ...]" >&2; exit 2; }
+      releases+=("${arg}") ;;
   esac
 done
 if ((${#releases[@]} == 0)) && [[ "${CLUSTEROPS_SLURM_RELEASES:-}" != none ]]; then
-  read -r -a releases <<<"${CLUSTEROPS_SLURM_RELEASES:-22.05 24.11 26.05}"
+  read -r -a releases <<<"${CLUSTEROPS_SLURM_RELEASES:-$(release_names)}"
 fi
 debian12_image="localhost/clusterops-debian12:latest"
 # Ansible's modules need python3 (python3-apt for ansible.builtin.apt); procps for ps/pkill,
@@ -55,15 +57,14 @@ debian12_include="python3,python3-apt,procps,iproute2,ca-certificates,cron"
 build_slurm() {
   local release="$1" base image tags=() base_id inputs start=${SECONDS}
   image="localhost/clusterops-molecule-slurm:${release}"
-  case "${release}" in
-    22.05)
-      base="${debian12_image}"
-      tags=(-t localhost/clusterops-debian12-slurm:latest) ;;
-    *)
-      base="$(devbase_image "${release}")" || { log "no Slurm release ${release}"; return 1; }
-      # The dev clusters' base is missing (a new machine): made here with their one recipe.
-      podman image exists "${base}" || build_devbase "${release}" ;;
-  esac
+  if [[ "$(release_runs "${release}")" == host ]]; then
+    base="${debian12_image}"
+    tags=(-t localhost/clusterops-debian12-slurm:latest)
+  else
+    base="$(devbase_image "${release}")" || { log "no Slurm release ${release}"; return 1; }
+    # The dev clusters' base is missing (a new machine): made here with their one recipe.
+    podman image exists "${base}" || build_devbase "${release}"
+  fi
   base_id="$(id_of "${base}")"
   inputs="$( (cat "${here}/slurm/Containerfile"; echo "${base_id} ${release}") | sha256sum | cut -c1-64)"
   if [[ "${force}" -eq 0 && "$(label_of "${image}")" == "${inputs}" ]] &&
