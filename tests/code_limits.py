@@ -31,8 +31,6 @@ MAX_FILE_LINES = 600
 #: Offenders not mended yet (issue 26, part 5), by their key (``path`` for a file, ``path::name``
 #: for a function, ``path->imported module:name`` for a private import). Mended ones must leave.
 KNOWN = frozenset((
-    "roles/node_health/files/clusterops-healthcheck",
-    "roles/torchrun_launcher/files/reference_trainer.py",
 ))
 
 
