@@ -13,11 +13,13 @@ class ModuleDocFragment(object):
     # are module_utils/_checkpoint's LEVELS, each including the ones before it.
     DOCUMENTATION = r'''
 options:
-  path:
+  run_folder:
     description:
-      - The run folder, the folder holding the checkpoints (not one checkpoint).
+      - The run folder, the folder holding the checkpoints (not one checkpoint). Returned as
+        RV(run_folder), absolute.
     type: path
     required: true
+    aliases: [path]
   validate:
     description:
       - What a checkpoint must pass to count as valid. Each level includes the ones before it.

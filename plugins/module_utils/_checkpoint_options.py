@@ -16,9 +16,9 @@ from __future__ import annotations
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import LEVELS, SIZES
 from ansible_collections.clusterops.slurm.plugins.module_utils._options import ArgumentSpec
 
-# path: the run folder; validate: the level a checkpoint must pass (LEVELS, each including the
+# run_folder (alias path, its name before 2.0): the folder holding the checkpoints; validate: the level a checkpoint must pass (LEVELS, each including the
 # ones before it).
 CHECKPOINT_OPTIONS = ArgumentSpec(dict(
-    path=dict(type="path", required=True),
+    run_folder=dict(type="path", required=True, aliases=["path"]),
     validate=dict(type="str", choices=list(LEVELS), default=SIZES),
 ))

@@ -57,8 +57,6 @@ except ImportError:  # pragma: no cover
     pass
 
 
-
-
 class NodeParseError(SlurmAnswerError):
     """Slurm output that cannot be read as nodes."""
 

@@ -29,7 +29,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import 
 from ansible_collections.clusterops.slurm.plugins.module_utils._task import TaskFailure
 
 try:
-    from typing import Any, Callable, Dict, List, Optional, Sequence  # noqa: F401
+    from typing import Any, Callable, Dict, List, Optional, Set  # noqa: F401
 except ImportError:  # pragma: no cover
     pass
 
@@ -42,8 +42,8 @@ class ArgumentSpec(object):
     (:data:`RULES`: lists as ``AnsibleModule`` takes them), as community.crypto's ArgumentSpec.
 
     Raises:
-        ValueError: :meth:`merge` of a part that defines an option this one already has (one
-        home for each option).
+        ValueError: :meth:`merge` of a part that defines an option (or alias) this one already has
+        (one home for each option).
     """
 
     def __init__(self, argument_spec: Optional[Dict[str, Dict[str, Any]]] = None, **rules: List[Any]) -> None:
@@ -54,11 +54,16 @@ class ArgumentSpec(object):
             (name, dict(option)) for name, option in (argument_spec or {}).items())
         self.rules: Dict[str, List[Any]] = dict((rule, list(rules.get(rule) or [])) for rule in RULES)
 
+    def names(self) -> Set[str]:
+        """Every name an option answers to: the options and their aliases."""
+        return set(self.argument_spec) | set(
+            alias for option in self.argument_spec.values() for alias in option.get("aliases") or ())
+
     def merge(self, *parts: ArgumentSpec) -> ArgumentSpec:
         """A new spec with this one's options and rules and those of ``parts`` (copies)."""
         merged = ArgumentSpec(self.argument_spec, **self.rules)
         for part in parts:
-            twice = sorted(set(merged.argument_spec) & set(part.argument_spec))
+            twice = sorted(merged.names() & part.names())
             if twice:
                 raise ValueError("options defined twice: %s" % ", ".join(twice))
             merged.argument_spec.update((name, dict(option)) for name, option in part.argument_spec.items())

@@ -73,7 +73,7 @@ seealso:
 EXAMPLES = r'''
 - name: Newest valid checkpoint of a run, reading only headers
   clusterops.slurm.checkpoint_info:
-    path: /lustre/runs/llama-8b
+    run_folder: /lustre/runs/llama-8b
   register: ckpt
 
 - name: Resume from it, or start from scratch when there is none
@@ -82,7 +82,7 @@ EXAMPLES = r'''
 
 - name: Verify every byte of every checkpoint (a pruning job)
   clusterops.slurm.checkpoint_info:
-    path: /lustre/runs/llama-8b
+    run_folder: /lustre/runs/llama-8b
     validate: sha256
     validate_all: true
   register: full
@@ -97,7 +97,7 @@ EXAMPLES = r'''
 
 RETURN = r'''
 run_folder:
-  description: The run folder (O(path)), absolute.
+  description: The run folder (O(run_folder)), absolute.
   returned: success
   type: str
   sample: /lustre/runs/llama-8b
@@ -291,7 +291,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._task import run_
 def report(module):
     """The task of ``checkpoint_info`` (for ``_task.run_task``): the run folder's checkpoints (RETURN)."""
     params = module.params
-    found = inspect(params["path"], params["validate"], validate_all=params["validate_all"],
+    found = inspect(params["run_folder"], params["validate"], validate_all=params["validate_all"],
                     name_template=params["name_template"])
     for message in found.warnings:
         module.warn(message)

@@ -72,7 +72,7 @@ options:
     default: []
   min_free:
     description:
-      - Delete checkpoints only while the file system holding O(path) has less space available than
+      - Delete checkpoints only while the file system holding O(run_folder) has less space available than
         this, oldest first, and stop once it has enough. A size with a binary unit (V(500G), V(1.5TiB),
         V(1048576) bytes) or a percent of the file system (V(10%)).
       - Unset, the policy alone decides.
@@ -87,7 +87,7 @@ options:
     default: 86400
   lock_file:
     description:
-      - The lock file. Defaults to C(.prune.lock) in O(path). Set it to a local path where the
+      - The lock file. Defaults to C(.prune.lock) in O(run_folder). Set it to a local path where the
         folder's file system has no C(flock) (Lustre mounted without C(-o flock)); then only prunes on
         the same host are kept apart.
     type: path
@@ -101,7 +101,7 @@ seealso:
 EXAMPLES = r'''
 - name: Keep the 10 newest valid checkpoints and every 10000th step
   clusterops.slurm.checkpoint_prune:
-    path: /lustre/runs/llama-8b
+    run_folder: /lustre/runs/llama-8b
     keep_last: 10
     keep_every: 10000
   register: pruned
@@ -112,14 +112,14 @@ EXAMPLES = r'''
 
 - name: Only when the file system has less than 10 % available; pin a hand-picked checkpoint
   clusterops.slurm.checkpoint_prune:
-    path: /lustre/runs/llama-8b
+    run_folder: /lustre/runs/llama-8b
     keep_last: 3
     min_free: 10%
     keep: [step_000050000]
 
 - name: What would go (check mode), with the before/after lists
   clusterops.slurm.checkpoint_prune:
-    path: /lustre/runs/llama-8b
+    run_folder: /lustre/runs/llama-8b
     keep_last: 5
   check_mode: true
   diff: true
@@ -127,7 +127,7 @@ EXAMPLES = r'''
 
 RETURN = r'''
 run_folder:
-  description: The run folder (O(path)), absolute.
+  description: The run folder (O(run_folder)), absolute.
   returned: always
   type: str
   sample: /lustre/runs/llama-8b
@@ -232,11 +232,11 @@ def prune_folder(module):
         raise TaskFailure(str(exc))
     lines: List[str] = []
     try:
-        result = prune(params["path"], params["keep_last"], params["keep_every"], params["keep"], params["min_free"],
+        result = prune(params["run_folder"], params["keep_last"], params["keep_every"], params["keep"], params["min_free"],
                        None if params["tmp_grace"] < 0 else params["tmp_grace"], params["validate"],
                        dry_run=module.check_mode, log=lines.append, lock_file=params["lock_file"])
     except (CheckpointError, ValueError) as exc:
-        raise TaskFailure(str(exc), run_folder=params["path"], deleted=[])
+        raise TaskFailure(str(exc), run_folder=params["run_folder"], deleted=[])
     if not module.check_mode:
         for line in lines:
             module.log("checkpoint_prune %s: %s" % (result.path, line))

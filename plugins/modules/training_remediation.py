@@ -364,7 +364,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._options import A
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import SLURM_COMMAND_OPTIONS, run_module
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.policy import SUSPECT_AFTER
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry import DEFAULT_REGISTRY, RegistryError
-from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.runner import restart
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.runner import remediate
 
 
 def main():
@@ -380,7 +380,7 @@ def main():
             suspect_drain_limit=dict(type="int", default=1),
         ),
     ).merge(SLURM_COMMAND_OPTIONS, SUBMIT_RETRY_OPTIONS).module_kwargs())
-    run_module(module, restart, errors=(RegistryError,))
+    run_module(module, remediate, errors=(RegistryError,))
 
 
 if __name__ == "__main__":

@@ -78,7 +78,10 @@ options:
         O(owner), in a folder owned by one of them, neither writable by the group or others.
     type: path
   checkpoint_dir:
-    description: The run's checkpoint folder (absolute path). Required for O(state=present).
+    description:
+      - The run's checkpoint folder (absolute path), the I(run folder) that
+        M(clusterops.slurm.checkpoint_info) and the checkpoint command read (their
+        O(clusterops.slurm.checkpoint_info#module:run_folder)). Required for O(state=present).
     type: path
   workdir:
     description: The run's working folder (absolute path), for the record.

@@ -17,7 +17,6 @@ from __future__ import annotations
 import re
 import time
 
-from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_actions import plan_node_changes
 # The drain reason of a suspect node: the node healing's class HOLD_CLASS maps it to ``human``, no
 # healing rule resumes it.

@@ -341,14 +341,15 @@ def empty_state() -> Dict[str, Any]:
             "hang_cancels": []}
 
 
-def read_state(run_folder: str) -> Dict[str, Any]:
-    """Remediation's bookkeeping of one run (an empty one when there is no ``state.json``).
+def read_state(entry: str) -> Dict[str, Any]:
+    """Remediation's bookkeeping of one run (an empty one when there is no ``state.json``), from
+    ``entry``, the run's folder in the registry (``<registry>/<name>``, not its run folder).
 
     Raises:
         RegistryError: the file exists but cannot be read or is not ours. Never guessed: a lost
         count would let a run be resubmitted past its budget.
     """
-    path = os.path.join(run_folder, STATE_FILE)
+    path = os.path.join(entry, STATE_FILE)
     try:
         data = load_json_bounded(path, STATE_MAX_BYTES)
     except (OSError, IOError) as exc:
@@ -413,10 +414,10 @@ def state_problem(data: Any) -> Optional[str]:
     return None
 
 
-def write_state(run_folder: str, state: Dict[str, Any]) -> None:
-    """Replace the run's ``state.json`` atomically (``_checkpoint.fsutil.atomic_write_json``: a
+def write_state(entry: str, state: Dict[str, Any]) -> None:
+    """Replace the run's ``state.json`` in ``entry`` (its folder in the registry) atomically (``_checkpoint.fsutil.atomic_write_json``: a
     temporary file in the folder, fsync, mode 0644, rename, fsync of the folder)."""
-    atomic_write_json(os.path.join(run_folder, STATE_FILE), state, indent=1, mode=0o644)
+    atomic_write_json(os.path.join(entry, STATE_FILE), state, indent=1, mode=0o644)
 
 
 def write_run(folder: str, run: Dict[str, Any]) -> None:

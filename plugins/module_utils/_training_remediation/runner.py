@@ -8,7 +8,7 @@ each run's state (:mod:`.registry`).
 
 Private to the collection (the leading underscore of the package): no API promise outside it.
 
-:func:`checkpoint_status` and :func:`read_progress` read a run's folders; :func:`restart` is
+:func:`checkpoint_status` and :func:`read_progress` read a run's folders; :func:`remediate` is
 the whole task, run by ``_slurm_cli.run_module`` (one failure path with every module).
 """
 
@@ -341,7 +341,8 @@ def suspect_nodes(module, cli, planned, jobs):
     failed = applied["failed_nodes"]
     words = {"drain": "would drain it" if module.check_mode else "drained",
              "already": "already out of service, left as it is",
-             "overflow": "over the blast radius of %d node(s) drained now, not drained" % plan["limit"],
+             "overflow": "over the suspect drain limit of %d node(s) now (suspect_drain_limit, within what the "
+                         "node blast radius left), not drained" % plan["limit"],
              "unknown": "not a node of this cluster, neither drained nor excluded"}
     for item in plan["suspects"]:
         if item["node"] in failed:
@@ -432,7 +433,7 @@ def _act(module, cli, me, run, decision, state, jobs, start):
     return after if after != "none" else brief(decision)
 
 
-def restart(module, cli):
+def remediate(module, cli):
     """The task of ``training_remediation``, for ``_slurm_cli.run_module``: ``module`` holds its
     parameters (see its DOCUMENTATION), ``cli`` runs the Slurm commands. Returns the result keys of
     its RETURN but ``commands``.

@@ -137,7 +137,7 @@ def test_json_errors(out):
 def test_2411_text_user_without_reason_is_none():
     """24.11's sinfo %u prints root for a node with no reason (22.05: Unknown)."""
     line = SEP.join(["n1", "debug*", "idle", "1", "100", "(null)", "(null)", "root",
-                          "Unknown", "none"])
+                     "Unknown", "none"])
     (node,) = parse_sinfo_text(line)
     assert (node["reason"], node["reason_user"], node["reason_time"]) == ("", None, None)
 

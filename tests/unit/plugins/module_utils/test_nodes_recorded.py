@@ -49,7 +49,7 @@ def text_from_pipes(name):
     for line in fixture(name).splitlines():
         node, partition, state, reason = line.split("|", 3)
         lines.append(SEP.join([node, partition, state, "2", "1024", "(null)", "(null)",
-                                    "Unknown", "Unknown", reason]))
+                               "Unknown", "Unknown", reason]))
     return "\n".join(lines)
 
 

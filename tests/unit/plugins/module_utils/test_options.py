@@ -41,7 +41,9 @@ def test_merge_joins_options_and_rules_and_copies():
 
 
 def test_an_option_has_one_home():
-    with pytest.raises(ValueError, match="options defined twice: path"):
+    with pytest.raises(ValueError, match="options defined twice: run_folder"):
+        ArgumentSpec(dict(run_folder=dict(type="str"))).merge(CHECKPOINT_OPTIONS)
+    with pytest.raises(ValueError, match="options defined twice: path"):   # an alias is a name too
         ArgumentSpec(dict(path=dict(type="str"))).merge(CHECKPOINT_OPTIONS)
     with pytest.raises(ValueError, match="not a rule between options: required_by_magic"):
         ArgumentSpec({}, required_by_magic=[])

@@ -69,8 +69,8 @@ def test_the_check_sees_a_literal_call(tmp_path):
 
 def test_reads():
     assert version() == ("sinfo", ["--version"])
-    assert nodes_text() == ("sinfo", ["-N", "-h", "-o", SEP.join(("%N", "%P", "%T", "%c", "%m", "%G", "%f",
-                                                                   "%u", "%H", "%E"))])
+    fields = ("%N", "%P", "%T", "%c", "%m", "%G", "%f", "%u", "%H", "%E")
+    assert nodes_text() == ("sinfo", ["-N", "-h", "-o", SEP.join(fields)])
     assert nodes_json((22, 5, 8)) == ("sinfo", ["--json"])
     assert nodes_json((23, 2, 0)) == nodes_json((26, 5, 5)) == ("scontrol", ["show", "nodes", "--json"])
 

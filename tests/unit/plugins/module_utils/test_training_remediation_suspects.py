@@ -100,10 +100,11 @@ def test_run_suspects(case):
 def test_a_job_slurm_requeued_counts_once_per_run_of_it():
     # job 11 ran on n1, ended NODE_FAIL, and Slurm requeued it (same id, resubmitted at its end);
     # its second run failed on n1 too.
-    text = (_slurm_commands.SEP.join(["11", "11", "devcluster", "alice", "debug", "NODE_FAIL", "0:0", "None", "n1",
-                            "1796040000", "1796040001", "1796040030", "llama"]) + "\n"
-            + _slurm_commands.SEP.join(["11", "11", "devcluster", "alice", "debug", "FAILED", "1:0", "None", "n1",
-                              "1796040030", "1796040031", "1796040060", "llama"]) + "\n")
+    sep = _slurm_commands.SEP
+    text = (sep.join(["11", "11", "devcluster", "alice", "debug", "NODE_FAIL", "0:0", "None", "n1",
+                      "1796040000", "1796040001", "1796040030", "llama"]) + "\n"
+            + sep.join(["11", "11", "devcluster", "alice", "debug", "FAILED", "1:0", "None", "n1",
+                        "1796040030", "1796040031", "1796040060", "llama"]) + "\n")
     merged = _jobs.merge_jobs([], _jobs.parse_sacct(text))
     assert len(merged) == 1 and merged[0]["history"]
     assert [a["state"] for a in policy.failed_attempts(RUN, merged)] == ["NODE_FAIL", "FAILED"]

@@ -43,7 +43,7 @@ def test_sizes_level_lists_everything(tmp_path, capsys, monkeypatch, check_mode)
     # Where a warning ends up depends on whether controller code was imported in this process,
     # so record the calls rather than reading the result's "warnings".
     monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, msg, **kwargs: shown.append(msg))
-    result = run_module(capsys, {"path": run, "_ansible_check_mode": check_mode})
+    result = run_module(capsys, {"run_folder": run, "_ansible_check_mode": check_mode})
     assert result["changed"] is False and "failed" not in result
     assert result["run_folder"] == run and "path" not in result and "mode" not in result
     assert result["latest_valid"]["name"] == "step_000000300"
@@ -59,7 +59,7 @@ def test_sizes_level_lists_everything(tmp_path, capsys, monkeypatch, check_mode)
 def test_sha256_level_falls_back(tmp_path, capsys):
     run = str(tmp_path)
     build(run)
-    result = run_module(capsys, {"path": run, "validate": "sha256", "validate_all": True})
+    result = run_module(capsys, {"run_folder": run, "validate": "sha256", "validate_all": True})
     assert result["latest_valid"]["name"] == "step_000000200"
     assert [c["checked"] for c in result["checkpoints"]] == ["sha256"] * 3
     assert "sha256" in result["checkpoints"][2]["why_invalid"]
@@ -67,10 +67,18 @@ def test_sha256_level_falls_back(tmp_path, capsys):
 
 
 def test_empty_folder_gives_null(tmp_path, capsys):
-    result = run_module(capsys, {"path": str(tmp_path)})
+    result = run_module(capsys, {"run_folder": str(tmp_path)})
     assert result["latest_valid"] is None and result["checkpoints"] == [] and result["checkpoint_warnings"] == []
 
 
 def test_missing_folder_fails(tmp_path, capsys):
-    result = run_module(capsys, {"path": str(tmp_path / "nope")})
+    result = run_module(capsys, {"run_folder": str(tmp_path / "nope")})
     assert result["failed"] is True and "does not exist" in result["msg"]
+
+
+def test_path_is_the_old_name_of_run_folder(tmp_path, capsys):
+    """One name in and out (run_folder); ``path``, its name before, still works."""
+    run = str(tmp_path)
+    build(run)
+    result = run_module(capsys, {"path": run})
+    assert result["run_folder"] == run and result["latest_valid"]["name"] == "step_000000300"

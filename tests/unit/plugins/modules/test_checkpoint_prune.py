@@ -58,7 +58,7 @@ def entries(run):
 def test_prunes_and_is_idempotent(tmp_path, prune_module):
     run = str(tmp_path)
     build(run)
-    result, shown, logged = prune_module({"path": run, "keep_last": 2})
+    result, shown, logged = prune_module({"run_folder": run, "keep_last": 2})
     assert result["changed"] is True and "failed" not in result
     assert result["run_folder"] == run and "path" not in result and "mode" not in result
     assert [d["name"] for d in result["deleted"]] == ["step_000000100", "step_000000300"]
@@ -70,14 +70,14 @@ def test_prunes_and_is_idempotent(tmp_path, prune_module):
                                                       "valid step_000000500"]
     assert len(logged) == 2 and logged[0].startswith("checkpoint_prune %s: deleted step_000000100" % run)
     assert "diff" not in result
-    again, _shown, logged = prune_module({"path": run, "keep_last": 2})
+    again, _shown, logged = prune_module({"run_folder": run, "keep_last": 2})
     assert again["changed"] is False and again["deleted"] == [] and logged == []
 
 
 def test_check_mode_and_diff(tmp_path, prune_module):
     run = str(tmp_path)
     build(run)
-    result, _shown, logged = prune_module({"path": run, "keep_last": 1, "keep_every": 400,
+    result, _shown, logged = prune_module({"run_folder": run, "keep_last": 1, "keep_every": 400,
                                            "_ansible_check_mode": True, "_ansible_diff": True})
     assert result["changed"] is True and logged == []
     assert [d["name"] for d in result["deleted"]] == ["step_000000100", "step_000000300"]
@@ -91,7 +91,7 @@ def test_check_mode_and_diff(tmp_path, prune_module):
 def test_keep_last_zero_or_less_changes_nothing(tmp_path, prune_module, keep_last):
     run = str(tmp_path)
     build(run)
-    result, _shown, _logged = prune_module({"path": run, "keep_last": keep_last})
+    result, _shown, _logged = prune_module({"run_folder": run, "keep_last": keep_last})
     assert result["changed"] is False and result["deleted"] == [] and len(entries(run)) == 6
 
 
@@ -111,7 +111,7 @@ def test_argument_validation(tmp_path, prune_module, args, message):
 
 
 def test_missing_folder_fails(tmp_path, prune_module):
-    result, _shown, _logged = prune_module({"path": str(tmp_path / "nope"), "keep_last": 1})
+    result, _shown, _logged = prune_module({"run_folder": str(tmp_path / "nope"), "keep_last": 1})
     assert result["failed"] is True and "does not exist" in result["msg"] and result["deleted"] == []
 
 
@@ -120,14 +120,14 @@ def test_locked_folder_fails_and_deletes_nothing(tmp_path, prune_module):
     build(run)
     fd = ck.pruning._lock(os.path.join(run, ck.PRUNE_LOCK))
     try:
-        result, _shown, _logged = prune_module({"path": run, "keep_last": 1})
+        result, _shown, _logged = prune_module({"run_folder": run, "keep_last": 1})
     finally:
         os.close(fd)
     assert result["failed"] is True and "another prune" in result["msg"]
     assert len(entries(run)) == 6
     elsewhere = str(tmp_path / "locks" / "run.lock")
     os.makedirs(os.path.dirname(elsewhere))
-    result, _shown, _logged = prune_module({"path": run, "keep_last": 1, "lock_file": elsewhere})
+    result, _shown, _logged = prune_module({"run_folder": run, "keep_last": 1, "lock_file": elsewhere})
     assert result["changed"] is True and os.path.exists(elsewhere)
 
 
@@ -142,7 +142,7 @@ def test_an_error_fails_the_task_and_lists_what_went(tmp_path, prune_module, mon
         real_delete(root, ckpt)
 
     monkeypatch.setattr(ck.pruning, "_delete_checkpoint", delete)
-    result, _shown, logged = prune_module({"path": run, "keep_last": 1})
+    result, _shown, logged = prune_module({"run_folder": run, "keep_last": 1})
     assert result["failed"] is True and result["changed"] is True
     assert "Read-only file system" in result["msg"] and "nothing more deleted (1 deleted before)" in result["msg"]
     assert [d["name"] for d in result["deleted"]] == ["step_000000100"]

@@ -37,7 +37,7 @@ def sacct_text(*rows):
     for i, (job_id, state, node_list) in enumerate(rows):
         submit = 1796040000 + 60 * i
         lines.append(_slurm_commands.SEP.join([job_id, job_id, "devcluster", USER, "debug", state, "1:0", "None",
-                                     node_list, str(submit), str(submit + 1), str(submit + 30), RUN]))
+                                               node_list, str(submit), str(submit + 1), str(submit + 30), RUN]))
     return "".join(line + "\n" for line in lines)
 
 
