@@ -558,7 +558,7 @@ def test_installed_program_runs_its_own_modules_whatever_the_working_directory(t
     for argv in ([program], [tmp_path / "bin" / "healthcheck.py"], ["-I", program]):
         proc = subprocess.run([sys.executable] + [str(a) for a in argv] + ["--config", str(tmp_path / "missing.json")],
                               cwd=str(cwd), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              universal_newlines=True)
+                              universal_newlines=True, check=False)
         assert (proc.returncode, proc.stdout) == (base.EXIT_CONFIG, ""), proc.stderr
         assert proc.stderr.startswith("clusterops-healthcheck: cannot read config %s: " % (tmp_path / "missing.json"))
 

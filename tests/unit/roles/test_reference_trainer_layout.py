@@ -45,7 +45,7 @@ def test_installed_trainer_runs_its_own_modules_whatever_the_working_directory(t
     for argv in ([program], [tmp_path / "train.py"], ["-I", program]):
         proc = subprocess.run([sys.executable] + [str(a) for a in argv] + ["--checkpoint-dir", str(run_dir)],
                               cwd=str(cwd), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              universal_newlines=True)
+                              universal_newlines=True, check=False)
         assert (proc.returncode, proc.stdout) == (0, "reference_trainer: %s already has FINISHED: nothing to do\n"
                                                   % run_dir), proc.stderr
 
@@ -61,6 +61,6 @@ def test_installed_trainer_refuses_before_torch(tmp_path):
         env.pop(name, None)
     proc = subprocess.run([sys.executable, str(program), "--checkpoint-dir", str(tmp_path / "run"),
                            "--resume", str(tmp_path / "nope")], env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, universal_newlines=True)
+                          stderr=subprocess.PIPE, universal_newlines=True, check=False)
     assert (proc.returncode, proc.stdout, proc.stderr) == (
         2, "", "reference_trainer: error: --resume %s is not a checkpoint folder\n" % (tmp_path / "nope"))

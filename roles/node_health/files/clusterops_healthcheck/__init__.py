@@ -23,5 +23,3 @@ puts the folder beside it first on ``sys.path`` and runs :func:`loop.main`. One 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
-
-

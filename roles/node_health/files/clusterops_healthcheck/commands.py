@@ -51,6 +51,7 @@ def expand(argv, node):
     """Replace ``{node}`` in each argument (commands that need the node name)."""
     return [str(a).replace("{node}", node) for a in argv]
 
+
 def command_env():
     """The environment of the commands the program runs: its own, with a system PATH when it has none."""
     env = dict(os.environ)

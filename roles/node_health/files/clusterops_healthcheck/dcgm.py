@@ -84,8 +84,8 @@ def dcgm_incidents(report):
     body = report.get("body") if isinstance(report, dict) else None
     overall = ((body or {}).get(DCGM_OVERALL) or {}).get("value") if isinstance(body, dict) else None
     if overall not in DCGM_VERDICTS:
-        raise ValueError("dcgmi health: no %s of %s in the report: %r" % (DCGM_OVERALL, "/".join(DCGM_VERDICTS),
-                                                                         overall))
+        raise ValueError("dcgmi health: no %s of %s in the report: %r"
+                         % (DCGM_OVERALL, "/".join(DCGM_VERDICTS), overall))
     incidents = []
     for group, tree in body.items():
         if group == DCGM_OVERALL or not isinstance(tree, dict):

@@ -14,6 +14,7 @@ from .commands import expand, run_cmd
 
 __metaclass__ = type
 
+
 def mountpoints(text):
     """/proc/self/mountinfo text -> set of mount points (octal escapes decoded)."""
     points = set()
@@ -30,7 +31,6 @@ def parse_size(value):
     if not m:
         raise ConfigError("not a size: %r" % (value,))
     return int(float(m.group(1)) * 1024 ** " KMGTP".index(m.group(2).upper() or " "))
-
 
 
 def check_mount(check, ctx, timeout):

@@ -107,7 +107,7 @@ def _main(argv, program):
         slurm_timeout = float(config.get("scontrol_timeout", 10))
         if args.after_reboot:
             # Two passes: Slurm may still be processing the registration on the first one.
-            for _ in range(2):
+            for _pass in range(2):
                 wait_registered(config, node, slurm_timeout)
                 rc, _rebooting = check_and_act(config, args, node, time.monotonic() + overall, started)
                 if rc != EXIT_FAILED:

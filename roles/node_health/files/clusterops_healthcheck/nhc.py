@@ -13,6 +13,7 @@ from .commands import run_cmd
 
 __metaclass__ = type
 
+
 def run_nhc(config, timeout):
     nhc = config.get("nhc", "/usr/sbin/nhc")
     if not os.path.isfile(nhc):

@@ -55,7 +55,6 @@ def make_reason(check, detail):
     return reason if len(reason) <= MAX_REASON else reason[:MAX_REASON - 3] + "..."
 
 
-
 def decide(failures, state, reason, resume_own=True):
     """What to do with the node -> (action, reason): action is drain, resume or none.
 

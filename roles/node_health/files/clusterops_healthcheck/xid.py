@@ -119,7 +119,6 @@ def parse_xids(text, facility_required=False):
     return out
 
 
-
 def xid_problem(xids, ignore=()):
     """First Xid not in ``ignore`` -> ``Xid <N> (<pci>): <message>``, or None."""
     for x in xids:

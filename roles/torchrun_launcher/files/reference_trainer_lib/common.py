@@ -18,7 +18,6 @@ class Refused(Exception):
     """A start the trainer refuses (exit 2) with a one-line reason."""
 
 
-
 def say(rank: int, message: str) -> None:
     """One human line on stdout, rank 0 only."""
     if rank == 0:

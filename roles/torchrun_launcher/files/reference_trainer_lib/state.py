@@ -48,12 +48,8 @@ def _as_python_random_state(value: Any) -> Tuple[Any, ...]:
     return (version, tuple(internal), gauss)
 
 
-# ---------------------------------------------------------------------------------------------
-# Checkpoints
-# ---------------------------------------------------------------------------------------------
-
 class Saver:
-    """Writes contract checkpoints with the multi-rank protocol of the module docstring."""
+    """Writes contract checkpoints with the multi-rank protocol of reference_trainer.py's docstring (Save protocol)."""
 
     def __init__(self, ck: ModuleType, run_dir: str, dev: Dist, meta: Dict[str, Any]) -> None:
         self.ck = ck
