@@ -563,6 +563,18 @@ def test_installed_program_runs_its_own_modules_whatever_the_working_directory(t
         assert proc.stderr.startswith("clusterops-healthcheck: cannot read config %s: " % (tmp_path / "missing.json"))
 
 
+def test_nhc_mode_without_nhc_is_a_configuration_error(tmp_path):
+    """mode nhc naming an NHC that is not installed exits 2 (configuration), saying so, with no
+    traceback: nothing is drained and slurmd logs the status."""
+    config = tmp_path / "hc.json"
+    config.write_text(json.dumps({"mode": "nhc", "nhc": str(tmp_path / "no-nhc"), "log_file": str(tmp_path / "hc.log")}))
+    proc = subprocess.run([sys.executable, PROGRAM, "--config", str(config), "--node", "n1"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
+    assert proc.returncode == base.EXIT_CONFIG, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "mode nhc: %s is not installed" % (tmp_path / "no-nhc") in proc.stderr + (tmp_path / "hc.log").read_text()
+
+
 def test_check_after_reboot_runs_the_program_again(monkeypatch):
     started = []
     monkeypatch.setattr(loop.subprocess, "Popen", lambda argv, **kwargs: started.append((argv, kwargs)))

@@ -98,7 +98,11 @@ def _main(argv, program):
     signal.signal(signal.SIGALRM, lambda *_: os._exit(EXIT_TIMEOUT))
     signal.alarm(int(overall) + 5)
     if config.get("mode") == "nhc":
-        return run_nhc(config, overall)
+        try:
+            return run_nhc(config, overall)
+        except ConfigError as exc:   # NHC not installed where the config says: a usage error
+            log.error("%s", exc)
+            return EXIT_CONFIG
     if not node:
         log.error("no node name: give --node or run under slurmd ($%s)", " or $".join(NODE_ENV_VARS))
         return EXIT_CONFIG
