@@ -30,6 +30,26 @@ author:
   - clusterops.slurm maintainers (!UNKNOWN)
 requirements:
   - C(jmespath) (Debian's C(python3-jmespath)) on the host the module runs on, only when O(scope) is set.
+options:
+  journal:
+    description:
+      - The heal journal of this cluster on the target, a JSON file where each run records the
+        nodes it rebooted or resumed, so that the next run counts those heals against
+        O(heal_budget) while Slurm's accounting does not show them yet (slurmctld hands node events
+        to slurmdbd seconds late, and without the journal runs seconds apart can heal a node once more
+        than the budget allows). A heal leaves the journal once a node event matches it (same node,
+        within 30 s) or when it is older than O(heal_window). One file per cluster; its folder is
+        made (mode 0700) when missing.
+      - Also the lock of the cluster's node remediation (C(<journal>.lock)) - while one run holds
+        it, another waits up to O(lock_timeout) seconds and then fails, having read and changed
+        nothing. Check mode reads the journal but neither takes the lock nor writes the journal.
+      - A journal that exists but cannot be read fails the task (a lost heal would let a node be
+        healed past its budget). Not set - no journal and no lock, heals are read from accounting alone.
+    type: path
+  lock_timeout:
+    description: Seconds to wait for another run of the cluster that holds the journal's lock.
+    type: int
+    default: 60
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - clusterops.slurm.attributes
@@ -158,6 +178,8 @@ def main():
             scope=dict(type="str", default=DEFAULT_SCOPE),
             max_nodes=dict(type="int", default=DEFAULT_MAX_NODES),
             max_percent=dict(type="float", default=DEFAULT_MAX_PERCENT),
+            journal=dict(type="path"),
+            lock_timeout=dict(type="int", default=60),
         ),
         mutually_exclusive=[("classes", "allow_reasons"), ("classes", "reboot_reasons")],
     ).merge(SLURM_COMMAND_OPTIONS).module_kwargs())

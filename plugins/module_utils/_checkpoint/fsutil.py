@@ -28,6 +28,7 @@ import json
 import os
 import stat
 import tempfile
+import time
 
 try:
     import fcntl
@@ -158,6 +159,45 @@ def try_flock(fd: int) -> bool:
             return False
         raise
     return True
+
+
+class FileLock(object):
+    """An exclusive ``flock`` on the file ``path`` (created mode 0644, never through a symlink),
+    waited for up to ``timeout`` seconds (0: try once); the holder's pid is written into it.
+
+    The kernel drops it when the holder dies, so a killed holder never leaves a stale lock.
+    """
+
+    def __init__(self, path: str, timeout: float = 0.0, sleep: Any = time.sleep, clock: Any = time.time) -> None:
+        self.path = path
+        self.timeout = timeout
+        self._fd: Optional[int] = None
+        self._sleep = sleep
+        self._clock = clock
+
+    def acquire(self) -> bool:
+        """True when the lock is held, False when another holder kept it past ``timeout``.
+
+        Raises:
+            OSError: the file cannot be opened or locked (see :func:`open_lock_file`, :func:`try_flock`).
+        """
+        self._fd = open_lock_file(self.path)
+        deadline = self._clock() + max(0.0, self.timeout)
+        while not try_flock(self._fd):
+            if self._clock() >= deadline:
+                os.close(self._fd)
+                self._fd = None
+                return False
+            self._sleep(0.5)
+        os.ftruncate(self._fd, 0)
+        os.write(self._fd, ("%d\n" % os.getpid()).encode("ascii"))
+        return True
+
+    def release(self) -> None:
+        """Drop the lock (nothing when not held)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 #: The most a small JSON file of the collection may hold (``run.json``, ``state.json``, the ``FINISHED``

@@ -51,6 +51,7 @@ The modules of the package, each one job:
   collection writes as a named constant, compiling and classifying reasons, the tails slurmctld
   appends.
 - :mod:`.heals`: the healing budget: heals counted from Slurm's node events, the flapping reason.
+- :mod:`.journal`: the heal journal (the heals accounting does not show yet) and the cluster's lock.
 - :mod:`.policy`: the plan: per-node triage, the blast radius, the circuit breaker.
 - :mod:`.report`: grouping nodes into hostlists, the plan's lines for people.
 - :mod:`.runner`: the task of ``slurm_node_remediation``: read, plan, act through Slurm.

@@ -19,6 +19,13 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._node_actions imp
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_events import read_node_events
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import read_nodes
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.journal import (
+    journal_lock,
+    read_journal,
+    record_heals,
+    unseen_heals,
+    write_journal,
+)
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.policy import plan_from_options
 from ansible_collections.clusterops.slurm.plugins.module_utils._task import TaskFailure
 
@@ -28,12 +35,19 @@ except ImportError:  # pragma: no cover
     pass
 
 
-def plan(module, cli, now: float) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
+def heal_since(params: Dict[str, Any], now: float) -> int:
+    """Unix seconds from which heals count: ``heal_window`` before ``now``, or ``heal_since``."""
+    return max(int(now) - params["heal_window"], params["heal_since"])
+
+
+def plan(module, cli, now: float, journal: Optional[List[Dict[str, Any]]] = None) -> Tuple[List[Dict[str, Any]], Dict[str, Any], List[Dict[str, Any]]]:
     """Read the nodes (and, with a healing budget, the events of ``heal_window`` before ``now`` of
-    the nodes a class heals) and plan with the module's options.
+    the nodes a class heals) and plan with the module's options; the heals of ``journal`` (the
+    heal journal's) that those events do not show yet count too (:func:`.journal.unseen_heals`).
 
     Returns:
-        ``(nodes, plan)``: every node as ``slurm_node_info`` gives it, and the plan.
+        ``(nodes, plan, events)``: every node as ``slurm_node_info`` gives it, the plan, and the
+        node events read from accounting.
 
     Raises:
         TaskFailure: ``heal_window`` below 1. Whatever reading Slurm raises (a read that may be
@@ -44,21 +58,25 @@ def plan(module, cli, now: float) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]
         raise TaskFailure("heal_window must be >= 1, not %d" % params["heal_window"])
     nodes, dummy = read_nodes(cli)
     events_of = None
+    read: List[Dict[str, Any]] = []
     if params["heal_budget"] > 0:
         # Heals before heal_since never count: the events before it are not read, nor those of
         # nodes no class heals (the accounting of a cluster whose admins drain thousands of nodes
         # holds as many events).
-        start = max(int(now) - params["heal_window"], params["heal_since"])
+        start = heal_since(params, now)
 
         def events_of(names):
-            return read_node_events(cli, start, compress_hostlist(names))
+            read.extend(read_node_events(cli, start, compress_hostlist(names)))
+            wanted = set(names)
+            return read + [e for e in unseen_heals(journal or [], read, start, params["reboot_reason"])
+                           if e["node"] in wanted]
     return nodes, plan_from_options(
         nodes, classes=params["classes"], allow_reasons=params["allow_reasons"],
         reboot_reasons=params["reboot_reasons"], scope=params["scope"],
         on_allowlist=lambda message: module.deprecate(message, version="2.0.0", collection_name="clusterops.slurm"),
         max_nodes=params["max_nodes"], max_percent=params["max_percent"], events_of=events_of,
         heal_budget=params["heal_budget"], heal_window=params["heal_window"], heal_since=params["heal_since"],
-        circuit=params["circuit"], reboot_reason=params["reboot_reason"], now=now)
+        circuit=params["circuit"], reboot_reason=params["reboot_reason"], now=now), read
 
 
 def act(cli, nodes: List[Dict[str, Any]], planned: Dict[str, Any], reboot_reason: str,
@@ -99,8 +117,22 @@ def remediate(module, cli) -> Dict[str, Any]:
     """The task of ``slurm_node_remediation``, for ``_slurm_cli.run_module``: ``module`` holds its
     options (the module's DOCUMENTATION); returns the module's result (its RETURN, less
     ``commands``, which ``run_module`` adds)."""
-    nodes, planned = plan(module, cli, time.time())
-    outcome = act(cli, nodes, planned, module.params["reboot_reason"], module.check_mode)
+    params = module.params
+    path = params.get("journal")
+    # check mode changes nothing, so it neither waits for nor blocks a run that acts
+    lock = journal_lock(path, params["lock_timeout"]) if path and not module.check_mode else None
+    try:
+        journal = read_journal(path) if path else []
+        now = time.time()
+        nodes, planned, events = plan(module, cli, now, journal)
+        outcome = act(cli, nodes, planned, params["reboot_reason"], module.check_mode)
+        if lock is not None:
+            reasons = dict((node["name"], node.get("reason") or "") for node in nodes)
+            write_journal(path, record_heals(journal, events, outcome["done"], reasons, int(time.time()),
+                                             heal_since(params, now), params["reboot_reason"]))
+    finally:
+        if lock is not None:
+            lock.release()
     done = outcome["done"]
     result = dict(
         changed=bool(done["reboot"] or done["resume"] or done["drain"]),

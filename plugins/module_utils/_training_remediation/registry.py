@@ -49,12 +49,11 @@ import time
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import LEVELS, compile_name_template
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.fsutil import (
     MAX_STATE_BYTES,
+    FileLock,
     atomic_write_json,
     load_json_bounded,
-    open_lock_file,
     parse_json_bytes,
     read_bounded_stat,
-    try_flock,
 )
 
 try:
@@ -433,10 +432,8 @@ def remove_run(folder: str) -> None:
     shutil.rmtree(folder)
 
 
-class RegistryLock(object):
-    """An exclusive ``flock`` on ``<registry>/.remediate.lock``.
-
-    The kernel drops it when the holder dies, so a killed remediation never leaves a stale lock.
+class RegistryLock(FileLock):
+    """An exclusive ``flock`` on ``<registry>/.remediate.lock`` (``_checkpoint.fsutil.FileLock``).
 
     Args:
         registry: the registry folder (must exist).
@@ -444,31 +441,7 @@ class RegistryLock(object):
     """
 
     def __init__(self, registry, timeout=0.0, sleep=time.sleep, clock=time.time):
-        self.path = os.path.join(registry, LOCK_FILE)
-        self.timeout = timeout
-        self._fd: Optional[int] = None
-        self._sleep = sleep
-        self._clock = clock
-
-    def acquire(self) -> bool:
-        """True when the lock is held, False when another holder kept it past ``timeout``."""
-        self._fd = open_lock_file(self.path)
-        deadline = self._clock() + max(0.0, self.timeout)
-        while not try_flock(self._fd):
-            if self._clock() >= deadline:
-                os.close(self._fd)
-                self._fd = None
-                return False
-            self._sleep(0.5)
-        os.ftruncate(self._fd, 0)
-        os.write(self._fd, ("%d\n" % os.getpid()).encode("ascii"))
-        return True
-
-    def release(self) -> None:
-        """Drop the lock (nothing when not held)."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        super(RegistryLock, self).__init__(os.path.join(registry, LOCK_FILE), timeout, sleep, clock)
 
 
 def unregister_run(registry: str, folder: str, lock_timeout: float = 60) -> None:

@@ -9,9 +9,13 @@ real dev cluster printed; it returns the plan, never the node list."""
 from __future__ import annotations
 
 import io
+import json
 import os
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation import runner
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.heals import flapping_reason
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.journal import journal_lock
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_commands import node_change
 from ansible_collections.clusterops.slurm.plugins.modules import slurm_node_remediation
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures")
@@ -134,3 +138,42 @@ def test_no_node_to_heal_reads_no_event(run_module):
     result = run_module(slurm_node_remediation, {"circuit": {"window": 0}},
                         [VERSION_2205, (SINFO, 0, recorded("sinfo_json_all_idle.json"), "")])
     assert result["commands"] == [VERSION_2205[0], SINFO] and result["changed"] is False
+
+
+def test_back_to_back_runs_count_the_heal_accounting_does_not_show_yet(run_module, monkeypatch, tmp_path):
+    """Run 1 reboots n2 and writes it into the journal; run 2, seconds later, reads an accounting
+    that does not hold that reboot yet (slurmdbd writes node events late) and n2 crashed again:
+    the journal's heal spends the budget of 1, so n2 is held as flapping, not rebooted twice."""
+    monkeypatch.setattr(runner.time, "time", lambda: NOW)
+    args = {"circuit": {"window": 0}, "heal_budget": 1, "journal": str(tmp_path / "nr" / "devcluster.json"),
+            "lock_timeout": 0}
+    first = run_module(slurm_node_remediation, args, [VERSION_2205, crashed_n2(), (SACCTMGR, 0, "", ""),
+                                                      (REBOOT_N2, 0, "", "")])
+    assert first["rebooted"] == ["n2"]
+    with open(args["journal"]) as handle:
+        assert json.load(handle)["heals"] == [{"node": "n2", "time": NOW, "action": "reboot",
+                                               "reason": "Not responding"}]
+    drain = list(node_change("drain", "n2", flapping_reason(1, 86400, "Not responding")))
+    second = run_module(slurm_node_remediation, args, [VERSION_2205, crashed_n2(), (SACCTMGR, 0, "", ""),
+                                                       (["/usr/bin/scontrol"] + drain[1], 0, "", "")])
+    assert second["rebooted"] == [] and second["drained"] == ["n2"]
+    assert [f["hostlist"] for f in second["plan"]["flapping"]] == ["n2"]
+
+
+def test_check_mode_reads_the_journal_and_neither_locks_nor_writes_it(run_module, monkeypatch, tmp_path):
+    monkeypatch.setattr(runner.time, "time", lambda: NOW)
+    path = tmp_path / "devcluster.json"
+    args = {"circuit": {"window": 0}, "heal_budget": 1, "journal": str(path), "_ansible_check_mode": True}
+    result = run_module(slurm_node_remediation, args, [VERSION_2205, crashed_n2(), (SACCTMGR, 0, "", "")])
+    assert result["rebooted"] == ["n2"] and not path.exists() and not (tmp_path / "devcluster.json.lock").exists()
+
+
+def test_a_second_run_of_the_cluster_waits_then_fails_having_changed_nothing(run_module, tmp_path):
+    path = str(tmp_path / "devcluster.json")
+    held = journal_lock(path, 0)
+    try:
+        result = run_module(slurm_node_remediation, dict(NO_BUDGET, journal=path, lock_timeout=0), [])
+    finally:
+        held.release()
+    assert result["failed"] is True and "another node remediation of this cluster holds" in result["msg"]
+    assert result["commands"] == []
