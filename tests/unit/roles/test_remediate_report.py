@@ -35,7 +35,10 @@ NODES = {"rebooted": ["n1"], "resumed": ["n2", "n3"], "skipped_count": 4, "overf
 TRAINING = {"resubmitted": ["run-b"], "hung": [], "suspect_drained": ["n4"],
             "suspects": [{"node": "n4", "runs": ["run-a"], "jobs": ["11", "12"], "action": "drain"}],
             "suspect_report": [SUSPECT],
-            "report": ["run-b: ended, newest valid step 7 -> resubmit (job 12): job 11 ended NODE_FAIL"]}
+            "report": ["run-b: ended, newest valid step 7 -> resubmit (job 12): job 11 ended NODE_FAIL"],
+            # runs[] as training_remediation returns them: run-b resubmitted now (its second)
+            "runs": [{"name": "run-b", "status": "failed", "action": "resubmit", "resubmissions": 1,
+                      "max_resubmissions": 5, "job_id": 12, "then": None}]}
 HOSTS = {
     # report lines that end in "[needs a human]" but no item and no suspect: nothing needs a human
     "report": {"remediate_training_summary": dict(TRAINING, needs_human=[], suspects=[], suspect_drained=[],
@@ -141,7 +144,18 @@ def test_fleet_totals_summary_lines_and_textfile(played):
             'clusterops_remediate_slurm_readable{cluster="green"} 1',
             "clusterops_remediate_fleet_clusters 4", "clusterops_remediate_fleet_clusters_needing_human 2",
             "clusterops_remediate_fleet_nodes_healed 12", "clusterops_remediate_fleet_runs_resubmitted 4",
-            "clusterops_remediate_fleet_nodes_suspect 2"} <= lines
+            "clusterops_remediate_fleet_nodes_suspect 2",
+            'clusterops_remediate_run_resubmissions_total{cluster="green",run="run-b"} 2',
+            "clusterops_remediate_schedule_interval_seconds 600"} <= lines
+
+
+def test_textfile_passes_promtool_check_metrics(played, promtool):
+    """The textfile as Ansible's template module writes it (its trailing line feed included)."""
+    _rc, _result, prom = played
+    with open(str(prom) % "green") as handle:
+        proc = subprocess.run([promtool, "check", "metrics"], stdin=handle, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+    assert (proc.returncode, proc.stdout) == (0, "")
 
 
 def published_keys(role, fact):
