@@ -146,6 +146,16 @@ def test_tarball_ships_what_users_run_and_nothing_else(collection_tarball):
     assert sorted(set(tracked) - set(names)) == []
 
 
+def test_tarball_ships_the_alert_rules(collection_tarball):
+    """The Prometheus alert rules for the remediate role's textfile are where docs/alerts.md says
+    (their promtool tests, under tests/, are not)."""
+    with tarfile.open(str(collection_tarball)) as tar:
+        names = set(tar.getnames())
+    assert "roles/remediate/files/prometheus/clusterops-remediate.rules.yml" in names
+    assert "docs/alerts.md" in names
+    assert [n for n in names if n.endswith(".test.yml")] == []
+
+
 def test_tarball_carries_the_guide_for_the_docsite(collection_tarball):
     """Every page of the operator's guide as Markdown (docs/) and as the docsite's RST, with the
     extra-docs index that lists them (what antsibull-docs reads from an installed collection)."""
