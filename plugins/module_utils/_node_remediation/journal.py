@@ -84,20 +84,26 @@ def _matches(heal: Dict[str, Any], event: Dict[str, Any], reboot_reason: str) ->
 
 def _unmatched(heals: Sequence[Dict[str, Any]], events: Sequence[Dict[str, Any]], since: int,
                reboot_reason: str) -> List[Dict[str, Any]]:
-    """The heals at or after ``since`` that no node event matches; an event matches one heal at
-    most (two heals of a node seconds apart are two heals)."""
+    """The heals at or after ``since`` that no node event matches; oldest first, each takes the
+    closest event that matches it, and an event matches one heal at most (two heals of a node
+    seconds apart are two heals)."""
     used = set()
     left = []
     for heal in sorted(heals, key=lambda h: h["time"]):
         if heal["time"] < since:
             continue
-        match = next((index for index, event in enumerate(events)
-                      if index not in used and _matches(heal, event, reboot_reason)), None)
-        if match is None:
-            left.append(heal)
+        matching = [(abs(_event_time(heal, event) - heal["time"]), index) for index, event in enumerate(events)
+                    if index not in used and _matches(heal, event, reboot_reason)]
+        if matching:
+            used.add(min(matching)[1])
         else:
-            used.add(match)
+            left.append(heal)
     return left
+
+
+def _event_time(heal: Dict[str, Any], event: Dict[str, Any]) -> int:
+    """The time of ``event`` that a ``heal`` is compared with: a reboot's start, a resume's end."""
+    return event["start"] if heal["action"] == "reboot" else event["end"]
 
 
 def unseen_heals(heals: Sequence[Dict[str, Any]], events: Sequence[Dict[str, Any]], since: int,

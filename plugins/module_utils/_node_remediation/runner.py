@@ -128,7 +128,8 @@ def remediate(module, cli) -> Dict[str, Any]:
         outcome = act(cli, nodes, planned, params["reboot_reason"], module.check_mode)
         if lock is not None:
             reasons = dict((node["name"], node.get("reason") or "") for node in nodes)
-            write_journal(path, record_heals(journal, events, outcome["done"], reasons, int(time.time()),
+            healed = outcome["done"] if params["heal_budget"] > 0 else {}   # no budget: nothing to count
+            write_journal(path, record_heals(journal, events, healed, reasons, int(time.time()),
                                              heal_since(params, now), params["reboot_reason"]))
     finally:
         if lock is not None:

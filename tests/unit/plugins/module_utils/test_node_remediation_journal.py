@@ -122,3 +122,12 @@ def test_one_run_of_a_cluster_at_a_time(tmp_path):
         held.release()
     journal.journal_lock(path, 0).release()
     assert json.dumps(held.path).endswith('devcluster.json.lock"')
+
+
+def test_each_heal_takes_the_closest_event():
+    # resumes at T and T+25; events closing at T+25 (listed first) and T-20: the first heal takes
+    # the closer T-20, so the second still finds its own
+    events = [{"node": "n2", "start": T + 5, "end": T + 25, "state": "DRAIN", "user": "", "reason": "Prolog error"},
+              {"node": "n2", "start": T - 60, "end": T - 20, "state": "DRAIN", "user": "", "reason": "Prolog error"}]
+    heals = [heal("n2", T, "resume", "Prolog error"), heal("n2", T + 25, "resume", "Prolog error")]
+    assert journal.unseen_heals(heals, events, T - 3600, DEFAULT_REBOOT_REASON) == []

@@ -177,3 +177,12 @@ def test_a_second_run_of_the_cluster_waits_then_fails_having_changed_nothing(run
         held.release()
     assert result["failed"] is True and "another node remediation of this cluster holds" in result["msg"]
     assert result["commands"] == []
+
+
+def test_without_a_budget_no_heal_is_written(run_module, tmp_path):
+    path = tmp_path / "devcluster.json"
+    result = run_module(slurm_node_remediation, dict(NO_BUDGET, journal=str(path)),
+                        [VERSION_2205, crashed_n2(), (REBOOT_N2, 0, "", "")])
+    assert result["rebooted"] == ["n2"]
+    with open(str(path)) as handle:
+        assert json.load(handle)["heals"] == []
