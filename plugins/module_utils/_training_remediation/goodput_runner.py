@@ -1,0 +1,162 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The task of the module ``training_goodput_info``: read the registered runs, their jobs with one
+sacct and one squeue call, each run's folders as its owner, and report :func:`.goodput.goodput`.
+
+Private to the collection (the leading underscore of the package): no API promise outside it.
+
+It reads, never writes: no lock is taken (a remediation running meanwhile may add a
+resubmission a moment later; the next read has it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import CheckpointError, STRUCTURE, inspect
+from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.fsutil import read_bounded
+from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import read_jobs
+from ansible_collections.clusterops.slurm.plugins.module_utils._options import parse_time_option
+from ansible_collections.clusterops.slurm.plugins.module_utils._privsep import PrivsepError
+from ansible_collections.clusterops.slurm.plugins.module_utils._task import TaskFailure
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.goodput import STEP_EVENTS, goodput
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.policy import run_jobs
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry import (
+    RegistryError,
+    read_registry,
+    read_state,
+)
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.runner import (
+    owner_call,
+    read_folders,
+)
+
+try:
+    from typing import Any, Dict, List, Optional  # noqa: F401 pylint: disable=unused-import
+except ImportError:  # pragma: no cover
+    pass
+
+#: The most the trainer's event log may hold, in bytes; a larger one is not read (its figures are unknown).
+EVENT_LOG_MAX_BYTES = 64 << 20
+
+
+def checkpoint_times(run: Dict[str, Any]) -> Optional[List[Dict[str, Any]]]:
+    """``[{"step", "time"}]`` of every checkpoint of the run folder that is not invalid (checked
+    at ``structure``, the checkpoint library's ``inspect``), ``time`` its entry's mtime (``lstat``:
+    the commit rename keeps the folder's mtime of its last entry written, the manifest or the
+    framework's marker); None when the folder cannot be read."""
+    try:
+        report = inspect(run["checkpoint_dir"], STRUCTURE, list_all=True, name_template=run.get("checkpoint_name_template"))
+    except (CheckpointError, ValueError):
+        return None
+    out = []
+    for ckpt in report.checkpoints:
+        if ckpt.valid is False:
+            continue
+        try:
+            out.append({"step": ckpt.step, "time": os.lstat(ckpt.path).st_mtime})
+        except OSError:
+            continue
+    return out
+
+
+def read_events(run: Dict[str, Any], event_log: Optional[str]) -> Optional[List[List[Any]]]:
+    """The step records of the trainer's event log (JSONL, one object a line: ``event``, ``step``,
+    ``time``), as ``[event, step, time]`` lists (small enough to come back from the owner's
+    child); None when the run has none (``event_log`` unset, or no such file). ``event_log``: a
+    path, relative to the run's ``checkpoint_dir`` unless absolute. Never through a symlink, at
+    most :data:`EVENT_LOG_MAX_BYTES`; a line that is not a JSON object is skipped (a line cut
+    short by a crash).
+
+    Raises:
+        OSError: the file exists but cannot be read, or is too large.
+    """
+    if not event_log:
+        return None
+    path = event_log if os.path.isabs(event_log) else os.path.join(run["checkpoint_dir"], event_log)
+    if not os.path.lexists(path):
+        return None
+    found = []
+    for line in read_bounded(path, EVENT_LOG_MAX_BYTES).decode("utf-8", "replace").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and record.get("event") in STEP_EVENTS:
+            found.append([record["event"], record.get("step"), record.get("time")])
+    return found
+
+
+def read_goodput_folders(run: Dict[str, Any], job_id_raw: Optional[Any], event_log: Optional[str]) -> Dict[str, Any]:
+    """What goodput needs from the run's folders, read as its owner (through
+    ``runner.owner_call``): ``runner.read_folders`` (``ckpt``, ``progress``), ``checkpoints``
+    (:func:`checkpoint_times`) and ``events`` (:func:`read_events`)."""
+    out = read_folders(run, job_id_raw)
+    out["checkpoints"] = checkpoint_times(run) if out["ckpt"]["status"] not in ("missing", "error") else None
+    out["events"] = read_events(run, event_log)
+    return out
+
+
+def _folders(run: Dict[str, Any], job_id_raw: Optional[Any], event_log: Optional[str]) -> Dict[str, Any]:
+    """:func:`read_goodput_folders` as the owner, or ``{"error": reason}`` (as ``runner.folders_or_failure``)."""
+    try:
+        return owner_call(run, read_goodput_folders, run, job_id_raw, event_log)
+    except PrivsepError as exc:
+        return {"error": "cannot read the run's folders as %s: %s" % (run["owner"], exc)}
+
+
+def run_goodput(run: Dict[str, Any], jobs: List[Dict[str, Any]], accounting: bool, event_log: Optional[str],
+                now: float) -> Dict[str, Any]:
+    """One run's entry: ``{"name", "owner"}`` and :func:`.goodput.goodput`'s keys; a folder or
+    ``state.json`` that cannot be read leaves its figures unknown (said in ``unknown``)."""
+    mine = run_jobs(run, jobs)
+    folders = _folders(run, mine[-1]["job_id_raw"] if mine else None, event_log)
+    problems = []
+    if "error" in folders:
+        problems.append({"figure": "folders", "why": folders["error"]})
+        folders = {"ckpt": {}, "progress": None, "checkpoints": None, "events": None}
+    try:
+        state = read_state(run["folder"])
+    except RegistryError as exc:
+        problems.append({"figure": "state", "why": str(exc)})
+        state = {"resubmissions": [], "hang_cancels": []}
+    events = None
+    if folders["events"] is not None:
+        events = [{"event": e, "step": s, "time": t} for e, s, t in folders["events"]]
+    result = goodput(mine, state, now, checkpoints=folders["checkpoints"], progress=folders["progress"],
+                     events=events, accounting=accounting, finished=bool(folders["ckpt"].get("finished")))
+    result["unknown"] = problems + result["unknown"]
+    return dict({"name": run["name"], "owner": run["owner"], "finished": bool(folders["ckpt"].get("finished"))},
+                **result)
+
+
+def goodput_info(module: Any, cli: Any) -> Dict[str, Any]:
+    """The task of ``training_goodput_info``, for ``_slurm_cli.run_module``: the registered runs
+    (``registry``, ``runs``), their jobs since ``history`` read once for all, each run's goodput.
+
+    Raises:
+        TaskFailure: a bad ``history``.
+        RegistryError: the registry folder cannot be listed.
+    """
+    params = module.params
+    try:
+        start = parse_time_option(params["history"])
+    except ValueError as exc:
+        raise TaskFailure("history: %s" % exc)
+    runs, errors = read_registry(params["registry"], params["runs"] or None)
+    result: Dict[str, Any] = {"changed": False, "runs": [], "errors": errors, "accounting": None}
+    if not runs:
+        return result
+    names = sorted(set(r["name"] for r in runs))
+    users = sorted(set(r["owner"] for r in runs))
+    jobs, accounting = read_jobs(cli, names=names, users=users, start=start)
+    result["accounting"] = accounting
+    now = time.time()
+    for run in runs:
+        run["folder"] = os.path.join(params["registry"], run["name"])
+        result["runs"].append(run_goodput(run, jobs, accounting, params["event_log"], now))
+    return result

@@ -1,0 +1,146 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""training_goodput_info as data: a real registry folder, run folder, event log and state.json on
+disk, and the Slurm reads answered with the outputs recorded on the dev cluster (22.05): job 58
+``rec-node-fail-2n`` ran 1796042281-1796042309 on n[2-3], ended NODE_FAIL when n2 lost power and
+Slurm requeued it (PENDING again, submit time 1796042312)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from ansible_collections.clusterops.slurm.plugins.module_utils import _checkpoint as ck
+from ansible_collections.clusterops.slurm.plugins.module_utils import _options, _slurm_commands
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import registry as training_registry
+from ansible_collections.clusterops.slurm.plugins.modules import training_goodput_info
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "devcluster")
+RUN = "rec-node-fail-2n"
+HISTORY = "2026-11-01"
+USER = "nobody"
+END = 1796042309         # sacct End of the NODE_FAIL run
+REQUEUED = 1796042312    # its new submit time (squeue)
+
+pytestmark = pytest.mark.usefixtures("owner_calls_in_place")
+
+
+def recorded(name):
+    with open(os.path.join(FIXTURES, name)) as handle:
+        return handle.read()
+
+
+def as_user(text, user=USER):
+    sep = _slurm_commands.SEP
+    return text.replace(sep + "root" + sep, sep + user + sep)
+
+
+def calls(sacct=None, squeue=None, sacct_rc=0, sacct_err=""):
+    start = _options.parse_time_option(HISTORY)
+    return [
+        (["/usr/bin/sacct"] + _slurm_commands.accounting(names=[RUN], users=[USER], start=start)[1], sacct_rc,
+         as_user(recorded("sacct_node_fail_requeued.txt")) if sacct is None else sacct, sacct_err),
+        (["/usr/bin/squeue"] + _slurm_commands.queue(names=[RUN], users=[USER])[1], 0,
+         as_user(recorded("squeue_node_fail_requeued.txt")) if squeue is None else squeue, ""),
+    ]
+
+
+def registry(tmp_path, state=None, events=None, checkpoint_step=None):
+    folder = tmp_path / "runs" / RUN
+    folder.mkdir(parents=True)
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (folder / "launcher.sbatch").write_text("#!/bin/bash\n")
+    (folder / training_registry.RUN_FILE).write_text(json.dumps({
+        "format": training_registry.RUN_FORMAT, "format_version": 1, "name": RUN, "owner": USER,
+        "launcher": str(folder / "launcher.sbatch"), "checkpoint_dir": str(ckpt)}))
+    if state is not None:
+        data = training_registry.empty_state()
+        data.update(state)
+        (folder / training_registry.STATE_FILE).write_text(json.dumps(data))
+    if events is not None:
+        (ckpt / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events) + '{"event": "st')
+    if checkpoint_step is not None:
+        path = ck.write_checkpoint(str(ckpt), checkpoint_step, 0, {"model.bin": b"x" * 16}, fsync=False)
+        os.utime(path, (END - 10, END - 10))
+    return str(tmp_path / "runs")
+
+
+def args(reg, **kw):
+    return dict({"registry": reg, "history": HISTORY}, **kw)
+
+
+def test_a_recorded_node_failure_with_the_trainers_event_log(run_module, tmp_path):
+    events = [{"event": "start", "step": 0, "time": 1796042282.0}] + [
+        {"event": "step", "step": s, "time": 1796042283.0 + 3 * s} for s in range(1, 8)]
+    reg = registry(tmp_path, events=events, checkpoint_step=5)
+    result = run_module(training_goodput_info, dict(args(reg, event_log="events.jsonl"), _ansible_check_mode=True),
+                        calls())
+    assert result["changed"] is False and result["accounting"] is True and result["errors"] == []
+    assert [c[0] for c in result["commands"]] == ["/usr/bin/sacct", "/usr/bin/squeue"]
+    (run,) = result["runs"]
+    assert (run["name"], run["owner"], run["finished"], run["active"]) == (RUN, USER, False, True)
+    assert run["restarts"] == 1 and run["restarts_by_cause"]["node_failure"] == 1
+    (item,) = run["failures"]
+    assert (item["job_id"], item["state"], item["restarted_by"]) == ("58", "NODE_FAIL", "slurm")
+    assert (item["reached_step"], item["reached_source"]) == (7, "events")     # step 7 at ...304
+    assert item["detection"] == END - 1796042304.0
+    assert (item["waiting_for_remediation"], item["remediation"]) == (0.0, float(REQUEUED - END))
+    assert run["first_submit"] == 1796042276 and run["running_time"] == float(END - 1796042281)
+    assert run["node_seconds"] == 2.0 * (END - 1796042281)
+    # pending again: resumes from the newest checkpoint once it starts, unknown before
+    assert item["resumed_step"] is None and run["steps_lost"] is None
+
+
+def test_a_resubmission_recorded_in_state_json_and_no_event_log(run_module, tmp_path):
+    reg = registry(tmp_path, state={"resubmissions": [
+        {"time": REQUEUED + 1, "job_id": 58, "after_job": 57, "after_state": "NODE_FAIL", "step": 3}]})
+    result = run_module(training_goodput_info, args(reg), calls())
+    (run,) = result["runs"]
+    figures = [u["figure"] for u in run["unknown"]]
+    assert "events" in figures and "wall_time" in figures     # job 57 is not this run's (another name)
+    assert run["failures"][0]["reached_step"] is None
+
+
+def test_no_accounting_reads_the_controller_only(run_module, tmp_path):
+    reg = registry(tmp_path)
+    result = run_module(training_goodput_info, args(reg), calls(
+        sacct="", sacct_rc=1, sacct_err="sacct: error: Slurm accounting storage is disabled\n"))
+    (run,) = result["runs"]
+    assert result["accounting"] is False and run["accounting"] is False
+    assert run["unknown"][0]["figure"] == "jobs"
+    assert run["restarts"] == 0 and run["queued_time"] is not None
+
+
+def test_unreadable_state_json_is_reported_for_that_run(run_module, tmp_path):
+    reg = registry(tmp_path)
+    (tmp_path / "runs" / RUN / training_registry.STATE_FILE).write_text("{")
+    result = run_module(training_goodput_info, args(reg), calls())
+    (run,) = result["runs"]
+    assert run["unknown"][0]["figure"] == "state" and "not valid JSON" in run["unknown"][0]["why"]
+
+
+def test_an_unusable_registry_entry_and_no_run(run_module, tmp_path):
+    bad = tmp_path / "runs" / "broken"
+    bad.mkdir(parents=True)
+    (bad / training_registry.RUN_FILE).write_text("{")
+    result = run_module(training_goodput_info, args(str(tmp_path / "runs")), [])
+    assert result["runs"] == [] and [e["name"] for e in result["errors"]] == ["broken"]
+    assert result["accounting"] is None and result["commands"] == []
+
+
+def test_a_bad_history_fails_before_any_call(run_module, tmp_path):
+    reg = registry(tmp_path)
+    result = run_module(training_goodput_info, args(reg, history="yesterday-ish"), [])
+    assert result["failed"] is True and result["msg"].startswith("history: ")
+
+
+def test_slurmdbd_down_fails(run_module, tmp_path):
+    reg = registry(tmp_path)
+    result = run_module(training_goodput_info, args(reg), calls(
+        sacct="", sacct_rc=1, sacct_err="sacct: error: Problem talking to the database: Connection refused\n")[:1])
+    assert result["failed"] is True and "Connection refused" in result["msg"]
