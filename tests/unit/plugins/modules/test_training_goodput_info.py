@@ -144,3 +144,19 @@ def test_slurmdbd_down_fails(run_module, tmp_path):
     result = run_module(training_goodput_info, args(reg), calls(
         sacct="", sacct_rc=1, sacct_err="sacct: error: Problem talking to the database: Connection refused\n")[:1])
     assert result["failed"] is True and "Connection refused" in result["msg"]
+
+
+def test_the_requeued_run_resumed_from_the_newest_checkpoint_before_its_start(run_module, tmp_path):
+    """The recorded squeue answer, with 58's requeued run started at 1796042320 on n[3-4]: with
+    no start event of it in the event log, the step it resumed from is the newest checkpoint
+    written before that start (step 5, written at END - 10)."""
+    sep = _slurm_commands.SEP
+    squeue = as_user(recorded("squeue_node_fail_requeued.txt")).replace(
+        sep.join(["PENDING", "BeginTime", "0", "", "1796042312", "1796042433"]),
+        sep.join(["RUNNING", "None", "0", "n[3-4]", "1796042312", "1796042320"]))
+    events = [{"event": "step", "step": s, "time": 1796042283.0 + 3 * s} for s in range(1, 8)]
+    reg = registry(tmp_path, events=events, checkpoint_step=5)
+    result = run_module(training_goodput_info, args(reg, event_log="events.jsonl"), calls(squeue=squeue))
+    (item,) = result["runs"][0]["failures"]
+    assert (item["resumed_step"], item["resumed_source"], item["steps_lost"]) == (5, "checkpoints", 2)
+    assert item["end_to_start"] == 1796042320 - END and item["queue"] == 8.0
