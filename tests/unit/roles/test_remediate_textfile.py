@@ -44,8 +44,8 @@ def render(clusters, runs=None, interval=600):
 
 def run_entry(name, resubmissions, job_id=None, then=None):
     """A runs[] entry of training_remediation's RETURN, with the keys the textfile reads."""
-    entry = dict(name=name, status="failed", action="resubmit" if job_id else "none", resubmissions=resubmissions,
-                 max_resubmissions=5, job_id=job_id)
+    entry = dict(name=name, status="failed", action="resubmit" if job_id else "none", needs_human=False,
+                 resubmissions=resubmissions, max_resubmissions=5, job_id=job_id)
     if then is not None:
         entry.update(action="cancel_hung", then=then)
     return entry
@@ -78,18 +78,24 @@ def test_every_run_name_reads_back_as_it_was(hostile):
 
 def test_run_resubmissions_count_the_one_made_now():
     """runs[].resubmissions counts those made before this run; a job submitted now (job_id, or
-    then.job_id after a hung job was cancelled) adds one; check mode (no job_id) adds none; a run
-    without a count has no sample (never a 0, which would read as a counter reset)."""
+    then.job_id after a hung job was cancelled) adds one; check mode (no job_id) adds none. A run
+    without a count has no sample (never a 0, which would read as a counter reset), nor has a run
+    left for a human with nothing done (an unreadable state.json is reported with a count of 0); a
+    run stopped now keeps its sample."""
     runs = [run_entry("idle", 0), run_entry("now", 2, job_id=57), run_entry("check-mode", 2),
             run_entry("hung", 1, then=dict(action="resubmit", job_id=58)),
             run_entry("hung-check", 1, then=dict(action="resubmit", job_id=None)),
-            run_entry("hung-pending", 1, then=None), dict(run_entry("unknown", 0), resubmissions=None)]
+            run_entry("hung-pending", 1, then=None), dict(run_entry("unknown", 0), resubmissions=None),
+            dict(run_entry("unreadable", 0), status="ended", needs_human=True),
+            dict(run_entry("stopped-now", 5), action="stop", needs_human=True),
+            dict(run_entry("failed-resubmit", 3), action="resubmit", needs_human=True, error="sbatch: error")]
     text = render(["a", "b"], runs=runs, interval=3600)
     families = dict((f.name, f) for f in text_string_to_metric_families(text))
     family = families["clusterops_remediate_run_resubmissions"]
     assert family.type == "counter"
     values = dict(((s.labels["cluster"], s.labels["run"]), s.value) for s in family.samples)
     assert values == dict(((cluster, run), value) for cluster in ("a", "b") for run, value in (
-        ("idle", 0), ("now", 3), ("check-mode", 2), ("hung", 2), ("hung-check", 1), ("hung-pending", 1)))
+        ("idle", 0), ("now", 3), ("check-mode", 2), ("hung", 2), ("hung-check", 1), ("hung-pending", 1),
+        ("stopped-now", 5), ("failed-resubmit", 3)))
     assert all(s.name == "clusterops_remediate_run_resubmissions_total" for s in family.samples)
     assert families["clusterops_remediate_schedule_interval_seconds"].samples[0].value == 3600
