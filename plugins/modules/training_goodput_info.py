@@ -25,6 +25,8 @@ description:
   - Each figure comes from a named source (see RV(runs)); a figure these sources cannot give is
     V(null), never guessed, and RV(runs[].unknown) says which and why. docs/goodput.md defines
     every figure.
+  - Jobs before O(history) are not counted; a C(state.json) resubmission after a job outside that
+    window is said in RV(runs[].unknown).
   - A read that is not a complete answer (C(sacct) or C(squeue) failing, an answer cut short)
     fails the task, as for every module of the collection; C(Slurm accounting storage is
     disabled) is read as no accounting (RV(accounting) false) and the figures then cover the jobs
@@ -36,26 +38,9 @@ extends_documentation_fragment:
   - clusterops.slurm.attributes
   - clusterops.slurm.attributes.IDEMPOTENT
   - clusterops.slurm.attributes.INFO_MODULE
+  - clusterops.slurm.run_registry
   - clusterops.slurm.slurm_cli
 options:
-  registry:
-    description:
-      - The run registry folder on the target. A missing folder means no run is registered.
-    type: path
-    default: /var/lib/clusterops/runs
-  runs:
-    description: Only these runs (names). Empty means every run of the registry.
-    type: list
-    elements: str
-    default: []
-  history:
-    description:
-      - How far back C(sacct) looks for the runs' jobs (C(--starttime)), in the forms
-        M(clusterops.slurm.slurm_job_info) takes for O(clusterops.slurm.slurm_job_info#module:start)
-        (V(now-30days), V(2026-01-31)). Jobs before it are not counted; a resubmission of
-        C(state.json) after a job outside the window is said in RV(runs[].unknown).
-    type: str
-    default: now-30days
   event_log:
     description:
       - The trainer's event log of each run, one JSON object a line with C(event), C(step) and
@@ -288,18 +273,16 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.clusterops.slurm.plugins.module_utils._options import ArgumentSpec
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import SLURM_COMMAND_OPTIONS, run_module
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.goodput_runner import goodput_info
-from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry import DEFAULT_REGISTRY, RegistryError
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry import RegistryError
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry_options import REGISTRY_OPTIONS
 
 
 def main():
     module = AnsibleModule(**ArgumentSpec(
         dict(
-            registry=dict(type="path", default=DEFAULT_REGISTRY),
-            runs=dict(type="list", elements="str", default=[]),
-            history=dict(type="str", default="now-30days"),
             event_log=dict(type="str"),
         ),
-    ).merge(SLURM_COMMAND_OPTIONS).module_kwargs())
+    ).merge(REGISTRY_OPTIONS, SLURM_COMMAND_OPTIONS).module_kwargs())
     run_module(module, goodput_info, errors=(RegistryError,))
 
 

@@ -14,6 +14,7 @@ description:
   - Reads the run registry (one folder per run, its C(run.json) written by M(clusterops.slurm.training_run),
     which the role C(clusterops.slurm.torchrun_launcher) uses), the jobs of every registered run with one C(sacct)
     and one C(squeue) call, and each run's checkpoint folder, then decides for each run.
+  - A run with no job since O(history) is reported as not started.
   - A run whose C(FINISHED) marker exists, or that has a job queued, running or being requeued
     (C(PENDING) after Slurm requeued it by itself included, and C(EXPEDITING) of Slurm 25.11+),
     is left alone.
@@ -82,6 +83,7 @@ author:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - clusterops.slurm.attributes
+  - clusterops.slurm.run_registry
   - clusterops.slurm.slurm_cli
   - clusterops.slurm.submit_retries
 attributes:
@@ -94,23 +96,6 @@ attributes:
     support: full
     details: Per run, the last job and its state before, the action after.
 options:
-  registry:
-    description:
-      - The run registry folder on the target. A missing folder means no run is registered.
-    type: path
-    default: /var/lib/clusterops/runs
-  runs:
-    description: Only these runs (names). Empty means every run of the registry.
-    type: list
-    elements: str
-    default: []
-  history:
-    description:
-      - How far back C(sacct) looks for the runs' jobs (C(--starttime)), in the forms
-        M(clusterops.slurm.slurm_job_info) takes for O(clusterops.slurm.slurm_job_info#module:start)
-        (V(now-30days), V(2026-01-31)). A run with no job in this window is reported as not started.
-    type: str
-    default: now-30days
   lock_timeout:
     description:
       - Seconds to wait for another remediation holding the registry lock. When it is still
@@ -363,23 +348,21 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._job_actions impo
 from ansible_collections.clusterops.slurm.plugins.module_utils._options import ArgumentSpec
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import SLURM_COMMAND_OPTIONS, run_module
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.policy import SUSPECT_AFTER
-from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry import DEFAULT_REGISTRY, RegistryError
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry import RegistryError
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry_options import REGISTRY_OPTIONS
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.runner import remediate
 
 
 def main():
     module = AnsibleModule(**ArgumentSpec(
         dict(
-            registry=dict(type="path", default=DEFAULT_REGISTRY),
-            runs=dict(type="list", elements="str", default=[]),
-            history=dict(type="str", default="now-30days"),
             lock_timeout=dict(type="int", default=60),
             hang_cancel_wait=dict(type="int", default=120),
             suspect_nodes=dict(type="bool", default=True),
             suspect_after=dict(type="int", default=SUSPECT_AFTER),
             suspect_drain_limit=dict(type="int", default=1),
         ),
-    ).merge(SLURM_COMMAND_OPTIONS, SUBMIT_RETRY_OPTIONS).module_kwargs())
+    ).merge(REGISTRY_OPTIONS, SLURM_COMMAND_OPTIONS, SUBMIT_RETRY_OPTIONS).module_kwargs())
     run_module(module, remediate, errors=(RegistryError,))
 
 

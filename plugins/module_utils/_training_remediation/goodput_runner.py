@@ -20,16 +20,11 @@ import time
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import CheckpointError, STRUCTURE, inspect
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.fsutil import read_bounded
 from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import read_jobs
-from ansible_collections.clusterops.slurm.plugins.module_utils._options import parse_time_option
 from ansible_collections.clusterops.slurm.plugins.module_utils._privsep import PrivsepError
-from ansible_collections.clusterops.slurm.plugins.module_utils._task import TaskFailure
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.goodput import STEP_EVENTS, goodput
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.policy import run_jobs
-from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry import (
-    RegistryError,
-    read_registry,
-    read_state,
-)
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry import RegistryError, read_state
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry_options import registered_runs
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.runner import (
     owner_call,
     read_folders,
@@ -136,18 +131,14 @@ def run_goodput(run: Dict[str, Any], jobs: List[Dict[str, Any]], accounting: boo
 
 def goodput_info(module: Any, cli: Any) -> Dict[str, Any]:
     """The task of ``training_goodput_info``, for ``_slurm_cli.run_module``: the registered runs
-    (``registry``, ``runs``), their jobs since ``history`` read once for all, each run's goodput.
+    (``registry_options.registered_runs``), their jobs since ``history`` read once for all, each run's goodput.
 
     Raises:
         TaskFailure: a bad ``history``.
         RegistryError: the registry folder cannot be listed.
     """
     params = module.params
-    try:
-        start = parse_time_option(params["history"])
-    except ValueError as exc:
-        raise TaskFailure("history: %s" % exc)
-    runs, errors = read_registry(params["registry"], params["runs"] or None)
+    runs, errors, start = registered_runs(params)
     result: Dict[str, Any] = {"changed": False, "runs": [], "errors": errors, "accounting": None}
     if not runs:
         return result
@@ -157,6 +148,5 @@ def goodput_info(module: Any, cli: Any) -> Dict[str, Any]:
     result["accounting"] = accounting
     now = time.time()
     for run in runs:
-        run["folder"] = os.path.join(params["registry"], run["name"])
         result["runs"].append(run_goodput(run, jobs, accounting, params["event_log"], now))
     return result

@@ -25,7 +25,6 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import JobP
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_actions import apply_node_changes
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.classes import SUSPECT_PREFIX
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import read_nodes
-from ansible_collections.clusterops.slurm.plugins.module_utils._options import parse_time_option
 from ansible_collections.clusterops.slurm.plugins.module_utils._privsep import PrivsepError, call_as
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
     SlurmAnswerError,
@@ -56,10 +55,10 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._training_remedia
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry import (
     RegistryError,
     RegistryLock,
-    read_registry,
     read_state,
     write_state,
 )
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry_options import registered_runs
 
 try:
     from typing import Any, Dict, List, Optional  # noqa: F401 pylint: disable=unused-import
@@ -447,20 +446,14 @@ def remediate(module, cli):
     registry = params["registry"]
     result: Dict[str, Any] = dict(changed=False, runs=[], resubmitted=[], hung=[], needs_human=[], errors=[], locked=False,
                                   report=[], suspects=[], suspect_commands=[], suspect_report=[])
-    try:
-        start = parse_time_option(params["history"])
-    except ValueError as exc:
-        raise TaskFailure("history: %s" % exc)
     if params["suspect_after"] < 1 or params["suspect_drain_limit"] < 0:
         raise TaskFailure("suspect_after must be 1 or more and suspect_drain_limit 0 or more "
                           "(suspect_nodes: false turns suspect nodes off)")
-    runs, errors = read_registry(registry, params["runs"] or None)
+    runs, errors, start = registered_runs(params)
     result["errors"] = errors
     result["needs_human"] = needs_human([], errors)
     if not runs:
         return result
-    for run in runs:
-        run["folder"] = os.path.join(registry, run["name"])
 
     lock = None
     if not module.check_mode:

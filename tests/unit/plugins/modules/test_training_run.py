@@ -13,7 +13,9 @@ import os
 import pytest
 import yaml
 
+from ansible_collections.clusterops.slurm.plugins.doc_fragments import run_registry
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import registry as training_registry
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry_options import REGISTRY_OPTIONS
 from ansible_collections.clusterops.slurm.plugins.modules import training_remediation, training_run
 from ansible_collections.clusterops.slurm.tests.unit.plugins.modules.module_args import patch_module_args
 
@@ -136,8 +138,12 @@ def test_one_home_for_the_run_defaults():
         assert doc[field].get("default") == default, field
         assert doc[field]["type"] == spec[field]["type"], field
     assert doc["registry"]["default"] == spec["registry"]["default"] == training_registry.DEFAULT_REGISTRY
-    assert yaml.safe_load(training_remediation.DOCUMENTATION)["options"]["registry"]["default"] == \
+    # training_remediation's and training_goodput_info's registry: the doc fragment run_registry and REGISTRY_OPTIONS
+    fragment = yaml.safe_load(run_registry.ModuleDocFragment.DOCUMENTATION)["options"]
+    assert fragment["registry"]["default"] == REGISTRY_OPTIONS.argument_spec["registry"]["default"] == \
         training_registry.DEFAULT_REGISTRY
+    assert "clusterops.slurm.run_registry" in yaml.safe_load(training_remediation.DOCUMENTATION)[
+        "extends_documentation_fragment"]
     with open(os.path.join(ROLE, "defaults", "main.yml")) as handle:
         role = yaml.safe_load(handle)
     with open(os.path.join(ROLE, "meta", "argument_specs.yml")) as handle:
