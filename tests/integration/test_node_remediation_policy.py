@@ -126,6 +126,24 @@ def test_flapping_node_is_healed_budget_times_then_left_for_a_human(healthy):
 
 
 @pytest.mark.every_release
+def test_runs_seconds_apart_keep_the_healing_budget(healthy):
+    """Two runs seconds apart (an event-driven run right after a scheduled one): the second may read
+    an accounting that does not show the first one's resume yet (slurmdbd writes node events late);
+    the heal journal counts it, so a budget of 1 heals n3 once and then holds it for a human."""
+    budget_one = ["-e", json.dumps({"remediate_nodes_heal_budget": 1, "remediate_nodes_max_percent": 100})]
+    drain("n3", "Prolog error")
+    proc, recap = playbook(REMEDIATE, *budget_one)
+    assert recap["failed"] == 0 and "n3: resume" in proc.stdout, proc.stdout
+    wait_for(lambda ns: "DRAIN" not in ns["n3"]["flags"], "n3 resumed")
+    time.sleep(1.5)   # a new failure, not the same one recorded again (whole seconds)
+    drain("n3", "Prolog error")
+    proc, recap = playbook(REMEDIATE, *budget_one, check=False)
+    assert proc.returncode != 0 and "n3: flapping, healed 1 times" in proc.stdout, proc.stdout
+    node = nodes()["n3"]
+    assert "DRAIN" in node["flags"] and node["reason"].startswith("clusterops: flapping: healed 1 times in "), node
+
+
+@pytest.mark.every_release
 def test_budget_off_heals_every_time(healthy):
     for cycle in range(4):
         drain("n3", "Epilog error")
