@@ -12,8 +12,9 @@ merged from shared parts) and the readers of option values that need more than A
 
 The shared parts live beside the code that reads them and are documented once, by a doc
 fragment each: ``_slurm_cli.SLURM_COMMAND_OPTIONS`` (``clusterops.slurm.slurm_cli``),
-``_checkpoint_options.CHECKPOINT_OPTIONS`` (``clusterops.slurm.checkpoint``) and
-``_job_actions.SUBMIT_RETRY_OPTIONS`` (``clusterops.slurm.submit_retries``). A module writes
+``_checkpoint_options.CHECKPOINT_OPTIONS`` (``clusterops.slurm.checkpoint``),
+``_job_actions.SUBMIT_RETRY_OPTIONS`` (``clusterops.slurm.submit_retries``) and
+``_training_remediation.registry_options.REGISTRY_OPTIONS`` (``clusterops.slurm.run_registry``). A module writes
 ``AnsibleModule(**ArgumentSpec(...its own options...).merge(SHARED, ...).module_kwargs())``.
 """
 
