@@ -38,9 +38,13 @@ packages=(
 # Packages whose maintainer scripts would start a daemon this machine must not run: Debian's
 # prometheus (2.42) gives promtool, with which the unit tests check and test the alert rules
 # (roles/remediate/files/prometheus/); its postinst enables and starts prometheus.service
-# (port 9090). Installed apart, see below.
+# (port 9090). Debian's prometheus-node-exporter (its textfile collector reads the remediate
+# role's textfile) and prometheus are started, on 127.0.0.1 and free ports, only by the
+# integration test tests/integration/test_prometheus.py; its postinst starts port 9100.
+# Installed apart, see below.
 quiet_packages=(
   prometheus
+  prometheus-node-exporter
 )
 
 if [[ "$(id -u)" -ne 0 ]]; then
@@ -90,7 +94,8 @@ if [[ "${#quiet_missing[@]}" -gt 0 ]]; then
     own_policy=true
     trap 'rm -f "${policy}"' EXIT
   fi
-  # --no-install-recommends: no prometheus-node-exporter (its Recommends), which would start too.
+  # --no-install-recommends: none of the packages' Recommends (prometheus-node-exporter-collectors
+  # and its timers), which would start too.
   apt-get install -y --no-install-recommends "${quiet_missing[@]}"
   if [[ "${own_policy}" == true ]]; then
     rm -f "${policy}"
