@@ -40,6 +40,10 @@ options:
         than the budget allows). A heal leaves the journal once a node event matches it (same node,
         within 30 s) or when it is older than O(heal_window). One file per cluster; its folder is
         made (mode 0700) when missing.
+      - Also the one durable record of the circuit breaker's trips - a run that finds the breaker
+        open opens a trip (when, the most nodes broken, the threshold, their classes), the first run
+        that finds it closed again ends it; M(clusterops.slurm.cluster_goodput_info) reads them.
+        The newest 500 trips are kept.
       - Also the lock of the cluster's node remediation (C(<journal>.lock)) - while one run holds
         it, another waits up to O(lock_timeout) seconds and then fails, having read and changed
         nothing. Check mode reads the journal but neither takes the lock nor writes the journal.

@@ -14,11 +14,20 @@ yet (:func:`unseen_heals`) as an event of its own. A heal is matched by the node
 (within :data:`MATCH_SECONDS`); once matched, or older than the healing window, it leaves the
 journal.
 
-The file: ``{"format": "clusterops.slurm/node-heals", "format_version": 1, "heals": [{node, time,
-action, reason}]}`` (``time`` Unix seconds after Slurm took the call, ``action`` ``reboot`` or
-``resume``, ``reason`` the failure healed), written atomically (mode 0600) in a folder made mode
+The journal is also the one durable record of the circuit breaker's trips (:func:`record_trip`):
+nothing else keeps them (the plan, ``set_stats`` and the textfile's gauge say only whether the
+breaker is open now). Each run that takes the lock opens a trip when the breaker opened, and closes
+it at the first run that finds the breaker closed again; ``cluster_goodput_info`` reads them.
+
+The file: ``{"format": "clusterops.slurm/node-heals", "format_version": 2, "heals": [{node, time,
+action, reason}], "trips": [{start, end, broken, threshold, window, classes}], "trips_since": T}``
+(``time`` Unix seconds after Slurm took the call, ``action`` ``reboot`` or ``resume``, ``reason``
+the failure healed; a trip's ``start`` the first run that found the breaker open, ``end`` the first
+that found it closed again, None while open, ``broken`` and ``threshold`` the most nodes broken
+and the threshold then, ``classes`` the broken nodes' classes; ``trips_since`` the first run that
+recorded trips: none before it is known), written atomically (mode 0600) in a folder made mode
 0700; its lock is ``<journal>.lock`` (an exclusive ``flock``, dropped by the kernel if the holder
-dies).
+dies). Format 1 (heals only, before trips were recorded) is read as a journal without trips.
 """
 
 from __future__ import annotations
@@ -33,12 +42,16 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.fsuti
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.settings import RemediationError
 
 try:
-    from typing import Any, Dict, List, Sequence  # noqa: F401 pylint: disable=unused-import
+    from typing import Any, Dict, List, Optional, Sequence  # noqa: F401 pylint: disable=unused-import
 except ImportError:  # pragma: no cover
     pass
 
 JOURNAL_FORMAT = "clusterops.slurm/node-heals"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: The formats this reader knows: 1 had no trips.
+FORMAT_VERSIONS = (1, 2)
+#: The circuit breaker trips a journal keeps, newest: one a day for more than a year.
+MAX_TRIPS = 500
 #: A journal heal and a node event of the same node are one heal when their times are at most this
 #: many seconds apart: the journal's time is taken after ``scontrol`` returned, the event's when
 #: slurmctld made the change, a second or two before (seen on the dev clusters: 0-1 s).
@@ -52,24 +65,72 @@ def read_journal(path: str) -> List[Dict[str, Any]]:
     """The heals of the journal at ``path`` (none when the file does not exist).
 
     Raises:
+        RemediationError: as :func:`read_journal_file`.
+    """
+    return read_journal_file(path)["heals"]
+
+
+def _is_trip(trip: Any) -> bool:
+    """Whether ``trip`` is ``{start, end, broken, threshold, window, classes}`` as :func:`record_trip` writes it."""
+    return (isinstance(trip, dict) and isinstance(trip.get("start"), int)
+            and (trip.get("end") is None or isinstance(trip.get("end"), int))
+            and all(isinstance(trip.get(key), int) for key in ("broken", "threshold", "window"))
+            and isinstance(trip.get("classes"), list))
+
+
+def read_journal_file(path: str) -> Dict[str, Any]:
+    """The journal at ``path``: ``{exists, heals, trips, trips_since}`` (``exists`` False, nothing
+    in it, ``trips_since`` None when the file does not exist; ``trips_since`` None for a journal
+    of format 1, which recorded no trips).
+
+    Raises:
         RemediationError: the file exists but cannot be read, is not a journal, or holds a heal
-        that is not ``{node, time, action, reason}``. Never guessed: a lost heal would let a
-        node be healed past its budget.
+        that is not ``{node, time, action, reason}`` or a trip that is not one. Never guessed: a
+        lost heal would let a node be healed past its budget.
     """
     if not os.path.lexists(path):
-        return []
+        return {"exists": False, "heals": [], "trips": [], "trips_since": None}
     try:
         doc = load_json_bounded(path)
     except (OSError, ValueError) as exc:
         raise RemediationError("cannot read the heal journal %s: %s" % (path, exc))
-    if not isinstance(doc, dict) or doc.get("format") != JOURNAL_FORMAT or not isinstance(doc.get("heals"), list):
-        raise RemediationError("%s is not a heal journal of this collection (format %s)" % (path, JOURNAL_FORMAT))
+    if (not isinstance(doc, dict) or doc.get("format") != JOURNAL_FORMAT or not isinstance(doc.get("heals"), list)
+            or doc.get("format_version", 1) not in FORMAT_VERSIONS):
+        raise RemediationError("%s is not a heal journal of this collection (format %s, version %s)"
+                               % (path, JOURNAL_FORMAT, " or ".join(str(v) for v in FORMAT_VERSIONS)))
     for heal in doc["heals"]:
         if not (isinstance(heal, dict) and isinstance(heal.get("node"), str) and isinstance(heal.get("time"), int)
                 and heal.get("action") in ACTIONS and isinstance(heal.get("reason"), str)):
             raise RemediationError("the heal journal %s holds a heal that is not {node, time, action, reason}: %r"
                                    % (path, heal))
-    return doc["heals"]
+    trips = doc.get("trips", [])
+    since = doc.get("trips_since")
+    if not isinstance(trips, list) or not all(_is_trip(trip) for trip in trips) or not (
+            since is None or isinstance(since, int)):
+        raise RemediationError("the heal journal %s holds trips that are not {start, end, broken, threshold, "
+                               "window, classes} or a trips_since that is not Unix seconds" % path)
+    return {"exists": True, "heals": doc["heals"], "trips": trips, "trips_since": since}
+
+
+def record_trip(trips: Sequence[Dict[str, Any]], circuit: Dict[str, Any], now: int) -> List[Dict[str, Any]]:
+    """The journal's trips after a run whose plan has the circuit breaker ``circuit`` (the plan's
+    ``{open, broken, threshold, window, groups}``) at ``now``: a trip opens when the breaker is
+    open and no trip is; the open trip takes the most nodes broken while it lasts and the classes;
+    it closes (``end`` ``now``) at the first run with the breaker closed. The newest
+    :data:`MAX_TRIPS` are kept."""
+    kept = [dict(trip) for trip in trips]
+    current = kept[-1] if kept and kept[-1]["end"] is None else None
+    if circuit.get("open"):
+        classes = sorted(set(group["class"] for group in circuit.get("groups", ())))
+        if current is None:
+            current = {"start": int(now), "end": None, "broken": 0, "threshold": int(circuit["threshold"]),
+                       "window": int(circuit["window"]), "classes": []}
+            kept.append(current)
+        current["broken"] = max(current["broken"], int(circuit["broken"]))
+        current["classes"] = sorted(set(current["classes"]) | set(classes))
+    elif current is not None:
+        current["end"] = int(now)
+    return kept[-MAX_TRIPS:]
 
 
 def _matches(heal: Dict[str, Any], event: Dict[str, Any], reboot_reason: str) -> bool:
@@ -134,8 +195,10 @@ def record_heals(heals: Sequence[Dict[str, Any]], events: Sequence[Dict[str, Any
     return kept
 
 
-def write_journal(path: str, heals: Sequence[Dict[str, Any]]) -> None:
-    """Replace the journal at ``path`` atomically (mode 0600), making its folder (mode 0700) when missing.
+def write_journal(path: str, heals: Sequence[Dict[str, Any]], trips: Sequence[Dict[str, Any]] = (),
+                  trips_since: Optional[int] = None) -> None:
+    """Replace the journal at ``path`` atomically (mode 0600), making its folder (mode 0700) when
+    missing: its ``heals``, circuit breaker ``trips`` (:func:`record_trip`) and ``trips_since``.
 
     Raises:
         RemediationError: it cannot be written (the heals it holds would be lost).
@@ -144,8 +207,8 @@ def write_journal(path: str, heals: Sequence[Dict[str, Any]]) -> None:
     try:
         if not os.path.isdir(folder):
             os.makedirs(folder, 0o700)
-        atomic_write_json(path, {"format": JOURNAL_FORMAT, "format_version": FORMAT_VERSION, "heals": list(heals)},
-                          indent=1, mode=0o600)
+        atomic_write_json(path, {"format": JOURNAL_FORMAT, "format_version": FORMAT_VERSION, "heals": list(heals),
+                                 "trips": list(trips), "trips_since": trips_since}, indent=1, mode=0o600)
     except OSError as exc:
         raise RemediationError("cannot write the heal journal %s: %s" % (path, exc))
 

@@ -21,8 +21,9 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._node_events impo
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import read_nodes
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.journal import (
     journal_lock,
-    read_journal,
+    read_journal_file,
     record_heals,
+    record_trip,
     unseen_heals,
     write_journal,
 )
@@ -122,15 +123,17 @@ def remediate(module, cli) -> Dict[str, Any]:
     # check mode changes nothing, so it neither waits for nor blocks a run that acts
     lock = journal_lock(path, params["lock_timeout"]) if path and not module.check_mode else None
     try:
-        journal = read_journal(path) if path else []
+        recorded = read_journal_file(path) if path else {"heals": [], "trips": [], "trips_since": None}
         now = time.time()
-        nodes, planned, events = plan(module, cli, now, journal)
+        nodes, planned, events = plan(module, cli, now, recorded["heals"])
         outcome = act(cli, nodes, planned, params["reboot_reason"], module.check_mode)
         if lock is not None:
             reasons = dict((node["name"], node.get("reason") or "") for node in nodes)
             healed = outcome["done"] if params["heal_budget"] > 0 else {}   # no budget: nothing to count
-            write_journal(path, record_heals(journal, events, healed, reasons, int(time.time()),
-                                             heal_since(params, now), params["reboot_reason"]))
+            write_journal(path, record_heals(recorded["heals"], events, healed, reasons, int(time.time()),
+                                             heal_since(params, now), params["reboot_reason"]),
+                          trips=record_trip(recorded["trips"], planned["circuit"], int(now)),
+                          trips_since=int(now) if recorded["trips_since"] is None else recorded["trips_since"])
     finally:
         if lock is not None:
             lock.release()

@@ -131,3 +131,60 @@ def test_each_heal_takes_the_closest_event():
               {"node": "n2", "start": T - 60, "end": T - 20, "state": "DRAIN", "user": "", "reason": "Prolog error"}]
     heals = [heal("n2", T, "resume", "Prolog error"), heal("n2", T + 25, "resume", "Prolog error")]
     assert journal.unseen_heals(heals, events, T - 3600, DEFAULT_REBOOT_REASON) == []
+
+
+def circuit(open_, broken=5, threshold=3, classes=("not_responding",)):
+    return {"open": open_, "broken": broken, "threshold": threshold, "window": 1800,
+            "groups": [{"class": name, "count": 1, "hostlist": "n1", "reason": ""} for name in classes]}
+
+
+@pytest.mark.parametrize("runs, trips", [
+    # (circuit open?, broken) per run, 60 s apart -> the trips (start, end, broken)
+    ([(False, 0), (False, 0)], []),
+    ([(True, 5)], [(T, None, 5)]),
+    ([(True, 5), (True, 9), (True, 4)], [(T, None, 9)]),           # one trip while it stays open
+    ([(True, 5), (False, 0)], [(T, T + 60, 5)]),                   # closed by the first closed run
+    ([(True, 5), (False, 0), (False, 0), (True, 6)], [(T, T + 60, 5), (T + 180, None, 6)]),
+])
+def test_a_trip_opens_with_the_breaker_and_closes_with_it(runs, trips):
+    recorded = []
+    for index, (is_open, broken) in enumerate(runs):
+        recorded = journal.record_trip(recorded, circuit(is_open, broken), T + 60 * index)
+    assert [(t["start"], t["end"], t["broken"]) for t in recorded] == trips
+
+
+def test_trips_are_kept_newest_and_written_and_read_back(tmp_path):
+    recorded = []
+    for index in range(journal.MAX_TRIPS + 2):
+        recorded = journal.record_trip(recorded, circuit(True), T + 120 * index)
+        recorded = journal.record_trip(recorded, circuit(False), T + 120 * index + 60)
+    assert len(recorded) == journal.MAX_TRIPS and recorded[0]["start"] == T + 240
+    path = str(tmp_path / "devcluster.json")
+    journal.write_journal(path, [heal("n2", T)], recorded, T)
+    doc = journal.read_journal_file(path)
+    assert doc == {"exists": True, "heals": [heal("n2", T)], "trips": recorded, "trips_since": T}
+
+
+def test_a_missing_journal_knows_no_trips(tmp_path):
+    assert journal.read_journal_file(str(tmp_path / "none.json")) == {"exists": False, "heals": [], "trips": [],
+                                                                     "trips_since": None}
+
+
+def test_format_1_reads_as_a_journal_without_trips(tmp_path):
+    path = tmp_path / "v1.json"
+    path.write_text(json.dumps({"format": journal.JOURNAL_FORMAT, "format_version": 1, "heals": [heal("n1", T)]}))
+    assert journal.read_journal_file(str(path)) == {"exists": True, "heals": [heal("n1", T)], "trips": [],
+                                                    "trips_since": None}
+
+
+@pytest.mark.parametrize("extra", [
+    {"trips": [{"start": "soon"}]},
+    {"trips": {}},
+    {"trips_since": "yesterday"},
+    {"format_version": 3},
+])
+def test_trips_that_cannot_be_trusted_fail(tmp_path, extra):
+    path = tmp_path / "j.json"
+    path.write_text(json.dumps(dict({"format": journal.JOURNAL_FORMAT, "format_version": 2, "heals": []}, **extra)))
+    with pytest.raises(RemediationError):
+        journal.read_journal_file(str(path))

@@ -186,3 +186,27 @@ def test_without_a_budget_no_heal_is_written(run_module, tmp_path):
     assert result["rebooted"] == ["n2"]
     with open(str(path)) as handle:
         assert json.load(handle)["heals"] == []
+
+
+def test_a_circuit_breaker_trip_is_recorded_in_the_journal_until_it_closes(run_module, monkeypatch, tmp_path):
+    """The journal is the one durable record of the breaker's trips: run 1 finds n2 broken with a
+    threshold of 0 (the breaker opens, nothing is healed) and opens a trip; run 2, the breaker off,
+    reboots n2 and closes it; trips_since says from when trips are known."""
+    path = tmp_path / "devcluster.json"
+    monkeypatch.setattr(runner.time, "time", lambda: NOW)
+    tripped = run_module(slurm_node_remediation, dict(NO_BUDGET, journal=str(path),
+                                                      circuit={"window": 10 ** 9, "min_nodes": 0}),
+                         [VERSION_2205, crashed_n2()])
+    assert tripped["plan"]["circuit"]["open"] is True and tripped["rebooted"] == []
+    with open(str(path)) as handle:
+        doc = json.load(handle)
+    assert doc["format_version"] == 2 and doc["trips_since"] == NOW
+    assert doc["trips"] == [{"start": NOW, "end": None, "broken": 1, "threshold": 0, "window": 10 ** 9,
+                             "classes": ["not_responding"]}]
+    monkeypatch.setattr(runner.time, "time", lambda: NOW + 600)
+    closed = run_module(slurm_node_remediation, dict(NO_BUDGET, journal=str(path)),
+                        [VERSION_2205, crashed_n2(), (REBOOT_N2, 0, "", "")])
+    assert closed["rebooted"] == ["n2"]
+    with open(str(path)) as handle:
+        doc = json.load(handle)
+    assert [(t["start"], t["end"]) for t in doc["trips"]] == [(NOW, NOW + 600)] and doc["trips_since"] == NOW
