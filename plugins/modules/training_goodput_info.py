@@ -247,6 +247,36 @@ runs:
           description: This restart's unknown figures, C({figure, why}).
           type: list
           elements: dict
+    timeline:
+      description:
+        - What a picture of the run needs besides the figures (the report of the filter
+          M(clusterops.slurm.goodput_report) draws it), each list bounded in length.
+      type: dict
+      contains:
+        progress:
+          description:
+            - The progress curve, C([[time, step], ...]) in time order - every record of the trainer's
+              event log with a step (O(event_log)), downsampled evenly to at most 400 points, keeping
+              the first, the last and the points around each drop of the step (a restart that resumed
+              from an older checkpoint). V(null) when the run has no event log.
+          type: list
+          elements: list
+          sample: [[1767000000.5, 0], [1767000001.2, 1]]
+        checkpoints:
+          description:
+            - The run folder's checkpoints not invalid, C({step, time}) with C(time) when written (the
+              entry's mtime), oldest first, the newest 200. V(null) when the folder could not be read.
+          type: list
+          elements: dict
+        actions:
+          description:
+            - Remediation's actions on the run from its C(state.json), oldest first, the newest 200,
+              each C({action, time, job_id, step, after_job, after_state, idle}) - C(action)
+              V(resubmit) (a C(resubmissions) entry; C(job_id) submitted after C(after_job) ended
+              C(after_state), resuming from checkpoint C(step)) or V(hang_cancel) (a C(hang_cancels)
+              entry; C(job_id) cancelled at C(step) after C(idle) seconds without progress).
+          type: list
+          elements: dict
     unknown:
       description: The run's figures that are V(null) or cover only part of the run, each C({figure, why}).
       type: list

@@ -22,6 +22,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.fsuti
 from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import read_jobs
 from ansible_collections.clusterops.slurm.plugins.module_utils._privsep import PrivsepError
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.goodput import STEP_EVENTS, goodput
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.goodput_timeline import timeline
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.policy import run_jobs
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry import RegistryError, read_state
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry_options import registered_runs
@@ -106,7 +107,9 @@ def _folders(run: Dict[str, Any], job_id_raw: Optional[Any], event_log: Optional
 
 def run_goodput(run: Dict[str, Any], jobs: List[Dict[str, Any]], accounting: bool, event_log: Optional[str],
                 now: float) -> Dict[str, Any]:
-    """One run's entry: ``{"name", "owner"}`` and :func:`.goodput.goodput`'s keys; a folder or
+    """One run's entry: ``{"name", "owner", "finished"}``, :func:`.goodput.goodput`'s keys and
+    ``timeline`` (:func:`.goodput_timeline.timeline`: the progress curve of the event log, the
+    checkpoints, remediation's actions of ``state.json``, each bounded); a folder or
     ``state.json`` that cannot be read leaves its figures unknown (said in ``unknown``)."""
     mine = run_jobs(run, jobs)
     folders = _folders(run, mine[-1]["job_id_raw"] if mine else None, event_log)
@@ -125,6 +128,7 @@ def run_goodput(run: Dict[str, Any], jobs: List[Dict[str, Any]], accounting: boo
     result = goodput(mine, state, now, checkpoints=folders["checkpoints"], progress=folders["progress"],
                      events=events, accounting=accounting, finished=bool(folders["ckpt"].get("finished")))
     result["unknown"] = problems + result["unknown"]
+    result["timeline"] = timeline(events, folders["checkpoints"], state)
     return dict({"name": run["name"], "owner": run["owner"], "finished": bool(folders["ckpt"].get("finished"))},
                 **result)
 

@@ -94,6 +94,11 @@ def test_a_recorded_node_failure_with_the_trainers_event_log(run_module, tmp_pat
     assert run["node_seconds"] == 2.0 * (END - 1796042281)
     # pending again: resumes from the newest checkpoint once it starts, unknown before
     assert item["resumed_step"] is None and run["steps_lost"] is None
+    # the timeline of the report: the event log's curve (the cut last line skipped), the checkpoint
+    # (step 5, its mtime) and no remediation action (Slurm requeued it)
+    assert run["timeline"]["progress"] == [[e["time"], e["step"]] for e in events]
+    assert run["timeline"]["checkpoints"] == [{"step": 5, "time": float(END - 10)}]
+    assert run["timeline"]["actions"] == []
 
 
 def test_a_resubmission_recorded_in_state_json_and_no_event_log(run_module, tmp_path):
@@ -104,6 +109,9 @@ def test_a_resubmission_recorded_in_state_json_and_no_event_log(run_module, tmp_
     figures = [u["figure"] for u in run["unknown"]]
     assert "events" in figures and "wall_time" in figures     # job 57 is not this run's (another name)
     assert run["failures"][0]["reached_step"] is None
+    assert run["timeline"]["progress"] is None      # no event log: no curve
+    assert run["timeline"]["actions"] == [{"action": "resubmit", "time": float(REQUEUED + 1), "job_id": 58,
+                                           "step": 3, "after_job": 57, "after_state": "NODE_FAIL", "idle": None}]
 
 
 def test_no_accounting_reads_the_controller_only(run_module, tmp_path):
