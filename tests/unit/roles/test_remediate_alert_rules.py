@@ -24,14 +24,15 @@ import subprocess
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from test_remediate_textfile import render, run_entry
+from test_remediate_textfile import goodput_entry, render, run_entry
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 RULES = os.path.join(REPO, "roles", "remediate", "files", "prometheus", "clusterops-remediate.rules.yml")
 TESTS = sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)), "prometheus", "*.test.yml")))
 DOC = os.path.join(REPO, "docs", "alerts.md")
 ALERTS = ["ClusteropsRemediateNeedsHuman", "ClusteropsRemediateCircuitOpen", "ClusteropsRemediateNodesFlapping",
-          "ClusteropsRemediateSlurmUnreadable", "ClusteropsRemediateStale", "ClusteropsRemediateRestartStorm"]
+          "ClusteropsRemediateSlurmUnreadable", "ClusteropsRemediateStale", "ClusteropsRemediateRestartStorm",
+          "ClusteropsTrainingGoodputLow"]
 #: A series name of the textfile (the rules' and the tests' selectors).
 SERIES = re.compile(r"\bclusterops_[a-z0-9_]+")
 
@@ -51,8 +52,10 @@ def rules():
 
 
 def sample_textfile():
-    """The textfile of a run over two clusters with two training runs, one resubmitted now."""
-    return render(["gpu-a", "gpu-b"], runs=[run_entry("llama-8b", 2, job_id=57), run_entry("gpt-s", 0)])
+    """The textfile of a run over two clusters with two training runs, one resubmitted now, and
+    their goodput (one finished)."""
+    return render(["gpu-a", "gpu-b"], runs=[run_entry("llama-8b", 2, job_id=57), run_entry("gpt-s", 0)],
+                  goodput={"gpu-a": [goodput_entry("llama-8b"), goodput_entry("gpt-s", finished=True)]})
 
 
 def test_promtool_checks_the_shipped_rules(promtool):
@@ -126,6 +129,9 @@ def test_every_series_the_rules_and_their_tests_read_is_in_the_textfile():
     assert labels["clusterops_remediate_run_resubmissions_total"] == {"cluster", "run"}
     assert labels["clusterops_remediate_last_run_timestamp_seconds"] == set()
     assert labels["clusterops_remediate_schedule_interval_seconds"] == set()
+    assert labels["clusterops_training_effective_ratio"] == {"cluster", "run"}
+    assert labels["clusterops_training_finished"] == {"cluster", "run"}
+    assert labels["clusterops_training_restarts"] == {"cluster", "run", "cause"}
 
 
 def test_promtool_checks_the_rendered_textfile(promtool):
@@ -135,3 +141,4 @@ def test_promtool_checks_the_rendered_textfile(promtool):
     assert proc.returncode == 0, proc.stdout
     assert proc.stdout == "", proc.stdout
     assert "clusterops_remediate_run_resubmissions_total{cluster=\"gpu-a\",run=\"llama-8b\"} 3" in text
+    assert "clusterops_training_effective_ratio{cluster=\"gpu-a\",run=\"llama-8b\"} 0.944444" in text
