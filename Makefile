@@ -25,7 +25,7 @@ SLURM_RELEASES ?= $(or $(CLUSTEROPS_SLURM_RELEASES),$(DEVCLUSTER_RELEASES))
 include dev/cluster/cluster.mk
 include tests/molecule/molecule.mk
 
-.PHONY: help setup deps venv collection importer tarball demo demo-hang test unit typecheck matrix integration integration-release pruning-role packaging sanity lint security benchmark clean
+.PHONY: help setup deps venv collection importer tarball demo demo-hang report test unit typecheck matrix integration integration-release pruning-role packaging sanity lint security benchmark clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | sort
@@ -85,6 +85,11 @@ demo: setup ## A training run loses a node of the dev cluster for real; remediat
 demo-hang: setup ## A training run hangs (--hang-at-step); remediate.yml's watchdog saves its stacks, cancels and resubmits it, and it finishes from its checkpoint
 	$(MAKE) cluster-up
 	SLURM=$(SLURM) DEVCLUSTER_DIR=$(DEVCLUSTER_DIR) $(VENV_PY) dev/demo_hang.py
+
+# RUN=<run>: the page of that run of the dev cluster's registry (the demo's by default; REGISTRY=,
+# REPORT_DIR= for others), through playbooks/goodput_report.yml; prints its path.
+report: venv collection ## The goodput page of a training run after make demo (RUN=demo-llm): timeline, progress curve with the lost work, goodput table
+	@RUN="$(RUN)" SLURM=$(SLURM) DEVCLUSTER_DIR=$(DEVCLUSTER_DIR) bash dev/report.sh
 
 unit: venv collection ## Unit tests (parsers, state model, policy), no cluster needed
 	$(VENV_PY) -m pytest tests/unit -q
@@ -156,9 +161,10 @@ security: venv ## bandit on the collection's Python, medium severity and up
 
 # tests/run-all.sh: the cluster-bound suites in order, the others (and the podman images) meanwhile at
 # nice 19; every suite runs, one line each at the end. setup's deps installed promtool (Debian's
-# prometheus): CLUSTEROPS_REQUIRE_PROMTOOL makes the alert rules' tests fail without it, not skip.
+# prometheus): CLUSTEROPS_REQUIRE_PROMTOOL makes the alert rules' tests fail without it, not skip;
+# and chromium: CLUSTEROPS_REQUIRE_CHROMIUM makes the goodput report's tests fail without it.
 test: setup ## Everything: unit, typecheck, integration on the dev cluster, packaging and docs, sanity, lint, security, the ansible-core matrix, Molecule
-	CLUSTEROPS_REQUIRE_PROMTOOL=1 SLURM_RELEASES="$(SLURM_RELEASES)" MAKE="$(MAKE)" bash tests/run-all.sh
+	CLUSTEROPS_REQUIRE_PROMTOOL=1 CLUSTEROPS_REQUIRE_CHROMIUM=1 SLURM_RELEASES="$(SLURM_RELEASES)" MAKE="$(MAKE)" bash tests/run-all.sh
 
 benchmark: setup ## remediate.yml at 8/512/4,096 nodes; checkpoint scan and prune of 10,000; training remediation
 	$(VENV_PY) benchmarks/remediate_scaling.py

@@ -169,6 +169,11 @@ resumed = attempts[1][0]["step"]
 print("first job: trained up to step %d, newest checkpoint step %d, then its node died" % (before, saved))
 print("second job: resumed from step %d and finished at step %d" % (resumed, attempts[-1][-1]["step"]))
 print("steps lost: %d (checkpoint interval 20)" % (before - resumed))
+# The last sign of progress of the first job (its newest event with a step) to the second job's
+# first new step: what training_goodput_info calls time_to_training (docs/goodput.md).
+last = max(e["time"] for e in attempts[0] if isinstance(e.get("step"), int))
+first = min(e["time"] for e in attempts[1] if e["event"] == "step")
+print("time to training again: %.1f s (the first job's last step to the second job's first step)" % (first - last))
 PY
 
 say "After: n2 and n3 back in service, n4 untouched, the run finished"
@@ -195,3 +200,5 @@ make -s cluster-gpu-fault NODE=n1 FAULT=none
 scontrol reboot ASAP nextstate=resume reason="GPU replaced, RMA 42" n1
 wait_state n1 'idle' 120
 show
+echo
+echo "make report RUN=$RUN: the run's goodput page (timeline, progress curve, the steps lost and time to training above)"

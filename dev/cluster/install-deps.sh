@@ -33,6 +33,10 @@ packages=(
   cron
   # Ansible's ssh connection: the fleet tests list a controller host that does not answer.
   openssh-client
+  # Headless Chromium and a font for the page's text: the unit tests open the goodput report in it
+  # (screenshot and DOM). No daemon; --no-install-recommends below leaves out its recommended fonts.
+  chromium
+  fonts-liberation
 )
 
 # Packages whose maintainer scripts would start a daemon this machine must not run: Debian's

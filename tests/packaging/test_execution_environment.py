@@ -183,7 +183,7 @@ def test_collection_declares_its_ee_needs(collection_tarball):
 
 def test_introspection_of_the_installed_collection(tmp_path, installed_collection):
     """What ansible-builder's own introspect.py (the script the build runs) reads from the
-    installed collection: jmespath, and Slurm's client commands and munge."""
+    installed collection: jmespath, matplotlib, and Slurm's client commands and munge."""
     import ansible_builder
 
     script = os.path.join(os.path.dirname(ansible_builder.__file__), "_target_scripts", "introspect.py")
@@ -192,7 +192,7 @@ def test_introspection_of_the_installed_collection(tmp_path, installed_collectio
     data = yaml.safe_load(proc.stdout[proc.stdout.index("---"):])
     python = [line.split("#")[0].strip() for line in data["python"]]
     system = [line.split("#")[0].strip() for line in data["system"]]
-    assert python == ["jmespath>=1.0.1"]
+    assert python == ["jmespath>=1.0.1", "matplotlib>=3.8"]
     assert "slurm-client [platform:dpkg]" in system
     assert "munge [platform:dpkg]" in system
     assert "slurm [platform:rpm]" in system
