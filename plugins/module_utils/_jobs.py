@@ -60,6 +60,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._job_state import
     state_matches,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
+    NO_ACCOUNTING,
     SlurmAnswerError,
     check_answer,
     split_fields,
@@ -100,9 +101,6 @@ _REQUEUE_FLAGS = frozenset(("REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "EXPEDITI
 # slurm_strerror() text of ESLURM_INVALID_JOB_ID, the same in 22.05, 24.11 and 26.05 (recorded on
 # 22.05 and 24.11: "slurm_load_jobs error: Invalid job id specified", rc 1).
 _INVALID_JOB_ID = re.compile(r"Invalid job id specified", re.IGNORECASE)
-# What sacct says when the cluster keeps no accounting (src/sacct/options.c, 22.05-26.05).
-_NO_ACCOUNTING = re.compile(r"accounting storage is disabled|not running a supported accounting_storage",
-                            re.IGNORECASE)
 
 
 class JobParseError(SlurmAnswerError):
@@ -557,7 +555,7 @@ def read_accounting(cli: Any,
     """
     rc, out, err = cli.run(*accounting(job_ids, names, users, start, end), check=False,
                            what="read job accounting", environ=TIME_ENVIRON)
-    if rc != 0 and _NO_ACCOUNTING.search(err or out or ""):
+    if rc != 0 and NO_ACCOUNTING.search(err or out or ""):
         return None
     check_answer(cli, "sacct", rc, out, err, "read job accounting")
     return parse_sacct(out)

@@ -43,9 +43,11 @@ that is not an event all raise.
 from __future__ import annotations
 
 import calendar
+import re
 import time
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
+    NO_ACCOUNTING,
     SlurmAnswerError,
     check_answer,
     split_fields,
@@ -53,6 +55,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_commands import (
     EVENT_ENVIRON,
     EVENT_FIELDS,
+    accounting_configuration,
     node_events,
 )
 
@@ -73,6 +76,17 @@ EPISODE_GAP = 2
 # What sacctmgr prints for "no time" (an open event's end).
 _NO_TIME = frozenset(("", "unknown", "none", "n/a", "0"))
 _ISO = "%Y-%m-%dT%H:%M:%S"
+
+
+#: slurmdbd.conf's ``PurgeEventAfter`` as ``sacctmgr show configuration`` prints it (``NONE``,
+#: ``12 months``, ``30 days``, ``720 hours``: recorded on 26.05,
+#: tests/unit/fixtures/slurm-26.05/sacctmgr-show-configuration), or as slurmdbd.conf(5) writes it
+#: (``12months``, ``30days``; a bare number is months). Seconds of each unit; a month is counted as
+#: 28 days, the shortest, so that a window is never taken for complete when it may not be.
+PURGE_UNITS = {"hour": 3600, "day": 86400, "month": 28 * 86400}
+_PURGE = re.compile(r"^(?P<count>[0-9]+)\s*(?P<unit>hour|day|month)?s?$", re.IGNORECASE)
+_PURGE_LINE = re.compile(r"^\s*PurgeEventAfter\s*=\s*(?P<value>.*?)\s*$", re.MULTILINE)
+_DBD_PART = "SlurmDBD configuration:"
 
 
 class NodeEventParseError(SlurmAnswerError):
@@ -175,3 +189,65 @@ def episodes(events: Sequence[Dict[str, Any]], gap: int = EPISODE_GAP) -> List[D
                        "users": [event["user"]], "events": 1}
             result.append(current)
     return result
+
+
+def read_cluster_events(cli: Any, start: Union[int, float]) -> Optional[List[Dict[str, Any]]]:
+    """Every node's events open at or after ``start`` (:func:`read_node_events` of every node, ONE
+    call), or None when the cluster keeps no accounting (sacctmgr: ``You are not running a
+    supported accounting_storage plugin``, rc 1; recorded on 26.05).
+
+    Raises:
+        SlurmCommandError, NodeEventParseError: as :func:`read_node_events` (slurmdbd down is a
+        failure, never "no events").
+    """
+    what = "read node events from accounting"
+    rc, out, err = cli.run(*node_events(start), check=False, what=what, environ=EVENT_ENVIRON)
+    if rc != 0 and NO_ACCOUNTING.search(err or out or ""):
+        return None
+    check_answer(cli, "sacctmgr", rc, out, err, what)
+    return parse_events(out)
+
+
+def parse_purge(value: str) -> Optional[int]:
+    """Seconds after which slurmdbd purges node events, from a ``PurgeEventAfter`` value
+    (:data:`PURGE_UNITS`); None for ``NONE`` (never purged).
+
+    Raises:
+        NodeEventParseError: a value that is neither.
+    """
+    text = (value or "").strip()
+    if text.upper() == "NONE":
+        return None
+    match = _PURGE.match(text)
+    if not match:
+        raise NodeEventParseError("not a PurgeEventAfter value: %r" % value)
+    return int(match.group("count")) * PURGE_UNITS[(match.group("unit") or "month").lower()]
+
+
+def parse_event_purge(text: str) -> Optional[int]:
+    """:func:`parse_purge` of the ``PurgeEventAfter`` line of the ``SlurmDBD configuration:`` part
+    of ``sacctmgr show configuration``.
+
+    Raises:
+        NodeEventParseError: no such part (slurmdbd did not answer: 26.05 then exits 0 with errors
+        on stderr and leaves the part out) or no such line.
+    """
+    head, sep, part = (text or "").partition(_DBD_PART)
+    match = _PURGE_LINE.search(part) if sep else None
+    if match is None:
+        raise NodeEventParseError("sacctmgr show configuration printed no PurgeEventAfter of slurmdbd")
+    return parse_purge(match.group("value"))
+
+
+def read_event_purge(cli: Any) -> Optional[int]:
+    """slurmdbd's ``PurgeEventAfter`` in seconds (None: never purged), from ONE ``sacctmgr show
+    configuration`` call (a constant-size answer).
+
+    Raises:
+        SlurmCommandError: sacctmgr failed, or printed an error with rc 0 (slurmdbd down).
+        NodeEventParseError: its answer holds no PurgeEventAfter of slurmdbd.
+    """
+    what = "read slurmdbd's PurgeEventAfter"
+    rc, out, err = cli.run(*accounting_configuration(), check=False, what=what)
+    check_answer(cli, "sacctmgr", rc, out, err, what)
+    return parse_event_purge(out)

@@ -157,3 +157,21 @@ def parse_time_option(value: Any, now: Optional[float] = None) -> Optional[int]:
         except ValueError:
             continue
     raise ValueError("not a time: %r (use Unix seconds, YYYY-MM-DD[THH:MM[:SS]] or now-<n>days)" % text)
+
+
+def window_start(params: Dict[str, Any], now: float) -> int:
+    """Unix seconds from the options ``window`` (seconds before ``now``) and ``start`` (a time of
+    :func:`parse_time_option`), one of which a module requires (``slurm_node_event_info``,
+    ``cluster_goodput_info``).
+
+    Raises:
+        TaskFailure: a negative window, an empty start, or a start that is not a time.
+    """
+    if params.get("window") is not None:
+        if params["window"] < 0:
+            raise TaskFailure("window: must be 0 or more seconds, not %s" % params["window"])
+        return int(now) - params["window"]
+    start = option_value(params, "start", parse_time_option)
+    if start is None:
+        raise TaskFailure("start: empty")
+    return start

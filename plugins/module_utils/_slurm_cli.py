@@ -86,6 +86,14 @@ _VERSION_RE = re.compile(r"^slurm(?:-wlm)?\s+(\d+)\.(\d+)(?:\.(\d+))?", re.IGNOR
 _STDERR_ERROR_RE = re.compile(r"\b(?:error|fatal)\s*:|(?:^|:\s)(?:error|fatal)\b", re.IGNORECASE)
 
 
+#: What sacct and sacctmgr say when the cluster keeps no accounting (AccountingStorageType
+#: none): ``Slurm accounting storage is disabled`` (src/sacct/options.c, 22.05-26.05), ``You are
+#: not running a supported accounting_storage plugin`` (sacctmgr; recorded on 26.05,
+#: tests/unit/fixtures/slurm-26.05/node-events-accounting-disabled).
+NO_ACCOUNTING = re.compile(r"accounting storage is disabled|not running a supported accounting_storage",
+                           re.IGNORECASE)
+
+
 def stderr_errors(err: Optional[str]) -> List[str]:
     """The lines of a command's stderr that report an error (``sacct: error: ...``,
     ``slurm_load_jobs error: ...``, ``fatal: ...``), stripped; warnings are not errors."""

@@ -203,6 +203,12 @@ def node_events(start: Union[int, float], nodes: Optional[Union[str, Sequence[st
     return "sacctmgr", args
 
 
+def accounting_configuration() -> Command:
+    """sacctmgr's configuration of slurm.conf's accounting part and of slurmdbd (``SlurmDBD
+    configuration:``, e.g. ``PurgeEventAfter = 12 months``): a constant-size answer."""
+    return "sacctmgr", ["show", "configuration"]
+
+
 # ---------------------------------------------------------------------------------------------
 # Acting
 # ---------------------------------------------------------------------------------------------

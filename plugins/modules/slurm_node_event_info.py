@@ -178,26 +178,17 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._node_events impo
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._options import (
     ArgumentSpec,
-    option_value,
-    parse_time_option,
+    window_start,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
     SLURM_COMMAND_OPTIONS,
     run_module,
 )
-from ansible_collections.clusterops.slurm.plugins.module_utils._task import TaskFailure
 
 
 def read(module, cli):
     params = module.params
-    if params["window"] is not None:
-        if params["window"] < 0:
-            raise TaskFailure("window: must be 0 or more seconds, not %s" % params["window"])
-        start = int(time.time()) - params["window"]
-    else:
-        start = option_value(params, "start", parse_time_option)
-        if start is None:
-            raise TaskFailure("start: empty")
+    start = window_start(params, time.time())
     events = read_node_events(cli, start, params["nodes"] or None)
     return dict(changed=False, events=events, episodes=episodes(events, params["gap"]), start=start)
 

@@ -12,7 +12,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.settings import DEFAULT_REBOOT_REASON
 
 try:
-    from typing import Any, Dict, List, Optional, Sequence  # noqa: F401 pylint: disable=unused-import
+    from typing import Any, Dict, Iterator, List, Optional, Sequence  # noqa: F401 pylint: disable=unused-import
 except ImportError:  # pragma: no cover
     pass
 
@@ -59,6 +59,33 @@ def count_heals(events: List[Dict[str, Any]],
     Returns:
         ``{node: {"heals": int, "last": the failure healed last}}`` for nodes healed at least once.
     """
+    result: Dict[str, Dict[str, Any]] = {}
+    for heal in _heals(events, classes, since, reboot_reason, restart_after_human=True):
+        seen = result.setdefault(heal["node"], {"heals": 0, "last": "", "last_time": -1})
+        seen["heals"] += 1
+        if heal["time"] >= seen["last_time"]:
+            seen["last"], seen["last_time"] = heal["failure"], heal["time"]
+    for seen in result.values():
+        del seen["last_time"]
+    return result
+
+
+def heal_events(events: List[Dict[str, Any]],
+                classes: Sequence[Dict[str, Any]],
+                since: int,
+                reboot_reason: str = DEFAULT_REBOOT_REASON) -> List[Dict[str, Any]]:
+    """Every heal :func:`count_heals` counts at or after ``since``, one entry each, by node then
+    time: ``{node, time, kind, failure}``, ``kind`` ``reboot`` (remediation's reboot: ``time`` its
+    event's start) or ``return_to_service`` (``time`` the failure's event's end), ``failure`` the
+    reason healed. Unlike the budget, a node's heals do not start afresh when it leaves a
+    ``human`` class: this is the history, not a count of what is left."""
+    return list(_heals(events, classes, since, reboot_reason, restart_after_human=False))
+
+
+def _heals(events: List[Dict[str, Any]], classes: Sequence[Dict[str, Any]], since: int, reboot_reason: str,
+           restart_after_human: bool) -> Iterator[Dict[str, Any]]:
+    """The heals of :func:`count_heals` (``restart_after_human``: a node's count starts afresh when an
+    event of a ``human`` class closes) and :func:`heal_events`, by node then time."""
     def ours(event):
         return bool(reboot_reason) and (event.get("reason") or "").startswith(reboot_reason)
 
@@ -74,36 +101,28 @@ def count_heals(events: List[Dict[str, Any]],
     by_node: Dict[str, List[Dict[str, Any]]] = {}
     for event in events or ():
         by_node.setdefault(event["node"], []).append(event)
-    result: Dict[str, Dict[str, Any]] = {}
-    for node, node_events in by_node.items():
-        node_events.sort(key=lambda e: (e["start"], e["end"] is None, e["end"] or 0))
+    for node in sorted(by_node):
+        node_events = sorted(by_node[node], key=lambda e: (e["start"], e["end"] is None, e["end"] or 0))
         actions = [action_of(e) for e in node_events]  # each event classified once
         node_since = max([since] + [e["end"] + 1 for e, action in zip(node_events, actions)
-                                    if e["end"] is not None and action == "human"])
+                                    if restart_after_human and e["end"] is not None and action == "human"])
         for index, event in enumerate(node_events):
             before = node_events[index - 1] if index else None
             if ours(event):
                 if event["start"] < node_since:
                     continue
                 failure = before["reason"] if before is not None and touching(before, event) else event["reason"]
-                when = event["start"]
-            else:
-                if event["end"] is None or event["end"] < node_since:
-                    continue
-                if actions[index] in (None, "human"):
-                    continue
-                if any(touching(event, later) for later in node_events[index + 1:]):
-                    continue
-                if before is not None and ours(before) and touching(before, event):
-                    continue
-                failure, when = event["reason"], event["end"]
-            seen = result.setdefault(node, {"heals": 0, "last": "", "last_time": -1})
-            seen["heals"] += 1
-            if when >= seen["last_time"]:
-                seen["last"], seen["last_time"] = failure, when
-    for seen in result.values():
-        del seen["last_time"]
-    return result
+                yield {"node": node, "time": event["start"], "kind": "reboot", "failure": failure}
+                continue
+            if event["end"] is None or event["end"] < node_since:
+                continue
+            if actions[index] in (None, "human"):
+                continue
+            if any(touching(event, later) for later in node_events[index + 1:]):
+                continue
+            if before is not None and ours(before) and touching(before, event):
+                continue
+            yield {"node": node, "time": event["end"], "kind": "return_to_service", "failure": event["reason"]}
 
 
 def flapping_reason(heals: int, window: int, last_reason: str) -> str:
