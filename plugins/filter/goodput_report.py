@@ -56,7 +56,7 @@ EXAMPLES = r"""
 RETURN = r"""
 _value:
   description:
-    - The page, HTML text (UTF-8), about 100 kB for a run of a few restarts. Its elements carry
+    - The page, HTML text (UTF-8), about 70 kB for a run with a restart. Its elements carry
       ids a program can read back - C(steps-lost) and C(time-to-training) (the exact values in
       C(data-value), seconds, one per restart), tables C(totals), C(restarts) and C(jobs), figures
       C(timeline) and C(progress).
