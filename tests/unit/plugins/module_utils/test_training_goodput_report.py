@@ -167,3 +167,16 @@ def test_chromium_runs_nothing_of_a_hostile_name(chromium, tmp_path):
     assert "<img" not in dom and "<script>alert" not in dom
     assert '<span id="run-name">&lt;script&gt;alert(1)&lt;/script&gt;"&gt;&lt;img src=x onerror=alert(2)&gt;&amp;amp;</span>' \
         in dom
+
+
+def test_the_curve_is_cut_at_the_restart():
+    run = recorded_run()
+    (item,) = run["failures"]
+    segments = report._segments(run, run["timeline"]["progress"])
+    assert len(segments) == 2
+    assert segments[0][-1][1] == item["reached_step"] and segments[1][0][1] == item["resumed_step"]
+    assert segments[0][-1][0] <= run["jobs"][0]["end_time"] < segments[1][0][0]
+    # a restart that lost no step is cut too (at the job's end, not at a drop)
+    run["timeline"]["progress"] = [p for p in run["timeline"]["progress"] if not (
+        p[0] > run["jobs"][0]["end_time"] and p[1] <= item["reached_step"])]
+    assert len(report._segments(run, run["timeline"]["progress"])) == 2
