@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import module, scontrol
+from conftest import is_healthy, module, scontrol, wait_for
 
 pytestmark = pytest.mark.every_release
 
@@ -44,3 +44,46 @@ def test_drained_and_resumed_twice_reads_two_closed_episodes(healthy):
     assert all(e["end"] is not None and e["end"] > e["start"] >= start for e in result["episodes"])
     assert len(result["commands"]) == 1 and result["commands"][0][1:4] == [
         "--noheader", "--parsable2", "show"]
+
+
+def test_cluster_goodput_counts_a_kill_task_drain_healed_by_remediation(healthy, tmp_path):
+    """n3 drained "Kill task failed", left so for a while, then healed by the node remediation (a
+    reboot through Slurm): cluster_goodput_info counts the span under kill_task_failed (the
+    drain and the reboot that healed it) within a tolerance of the measured span, and the reboot
+    as a heal; the journal, first written by that run, knows no trip before it."""
+    time.sleep(3)  # events of a test before end first (the module counts from start)
+    start = int(time.time()) - 1
+    journal = str(tmp_path / "devcluster.json")
+    drained_at = time.time()
+    scontrol("update", "NodeName=n3", "State=DRAIN", "Reason=Kill task failed")
+    time.sleep(20)
+    rc, result = module("clusterops.slurm.slurm_node_remediation",
+                        {"journal": journal, "heal_since": start, "lock_timeout": 0})
+    assert rc == 0 and result["rebooted"] == ["n3"], result
+    wait_for(lambda ns: is_healthy(ns["n3"]), "n3 rebooted and back in service", timeout=120, interval=0.5)
+    back_at = time.time()
+    measured = back_at - drained_at
+
+    def read():
+        code, answer = module("clusterops.slurm.cluster_goodput_info", {"start": str(start), "journal": journal},
+                              check_mode=True)
+        assert code == 0, answer
+        return answer
+    deadline = time.time() + 30  # slurmdbd writes events seconds late
+    while True:
+        answer = read()
+        row = dict((r["class"], r) for r in answer["by_class"]).get("kill_task_failed")
+        if (row is not None and row["open"] == 0) or time.time() > deadline:
+            break
+        time.sleep(1)
+    assert row is not None and row["open"] == 0, answer
+    # whole seconds in accounting, 0.5 s polling, slurmctld's reboot bookkeeping: a few seconds
+    assert abs(row["node_seconds"] - measured) <= 5, (row, measured)
+    assert row["hostlist"] == "n3" and row["by_state"]["drain"] >= 19 and row["by_state"]["reboot"] > 0, row
+    assert answer["heals"]["rebooted"] == 1 and answer["heals"]["hostlist"] == "n3", answer["heals"]
+    assert answer["holds"]["flapping"]["count"] == 0
+    assert answer["circuit"]["trips"] is None
+    assert any(u["figure"] == "circuit" and "records trips since" in u["why"] for u in answer["unknown"])
+    assert [c[1:4] for c in answer["commands"]] == [["--noheader", "--parsable2", "show"], ["show", "configuration"]]
+    print("cluster_goodput: kill_task_failed %s node-seconds (%s), measured %.1f s; heals %s"
+          % (row["node_seconds"], row["by_state"], measured, answer["heals"]))

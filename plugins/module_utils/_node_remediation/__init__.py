@@ -51,7 +51,9 @@ The modules of the package, each one job:
   collection writes as a named constant, compiling and classifying reasons, the tails slurmctld
   appends.
 - :mod:`.heals`: the healing budget: heals counted from Slurm's node events, the flapping reason.
-- :mod:`.journal`: the heal journal (the heals accounting does not show yet) and the cluster's lock.
+- :mod:`.journal`: the heal journal (the heals accounting does not show yet, the circuit breaker's
+  trips) and the cluster's lock.
+- :mod:`.goodput`: what broken nodes cost the cluster over a window (``cluster_goodput_info``), pure.
 - :mod:`.policy`: the plan: per-node triage, the blast radius, the circuit breaker.
 - :mod:`.report`: grouping nodes into hostlists, the plan's lines for people.
 - :mod:`.runner`: the task of ``slurm_node_remediation``: read, plan, act through Slurm.

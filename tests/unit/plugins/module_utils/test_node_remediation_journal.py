@@ -166,8 +166,8 @@ def test_trips_are_kept_newest_and_written_and_read_back(tmp_path):
 
 
 def test_a_missing_journal_knows_no_trips(tmp_path):
-    assert journal.read_journal_file(str(tmp_path / "none.json")) == {"exists": False, "heals": [], "trips": [],
-                                                                     "trips_since": None}
+    missing = journal.read_journal_file(str(tmp_path / "none.json"))
+    assert missing == {"exists": False, "heals": [], "trips": [], "trips_since": None}
 
 
 def test_format_1_reads_as_a_journal_without_trips(tmp_path):
