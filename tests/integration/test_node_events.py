@@ -6,11 +6,13 @@
 
 from __future__ import annotations
 
+import json
+import os
 import time
 
 import pytest
 
-from conftest import is_healthy, module, scontrol, wait_for
+from conftest import is_healthy, module, scontrol, shared_tmpdir, wait_for
 
 pytestmark = pytest.mark.every_release
 
@@ -46,14 +48,15 @@ def test_drained_and_resumed_twice_reads_two_closed_episodes(healthy):
         "--noheader", "--parsable2", "show"]
 
 
-def test_cluster_goodput_counts_a_kill_task_drain_healed_by_remediation(healthy, tmp_path):
+def test_cluster_goodput_counts_a_kill_task_drain_healed_by_remediation(healthy):
     """n3 drained "Kill task failed", left so for a while, then healed by the node remediation (a
     reboot through Slurm): cluster_goodput_info counts the span under kill_task_failed (the
     drain and the reboot that healed it) within a tolerance of the measured span, and the reboot
     as a heal; the journal, first written by that run, knows no trip before it."""
     time.sleep(3)  # events of a test before end first (the module counts from start)
     start = int(time.time()) - 1
-    journal = str(tmp_path / "devcluster.json")
+    # where the modules run (the controller: in the container of a release in podman) and this test reads
+    journal = os.path.join(shared_tmpdir("goodput-"), "devcluster.json")
     drained_at = time.time()
     scontrol("update", "NodeName=n3", "State=DRAIN", "Reason=Kill task failed")
     time.sleep(20)
@@ -87,3 +90,62 @@ def test_cluster_goodput_counts_a_kill_task_drain_healed_by_remediation(healthy,
     assert [c[1:4] for c in answer["commands"]] == [["--noheader", "--parsable2", "show"], ["show", "configuration"]]
     print("cluster_goodput: kill_task_failed %s node-seconds (%s), measured %.1f s; heals %s"
           % (row["node_seconds"], row["by_state"], measured, answer["heals"]))
+
+
+def test_cluster_goodput_counts_a_trip_and_a_flapping_hold_from_the_journal(healthy):
+    """The node remediation's own records on the dev cluster: a run with a threshold of 0 finds n2
+    drained "Prolog error" and trips the circuit breaker (the journal opens a trip), the next run
+    resumes n2 (the trip ends), n2 fails again and a run with a healing budget of 1 holds it as
+    flapping. cluster_goodput_info, from the journal's first run on, counts 1 trip, its open
+    seconds, the hold and the time under prolog_error and clusterops_hold."""
+    time.sleep(3)
+    # where the modules run (the controller: in the container of a release in podman) and this test reads
+    journal = os.path.join(shared_tmpdir("goodput-"), "devcluster.json")
+
+    def remediate(**options):
+        rc, result = module("clusterops.slurm.slurm_node_remediation",
+                            dict({"journal": journal, "heal_since": since, "lock_timeout": 0}, **options))
+        return result
+    since = int(time.time())
+    first = remediate()  # nothing to do: the journal starts recording trips now
+    assert not first.get("failed") and os.path.exists(journal), first
+    with open(journal) as handle:
+        trips_since = json.load(handle)["trips_since"]
+    scontrol("update", "NodeName=n2", "State=DRAIN", "Reason=Prolog error")
+    time.sleep(2)
+    tripped = remediate(circuit={"window": 86400, "min_nodes": 0})
+    assert tripped["plan"]["circuit"]["open"] is True and tripped["resumed"] == [], tripped
+    tripped_at = time.time()
+    time.sleep(5)
+    resumed = remediate()
+    assert resumed["resumed"] == ["n2"], resumed
+    closed_at = time.time()
+    time.sleep(4)  # back in service for longer than a join of two events
+    scontrol("update", "NodeName=n2", "State=DRAIN", "Reason=Prolog error")
+    time.sleep(2)
+    held = remediate(heal_budget=1)
+    assert held["drained"] == ["n2"], held
+    time.sleep(5)
+
+    def read():
+        code, answer = module("clusterops.slurm.cluster_goodput_info",
+                              {"start": str(trips_since), "journal": journal}, check_mode=True)
+        assert code == 0, answer
+        return answer
+    deadline = time.time() + 30  # slurmdbd writes events seconds late
+    while True:
+        answer = read()
+        if answer["holds"]["flapping"]["count"] >= 1 or time.time() > deadline:
+            break
+        time.sleep(1)
+    circuit = answer["circuit"]
+    assert circuit["trips"] == 1 and circuit["open_now"] is False, circuit
+    assert circuit["list"][0]["classes"] == ["prolog_error"] and circuit["list"][0]["broken"] == 1
+    # the trip opened at the tripping run's start and closed at the next run's
+    assert 0 < circuit["open_seconds"] <= closed_at - tripped_at + 15, (circuit, closed_at - tripped_at)
+    assert answer["holds"]["flapping"] == {"count": 1, "nodes": 1, "hostlist": "n2"}, answer["holds"]
+    by_class = dict((r["class"], r) for r in answer["by_class"])
+    assert by_class["prolog_error"]["node_seconds"] >= 7 and by_class["clusterops_hold"]["open"] == 1, by_class
+    assert answer["heals"]["returned_to_service"] == 1, answer["heals"]
+    print("cluster_goodput: circuit %s; holds %s; by class %s" % (
+        circuit, answer["holds"], [(r["class"], r["node_seconds"]) for r in answer["by_class"]]))
