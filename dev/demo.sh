@@ -87,6 +87,8 @@ id "$USER_NAME" >/dev/null 2>&1 || useradd -m -s /bin/bash "$USER_NAME"
 rm -rf "$DEMO"
 mkdir -p "$DEMO"
 chmod 755 "$DEMO"
+# make report reads the run's jobs from here on: jobs of earlier demos have the same name and owner.
+echo "$DEMO_STARTED" > "$DEMO/started"
 cat > "$DEMO/deploy.yml" <<YAML
 - name: Deploy the demo training run
   hosts: slurm_controller[0]

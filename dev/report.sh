@@ -5,6 +5,8 @@
 #   RUN         the run's name (required), e.g. demo-llm
 #   REGISTRY    the run registry (default: the demo's, where dev/demo.sh keeps it)
 #   REPORT_DIR  where the page goes (default: <the demo's folder>/reports)
+#   HISTORY     the jobs from when (Unix seconds, now-7days ...; default: for the demo's registry, when
+#               the demo started - earlier demos' jobs have the same name and owner; else the module's)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export ANSIBLE_CONFIG="$PWD/ansible.cfg"
@@ -22,10 +24,14 @@ shared=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("s
   "${state}/cluster.json")
 if [[ "$(release_runs "${SLURM}")" == host ]]; then demo=/var/tmp/clusterops-demo; else demo="${shared}/demo-${SLURM}"; fi
 registry="${REGISTRY:-${demo}/registry}"
+history="${HISTORY:-}"
+if [[ -z "${history}" && -z "${REGISTRY:-}" && -r "${demo}/started" ]]; then history=$(<"${demo}/started"); fi
 dir="${REPORT_DIR:-${demo}/reports}"
 mkdir -p "${dir}"
-vars=$(python3 -c 'import json, sys; print(json.dumps(dict(zip(("goodput_report_run", "goodput_report_registry",
-"goodput_report_dir"), sys.argv[1:]))))' "${RUN}" "${registry}" "$(cd "${dir}" && pwd)")
+vars=$(python3 -c 'import json, sys
+names = ("goodput_report_run", "goodput_report_registry", "goodput_report_dir", "goodput_report_history")
+print(json.dumps(dict((k, v) for k, v in zip(names, sys.argv[1:]) if v)))' \
+  "${RUN}" "${registry}" "$(cd "${dir}" && pwd)" "${history}")
 ansible-playbook -i "${state}/inventory.yml" playbooks/goodput_report.yml -e "${vars}" >"${dir}/${RUN}.log" 2>&1 ||
   { cat "${dir}/${RUN}.log" >&2; echo "report: the playbook failed (log: ${dir}/${RUN}.log)" >&2; exit 1; }
 echo "$(cd "${dir}" && pwd)/${RUN}.html"
