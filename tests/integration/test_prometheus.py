@@ -68,8 +68,8 @@ def started(argv, ready_url, log_path):
         while get(ready_url)[0] != 200:
             if proc.poll() is not None or time.time() > deadline:
                 with open(log_path) as handle:
-                    pytest.fail("%s did not answer at %s (rc %s):\n%s" % (argv[0], ready_url, proc.poll(),
-                                                                        handle.read()[-3000:]))
+                    output = handle.read()[-3000:]
+                pytest.fail("%s did not answer at %s (rc %s):\n%s" % (argv[0], ready_url, proc.poll(), output))
             time.sleep(0.2)
         yield proc
     finally:
@@ -178,7 +178,7 @@ def test_textfile_scraped_series_labelled_and_an_alert_pending(clean, monitoring
     until(lambda: query(monitoring, "clusterops_training_effective_ratio"), "Prometheus to scrape the textfile", 30)
     assert query(monitoring, "clusterops_remediate_needs_human") == [
         ({"cluster": name, "instance": monitoring["node_exporter"].split("/")[2], "job": "node"}, 1.0)]
-    assert [labels["cluster"] for labels, _ in query(monitoring, "clusterops_remediate_slurm_readable")] == [name]
+    assert [labels["cluster"] for labels, _value in query(monitoring, "clusterops_remediate_slurm_readable")] == [name]
     goodput = dict((labels["run"], (labels, value)) for labels, value in
                    query(monitoring, "clusterops_training_effective_ratio"))
     assert set(goodput) == {r["name"]}, goodput
