@@ -197,3 +197,17 @@ def test_the_integration_tests_drain_healed_by_remediation():
     assert [(r["class"], r["node_seconds"], r["by_state"]["drain"], r["by_state"]["reboot"], r["open"])
             for r in result["by_class"]] == [("kill_task_failed", 34, 31, 3, 0)]
     assert (result["heals"]["rebooted"], result["heals"]["returned_to_service"]) == (1, 0)
+
+
+def test_the_integration_tests_trip_resume_and_flapping_hold():
+    # slurm-26.05/node-events-goodput-trip-flapping: n2 "Prolog error" 1796421650-60 (resumed by the
+    # remediation after the breaker's trip, 1796421653-59, ended), again 64-67, then held as flapping
+    # until 83; the trip as the journal recorded it, trips recorded from the window's start
+    trips = [{"start": 1796421653, "end": 1796421659, "broken": 1, "threshold": 0, "window": 86400,
+              "classes": ["prolog_error"]}]
+    result = cluster_goodput(recorded("goodput-trip-flapping"), 1796421645, 1796421700,
+                             journal=journal(trips, since=1796421645))
+    assert seconds_by_class(result) == {"prolog_error": 13, "clusterops_hold": 16}
+    assert result["holds"]["flapping"] == {"count": 1, "nodes": 1, "hostlist": "n2"}
+    assert (result["heals"]["returned_to_service"], result["heals"]["rebooted"]) == (1, 0)
+    assert (result["circuit"]["trips"], result["circuit"]["open_seconds"]) == (1, 6)
