@@ -250,7 +250,7 @@ runs:
     timeline:
       description:
         - What a picture of the run needs besides the figures (the report of the filter
-          M(clusterops.slurm.goodput_report) draws it), each list bounded in length.
+          P(clusterops.slurm.goodput_report#filter) draws it), each list bounded in length.
       type: dict
       contains:
         progress:
