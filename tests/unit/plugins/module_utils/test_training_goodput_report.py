@@ -180,3 +180,17 @@ def test_the_curve_is_cut_at_the_restart():
     run["timeline"]["progress"] = [p for p in run["timeline"]["progress"] if not (
         p[0] > run["jobs"][0]["end_time"] and p[1] <= item["reached_step"])]
     assert len(report._segments(run, run["timeline"]["progress"])) == 2
+
+
+def test_the_playbook_takes_the_registry_s_run_names_only():
+    """playbooks/goodput_report.yml names the page's file after the run: it checks the name by
+    the registry's own rule (registry.RUN_NAME), so no name climbs out of goodput_report_dir."""
+    from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry import RUN_NAME
+
+    path = os.path.join(os.path.dirname(FIXTURE), "..", "..", "..", "..", "playbooks", "goodput_report.yml")
+    with open(path) as handle:
+        text = handle.read()
+    (pattern,) = re.findall(r"goodput_report_run is match\('([^']*)'\)", text)
+    assert pattern == RUN_NAME.pattern
+    for bad in ("../etc/passwd", ".hidden", "a/b", "", "x y"):
+        assert not re.match(pattern, bad)
