@@ -149,7 +149,8 @@ def test_textfile_scraped_series_labelled_and_an_alert_pending(clean, monitoring
     run's goodput with the labels cluster and run, node_exporter read the file without an error,
     every shipped rule is loaded and healthy, and ClusteropsRemediateNeedsHuman (for 5m) is pending
     for the cluster; ClusteropsTrainingGoodputLow is pending exactly when the run's ratio is
-    under 0.8. The goodput task's time is measured (ansible.posix.profile_tasks)."""
+    under 0.8. The goodput task's time is measured (ansible.posix.profile_tasks). A second run with
+    remediate_prometheus_goodput false runs no goodput task and writes no goodput series."""
     name = cluster_name()
     r = deploy(clean, "prom", step_time=0.25,
                train_args=["--total-steps", "400", "--checkpoint-every", "5", "--seed", "7"])
@@ -211,4 +212,15 @@ def test_textfile_scraped_series_labelled_and_an_alert_pending(clean, monitoring
     low = [a for a in found if a["labels"]["alertname"] == "ClusteropsTrainingGoodputLow"]
     assert [(a["labels"]["cluster"], a["labels"]["run"]) for a in low] == ([(name, r["name"])] if ratio < 0.8 else []), (
         ratio, found)
+
+    # remediate_prometheus_goodput false: no goodput task, no goodput sample, the rest as before
+    proc, recap = playbook(os.path.join(REPO, "playbooks", "remediate.yml"), "-e", json.dumps({
+        "remediate_training_registry": clean["registry"], "remediate_prometheus_textfile": monitoring["textfile"],
+        "remediate_nodes_max_percent": 50, "remediate_prometheus_goodput": False}), check=False)
+    assert recap.get("unreachable") == 0 and re.search(r"TASK \[[^]]*%s\][^\n]*\nskipping:" % re.escape(GOODPUT_TASK),
+                                                         proc.stdout), proc.stdout
+    with open(monitoring["textfile"]) as handle:
+        text = handle.read()
+    assert not re.search(r"^clusterops_training_", text, re.M), text
+    assert 'clusterops_remediate_slurm_readable{cluster="%s"} 1' % name in text, text
     run(["scancel", "--quiet", "-u", "clusterops-alice"], check=False)
