@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import shutil
 import sys
 import types
 
@@ -102,3 +103,28 @@ def torch_save_numpy_rng():
         return str(path)
 
     return save
+
+
+def _required_tool(command, package, variable):
+    """The path of ``command`` on PATH. ``make test`` installs its Debian ``package`` first (``make deps``,
+    dev/cluster/install-deps.sh) and sets the environment ``variable``: there a missing one fails the
+    test. Elsewhere (``make unit``, pytest) a missing one skips it, saying so."""
+    path = shutil.which(command)
+    if path is None:
+        why = "%s not found on PATH: make deps (dev/cluster/install-deps.sh) installs Debian's %s" % (command, package)
+        if os.environ.get(variable):
+            pytest.fail("%s (%s is set, as make test sets it)" % (why, variable))
+        pytest.skip(why + "; skipped outside make test, which installs it and fails without it")
+    return path
+
+
+@pytest.fixture(name="promtool", scope="session")
+def promtool_fixture():
+    """Debian's promtool (package prometheus, 2.42), for the tests of the remediate role's alert rules and textfile."""
+    return _required_tool("promtool", "prometheus, which has it", "CLUSTEROPS_REQUIRE_PROMTOOL")
+
+
+@pytest.fixture(name="chromium", scope="session")
+def chromium_fixture():
+    """Debian's chromium, headless, for the tests of the goodput report's page."""
+    return _required_tool("chromium", "chromium and its fonts", "CLUSTEROPS_REQUIRE_CHROMIUM")

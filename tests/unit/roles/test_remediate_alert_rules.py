@@ -12,7 +12,7 @@ renders it, and ``promtool check metrics`` of that textfile.
 ``make test`` installs promtool first (``make deps``: dev/cluster/install-deps.sh) and sets
 CLUSTEROPS_REQUIRE_PROMTOOL=1, so there a missing promtool fails these tests; elsewhere
 (``make unit`` or pytest on a machine without it) they are skipped, saying so (the fixture
-promtool, tests/unit/roles/conftest.py)."""
+promtool, tests/unit/conftest.py)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,6 @@ import copy
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -31,18 +30,6 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._training_remedia
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "goodput", "demo-llm-node-fail.json")
 HOSTILE = '<script>alert(1)</script>"><img src=x onerror=alert(2)>&amp;'
-
-
-@pytest.fixture(name="chromium", scope="module")
-def chromium_fixture():
-    path = shutil.which("chromium")
-    if path is None:
-        why = ("chromium not found on PATH: make deps (dev/cluster/install-deps.sh) installs Debian's "
-               "chromium and its fonts")
-        if os.environ.get("CLUSTEROPS_REQUIRE_CHROMIUM"):
-            pytest.fail(why + " (CLUSTEROPS_REQUIRE_CHROMIUM is set, as make test sets it)")
-        pytest.skip(why + "; skipped outside make test, which installs it and fails without it")
-    return path
 
 
 def headless(chromium, tmp_path, page, *args):
