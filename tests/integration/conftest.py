@@ -253,10 +253,6 @@ def reset_cluster():
             continue
         make("cluster-poweron", NODE=name)
     run(["scancel", "--full", "--quiet", "-u", "root"], check=False)
-    current = nodes()
-    pending = [n for n, v in current.items() if v["flags"] & {"REBOOT_REQUESTED"}]
-    if pending:
-        scontrol("cancel_reboot", ",".join(pending))
     last_resume = [0.0]
 
     def resume_broken(ns):
@@ -265,6 +261,12 @@ def reset_cluster():
         # responds but is still out of service, every few seconds, until all are back.
         if all(is_healthy(v) for v in ns.values()):
             return True
+        # A reboot still pending is cancelled. slurmctld may issue it between the read and the
+        # cancel ("Invalid node state transition", seen on 26.05 in CI): the node then reboots
+        # and comes back by itself, or is cancelled on the next round.
+        pending = [n for n, v in ns.items() if "REBOOT_REQUESTED" in v["flags"] and "REBOOT_ISSUED" not in v["flags"]]
+        if pending:
+            run(["scontrol", "cancel_reboot", ",".join(pending)], check=False)
         broken = [n for n, v in ns.items() if not is_healthy(v) and "NOT_RESPONDING" not in v["flags"]]
         if broken and time.time() - last_resume[0] > 5:
             run(["scontrol", "update", "NodeName=%s" % ",".join(broken), "State=RESUME"], check=False)
