@@ -52,6 +52,34 @@ class ContainerCluster:
             return None
         return "running" if res.stdout.strip() == "true" else "stopped"
 
+    def served_dir(self):
+        """The state dir the container of this name serves (its label org.clusterops.devcluster):
+        another clone's cluster when it is not ours, whose paths are not mounted here."""
+        return self.podman("container", "inspect", "--format",
+                           '{{ index .Config.Labels "org.clusterops.devcluster" }}', self.name,
+                           check=False).stdout.strip()
+
+    def answers(self):
+        """Whether `podman exec` reaches the container. podman keeps calling a container running
+        whose processes are gone when its conmon was killed with the session that started it;
+        exec then answers 'cannot exec in a stopped container'."""
+        return self.podman("exec", self.name, "true", check=False, timeout=30).returncode == 0
+
+    def clear_unusable(self):
+        """state(), after removing a container podman calls running that cannot serve this
+        cluster: one that serves another clone's state dir (it holds this release's ports) or
+        does not answer podman exec. Returns None then, as for no container."""
+        state = self.state()
+        if state != "running":
+            return state
+        served = self.served_dir()
+        if served == self.p.root and self.answers():
+            return state
+        why = f"serves {served or 'no state dir'}" if served != self.p.root else "does not answer podman exec"
+        log(f"{self.name} {why}: removing it and starting the cluster anew")
+        self.podman("rm", "--force", "--time", "10", self.name, timeout=60)
+        return None
+
     def inner(self, args):
         """Run this package inside the container; its output goes straight to ours."""
         argv = ["podman", "exec", "-e", f"{CONTAINER_VAR}={self.name}", self.name,
@@ -92,7 +120,7 @@ class ContainerCluster:
             raise ClusterError(f"building {self.image} failed (dev/cluster/images/build.sh)")
         self.p.ensure_dirs()
         make_shared_dir()
-        state = self.state()
+        state = self.clear_unusable()
         if state == "running":
             used = self.podman("container", "inspect", "--format", "{{.Image}}", self.name).stdout
             built = self.podman("image", "inspect", "--format", "{{.Id}}", self.image).stdout
@@ -128,7 +156,13 @@ class ContainerCluster:
 
     def down(self):
         state = self.state()
-        if state == "running" and self.inner(["down"]) != 0:
+        served = self.served_dir() if state is not None else None
+        if served not in (None, self.p.root):
+            log(f"{self.name} serves {served or 'no state dir'}: left alone (cluster-down there stops it)")
+            return
+        if state == "running" and not self.answers():
+            log(f"{self.name} does not answer podman exec: removing it without a cluster-down inside")
+        elif state == "running" and self.inner(["down"]) != 0:
             raise ClusterError(f"cluster-down inside {self.name} failed")
         if state is not None:
             self.podman("rm", "--force", "--time", "10", self.name, timeout=60)
