@@ -26,6 +26,7 @@ Modules, one job each (this file re-exports the public API):
 ``runs``        run folders: :func:`inspect`, :func:`scan`, :func:`latest_valid`, :func:`verify`
 ``writer``      :func:`commit_checkpoint`, :class:`CheckpointWriter`, :func:`mark_finished`
 ``pruning``     :func:`prune` by policy, under the run folder's flock
+``replicas``    :func:`replicate` to a replica folder, :func:`best_copy` of run folder and replicas
 ``prune_plan``  what :func:`prune` deletes and why each checkpoint stays (reads, deletes nothing)
 ``cli``         the command line (:func:`main`); ``__main__`` runs it
 ==============  =================================================================================
@@ -92,6 +93,9 @@ from .common import (  # noqa: F401
     MAX_PICKLE_BYTES,
     MEGATRON,
     PRUNE_LOCK,
+    REPLICA_INDEX,
+    REPLICATE_LOCK,
+    REPLICA_STAGING_PREFIX,
     SHA256,
     SIZES,
     STRUCTURE,
@@ -146,6 +150,15 @@ from .pruning import (  # noqa: F401
     parse_min_free,
     prune,
 )
+from .replicas import (  # noqa: F401
+    CopyChoice,
+    ReplicaLocked,
+    ReplicateResult,
+    best_copy,
+    newest_verified,
+    read_index,
+    replicate,
+)
 from .cli import (  # noqa: F401
     main,
 )
@@ -174,6 +187,9 @@ __all__ = [
     "MAX_PICKLE_BYTES",
     "MEGATRON",
     "PRUNE_LOCK",
+    "REPLICA_INDEX",
+    "REPLICATE_LOCK",
+    "REPLICA_STAGING_PREFIX",
     "SHA256",
     "SIZES",
     "STRUCTURE",
@@ -213,5 +229,12 @@ __all__ = [
     "human_size",
     "parse_min_free",
     "prune",
+    "CopyChoice",
+    "ReplicaLocked",
+    "ReplicateResult",
+    "best_copy",
+    "newest_verified",
+    "read_index",
+    "replicate",
     "main",
 ]

@@ -37,7 +37,8 @@ from .common import (
     SIZES,
 )
 from .runs import inspect, read_finished, verify
-from .pruning import EXIT_LOCKED, human_size, prune, PruneLocked, TMP_GRACE
+from .pruning import EXIT_LOCKED, human_size, parse_size, prune, PruneLocked, TMP_GRACE
+from .replicas import best_copy, ReplicaLocked, replicate
 
 
 _EPILOG = """exit codes:
@@ -49,9 +50,14 @@ _EPILOG = """exit codes:
   3  latest: checkpoints exist but none is valid, or one cannot be ordered (a .ckpt whose
      step neither its name nor its file tells): do not start from scratch blindly;
      verify: a checkpoint is invalid
-  4  prune: another prune of the folder is running (it holds the lock); nothing done
+  4  prune: another prune of the folder is running (it holds the lock); nothing done;
+     replicate: another replication into the replica folder is running
 prune: 0 when it ran to the end (whether or not it deleted anything); 2 when an error stopped it
 (what was deleted before the error is printed and logged)
+replicate: 0 when it ran to the end; 2 when an error stopped it (the replica's file system full, a
+file that changed while copied): what was copied and verified before stays
+latest --replica: as latest, over the run folder and the replicas' verified copies together (a run
+folder that does not exist counts as empty)
 """
 
 
@@ -70,6 +76,9 @@ def _parser() -> argparse.ArgumentParser:
     cmd.add_argument("--json", action="store_true", help="print the whole report as JSON")
     cmd.add_argument("--quiet", "-q", action="store_true", help="no warnings on stderr")
     cmd.add_argument("--name-template", metavar="TEMPLATE", help=template_help)
+    cmd.add_argument("--replica", action="append", default=[], metavar="DIR",
+                     help="also consider this replica folder's verified copies; the newest valid checkpoint of "
+                          "all copies is printed, the run folder's on a tie (repeatable)")
     cmd = sub.add_parser("list", help="list every checkpoint with its validity")
     cmd.add_argument("dir")
     cmd.add_argument("--validate", choices=LEVELS, default=SIZES, help=level_help)
@@ -110,7 +119,37 @@ def _parser() -> argparse.ArgumentParser:
     cmd.add_argument("--log-backups", type=int, default=5, metavar="N",
                      help="rotated logs kept: FILE.1 ... FILE.N (default %(default)d)")
     cmd.add_argument("--lock-file", metavar="FILE", help="lock file (default RUN_DIR/%s)" % PRUNE_LOCK)
+    cmd.add_argument("--replica", action="append", default=[], metavar="DIR",
+                     help="a replica folder of RUN_DIR: delete no checkpoint newer than its newest verified copy "
+                          "(repeatable)")
+    _replicate_parser(sub, level_help, template_help)
     return parser
+
+
+def _replicate_parser(sub: Any, level_help: str, template_help: str) -> None:
+    cmd = sub.add_parser(
+        "replicate", help="copy new valid checkpoints to a replica folder, verified",
+        description="Copy RUN_DIR's valid checkpoints that REPLICA_DIR's retention keeps and lacks (newest first; "
+                    "each written under a temporary name, read back, renamed, checked and entered in the "
+                    "replica's index), then remove the copies retention no longer keeps. Prints how far the "
+                    "replica lags.")
+    cmd.add_argument("dir", metavar="RUN_DIR")
+    cmd.add_argument("replica", metavar="REPLICA_DIR")
+    cmd.add_argument("--keep-last", type=int, default=2, metavar="N",
+                     help="copies kept: the N newest valid (default %(default)d; N <= 0 keeps every copy)")
+    cmd.add_argument("--keep-every", type=int, default=0, metavar="K",
+                     help="also keep copies whose step is a multiple of K (default 0: off)")
+    cmd.add_argument("--bwlimit", metavar="SIZE", help="at most this many bytes per second (100M, 1.5G, 500000)")
+    cmd.add_argument("--validate", choices=LEVELS, default=SIZES, help=level_help)
+    cmd.add_argument("--name-template", metavar="TEMPLATE", help=template_help)
+    cmd.add_argument("--dry-run", "-n", action="store_true", help="copy and delete nothing; print what would be")
+    cmd.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    cmd.add_argument("--quiet", "-q", action="store_true", help="print nothing on stdout (for cron)")
+    cmd.add_argument("--log", metavar="FILE", help="append one line per copy, deletion, error and run to FILE")
+    cmd.add_argument("--log-max-bytes", type=int, default=10 << 20, metavar="BYTES",
+                     help="rotate FILE when a run starts and it is this large (default %(default)d; 0: never)")
+    cmd.add_argument("--log-backups", type=int, default=5, metavar="N",
+                     help="rotated logs kept: FILE.1 ... FILE.N (default %(default)d)")
 
 
 class _LogFile(object):
@@ -176,7 +215,7 @@ def _main_prune(args: Any, out: Any, err: Any) -> int:
         try:
             result = prune(args.dir, args.keep_last, args.keep_every, args.keep, args.min_free,
                            None if args.tmp_grace < 0 else args.tmp_grace, args.validate, args.dry_run, both,
-                           args.lock_file)
+                           args.lock_file, replicas=args.replica)
         except PruneLocked as exc:
             log("skipped: %s" % exc)
             err.write("skipped: %s\n" % exc)
@@ -211,6 +250,73 @@ def _main_prune(args: Any, out: Any, err: Any) -> int:
         log.close()
 
 
+def _main_replicate(args: Any, out: Any, err: Any) -> int:
+    try:
+        log = _LogFile(args.log, args.log_max_bytes, args.log_backups, args.dir)
+    except OSError as exc:
+        err.write("error: cannot open the log file %s: %s\n" % (args.log, exc))
+        return EXIT_ERROR
+    show = not args.quiet and not args.json
+
+    def both(line: str) -> None:
+        log(line)
+        if show:
+            out.write(line + "\n")
+
+    try:
+        try:
+            rate = parse_size(args.bwlimit) if args.bwlimit else None
+            result = replicate(args.dir, args.replica, args.keep_last, args.keep_every, args.validate, rate,
+                               args.dry_run, both, args.name_template)
+        except ReplicaLocked as exc:
+            log("skipped: %s" % exc)
+            err.write("skipped: %s\n" % exc)
+            return EXIT_LOCKED
+        except (CheckpointError, ValueError, OSError) as exc:
+            log("error: %s" % exc)
+            err.write("error: %s\n" % exc)
+            return EXIT_ERROR
+        if args.json:
+            _print_json(result.to_dict(), out)
+        lag = result.lag
+        summary = "%s%d copied (%s), %d deleted, %d kept; replica at step %s, run folder at step %s, %s" % (
+            "dry run: " if args.dry_run else "", len(result.copied),
+            human_size(sum(c["bytes"] or 0 for c in result.copied)), len(result.deleted), len(result.kept),
+            _fmt(lag.get("replica_step")), _fmt(lag.get("primary_step")),
+            "%s checkpoint(s) behind (%s s)" % (_fmt(lag.get("checkpoints_behind")), _fmt(lag.get("seconds_behind"))))
+        if result.error:
+            log("error: %s (%s)" % (result.error, summary))
+            err.write("error: %s\n" % result.error)
+            return EXIT_ERROR
+        log(summary)
+        if show:
+            out.write(summary + "\n")
+        return EXIT_OK
+    finally:
+        log.close()
+
+
+def _main_latest(args: Any, out: Any, err: Any) -> int:
+    """``latest --replica``: the newest valid checkpoint of the run folder and its replicas."""
+    try:
+        choice = best_copy(args.dir, args.replica, args.validate, args.name_template)
+    except (CheckpointError, ValueError) as exc:
+        err.write("error: %s\n" % exc)
+        return EXIT_ERROR
+    if args.json:
+        _print_json(choice.to_dict(), out)
+    elif choice.checkpoint is not None:
+        out.write(choice.checkpoint.path + "\n")
+    if not args.quiet and not args.json:
+        for message in choice.warnings:
+            err.write("warning: %s\n" % message)
+        if choice.copy not in (None, "primary"):
+            err.write("note: resuming from a replica: %s\n" % choice.why)
+    if choice.checkpoint is not None:
+        return EXIT_OK
+    return EXIT_NONE if choice.empty else EXIT_INVALID
+
+
 def _fmt(value: Any) -> str:
     return "-" if value is None else str(value)
 
@@ -226,6 +332,10 @@ def main(argv: Optional[Sequence[str]] = None, out: Any = None, err: Any = None)
     args = _parser().parse_args(argv)
     if args.command == "prune":
         return _main_prune(args, out, err)
+    if args.command == "replicate":
+        return _main_replicate(args, out, err)
+    if args.command == "latest" and args.replica:
+        return _main_latest(args, out, err)
     try:
         if args.command == "finished":
             if not os.path.isdir(args.dir):

@@ -30,6 +30,12 @@ ORBAX_TMP_INFIX = ".orbax-checkpoint-tmp-"
 DELETING_PREFIX = "tmp-deleting-"
 #: Lock file that :func:`prune` holds in the run folder (never a candidate).
 PRUNE_LOCK = ".prune.lock"
+#: A replica folder's own manifest: every checkpoint copied there and verified (never a candidate).
+REPLICA_INDEX = ".clusterops-replica.json"
+#: Lock file that :func:`replicas.replicate` holds in the replica folder (never a candidate).
+REPLICATE_LOCK = ".replicate.lock"
+#: A copy being made into a replica folder (a temporary: never a candidate).
+REPLICA_STAGING_PREFIX = "tmp-replica-"
 
 STRUCTURE = "structure"
 SIZES = "sizes"

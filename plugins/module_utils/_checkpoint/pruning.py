@@ -34,6 +34,7 @@ except ImportError:  # pragma: no cover
 
 from .common import Checkpoint, CheckpointError, DELETING_PREFIX, PRUNE_LOCK, SIZES
 from .fsutil import FolderPathError, names_folder, open_dir_nofollow, open_lock_file, remove_tree_at, try_flock
+from .replicas import unreplicated_guard
 from .prune_plan import plan_checkpoints, stale_temporaries
 from .runs import check_level, inspect
 
@@ -71,10 +72,28 @@ def parse_min_free(value: Union[None, int, str]) -> Optional[Tuple[str, float]]:
         if percent > 100:
             raise ValueError("min_free %s is more than 100%%" % value)
         return ("percent", percent)
+    try:
+        return ("bytes", parse_size(value))
+    except ValueError:
+        raise ValueError("min_free must be a size (500G, 1.5TiB, 1048576) or a percent (10%%), not %r" % (value,))
+
+
+def parse_size(value: Union[int, str]) -> float:
+    """Bytes from ``500G``, ``1.5TiB``, ``100M``, ``1048576`` (binary units: ``1G`` is 1 GiB).
+
+    Raises:
+        ValueError: anything else, or a negative number.
+    """
+    if isinstance(value, bool):
+        raise ValueError("a size must be a number of bytes or like 500G, not %r" % (value,))
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError("a size must not be negative")
+        return float(value)
     match = _SIZE.match(str(value))
     if not match:
-        raise ValueError("min_free must be a size (500G, 1.5TiB, 1048576) or a percent (10%%), not %r" % (value,))
-    return ("bytes", float(match.group(1)) * _UNITS[match.group(2).lower()])
+        raise ValueError("a size must be a number of bytes or like 100M, 1.5TiB, not %r" % (value,))
+    return float(match.group(1)) * _UNITS[match.group(2).lower()]
 
 
 def human_size(count: Optional[float]) -> str:
@@ -215,7 +234,8 @@ def _check_policy(keep_last: Any, keep_every: Any, keep: Any, tmp_grace: Any, va
 
 def prune(path: str, keep_last: int, keep_every: int = 0, keep: Sequence[str] = (), min_free: Any = None,
           tmp_grace: Optional[float] = TMP_GRACE, validate: str = SIZES, dry_run: bool = False, log: Any = None,
-          lock_file: Optional[str] = None, now: Optional[float] = None, fsync: bool = True) -> PruneResult:
+          lock_file: Optional[str] = None, now: Optional[float] = None, fsync: bool = True,
+          replicas: Sequence[str] = ()) -> PruneResult:
     """Delete old checkpoints of a run folder by policy; never one that a resume could need.
 
     Kept whatever the policy:
@@ -237,6 +257,11 @@ def prune(path: str, keep_last: int, keep_every: int = 0, keep: Sequence[str] = 
     * temporary entries (``tmp-*``, ``*.tmp``) changed less than ``tmp_grace`` seconds ago
       (newest mtime of the entry and of anything under it); ``tmp_grace`` None or < 0 keeps them all.
       ``tmp-deleting-*`` entries left by an interrupted prune are removed at once.
+
+    With ``replicas`` (replica folders, :mod:`.replicas`), no checkpoint newer than the oldest of the
+    replicas' newest verified copies is deleted: a checkpoint is deleted only once every replica holds
+    it or a newer one. A replica that holds no verified copy or cannot be read keeps every checkpoint
+    (a warning says so).
 
     With ``min_free`` (``500G``, ``10%``), checkpoints are deleted only while the file system has
     less space available than that, oldest first, and no more once it has.
@@ -264,8 +289,10 @@ def prune(path: str, keep_last: int, keep_every: int = 0, keep: Sequence[str] = 
     _check_policy(keep_last, keep_every, keep, tmp_grace, validate)
     threshold = parse_min_free(min_free)
     root = os.path.abspath(path)
+    if isinstance(replicas, str):
+        raise ValueError("replicas must be a list of folders, not the string %r" % replicas)
     policy = dict(keep_last=keep_last, keep_every=keep_every, keep=keep, min_free=min_free, tmp_grace=tmp_grace,
-                  validate=validate)
+                  validate=validate, replicas=list(replicas))
     result = PruneResult(root, dry_run, policy)
     root_fd = _open_run_folder(root)
     try:
@@ -274,7 +301,8 @@ def prune(path: str, keep_last: int, keep_every: int = 0, keep: Sequence[str] = 
             lock_fd = _lock(lock_file) if lock_file else _lock(os.path.join(root, PRUNE_LOCK), root_fd)
         try:
             _prune_locked(root, root_fd, result, keep_last, keep_every, keep, threshold, tmp_grace, validate,
-                          dry_run, log or (lambda line: None), time.time() if now is None else now, fsync)
+                          dry_run, log or (lambda line: None), time.time() if now is None else now, fsync,
+                          list(replicas))
         finally:
             if lock_fd is not None:
                 os.close(lock_fd)  # releases the flock; the file stays (removing it would race)
@@ -296,7 +324,7 @@ def _fd_path(fd: int) -> Optional[str]:
 
 def _prune_locked(root: str, root_fd: int, result: PruneResult, keep_last: int, keep_every: int, keep: List[str],
                   threshold: Optional[Tuple[str, float]], tmp_grace: Optional[float], validate: str, dry_run: bool,
-                  log: Callable[[str], None], now: float, fsync: bool) -> None:
+                  log: Callable[[str], None], now: float, fsync: bool, replicas: List[str]) -> None:
     # The scan reads the folder that was opened, whatever the path names meanwhile: through the descriptor's
     # /proc/self/fd link (Linux) a folder swapped for another during the scan and swapped back before the
     # deletions cannot feed the plan; the path itself only where /proc is not mounted.
@@ -310,6 +338,8 @@ def _prune_locked(root: str, root_fd: int, result: PruneResult, keep_last: int, 
     result.before = [c.name for c in candidates] + [name for name, _path in report.temporary]
     reasons: Dict[str, str] = {}
     victims = plan_checkpoints(report, root, root_real, result.warnings, reasons, keep_last, keep_every, keep, validate)
+    if replicas and victims:
+        victims = _spare_unreplicated(victims, replicas, validate, reasons, result.warnings)
     stale = stale_temporaries(report, result.kept, tmp_grace, now)
     free = _free_before(root, root_fd, result, threshold, dry_run)
     # Delete: stale temporaries, then checkpoints oldest first.
@@ -329,6 +359,18 @@ def _prune_locked(root: str, root_fd: int, result: PruneResult, keep_last: int, 
             result.free_after = _free_space(root_fd)[0]
         except OSError:  # pragma: no cover
             pass
+
+
+def _spare_unreplicated(victims: List[Checkpoint], replicas: List[str], validate: str, reasons: Dict[str, str],
+                        warnings: List[str]) -> List[Checkpoint]:
+    """The victims that every replica already holds, or holds a newer copy than (the others are kept)."""
+    guard, problems = unreplicated_guard(replicas, validate)
+    warnings.extend("%s: no checkpoint is deleted until it does" % p for p in problems)
+    spared = [c for c in victims if guard is None or c.key > guard]
+    for ckpt in spared:
+        reasons[ckpt.name] = ("not yet replicated: %s" % problems[0] if guard is None else
+                              "newer than the replicas' newest verified copy (step %d): not yet replicated" % guard[1])
+    return [c for c in victims if c not in spared]
 
 
 def _free_before(root: str, root_fd: int, result: PruneResult, threshold: Optional[Tuple[str, float]],

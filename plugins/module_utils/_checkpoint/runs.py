@@ -29,6 +29,8 @@ from .common import (
     MEGATRON,
     NEMO,
     PRUNE_LOCK,
+    REPLICA_INDEX,
+    REPLICATE_LOCK,
     Report,
     SHA256,
     SIZES,
@@ -164,8 +166,8 @@ def _list_run(root: str, root_real: str, report: Report, template: Any = None) -
             report.ignored.append(dict(name=name, reason="temporary (still being written, or left by a crash)"))
             report.temporary.append((name, entry.path))
             continue
-        if name == PRUNE_LOCK:
-            report.ignored.append(dict(name=name, reason="lock file of checkpoint pruning"))
+        if name in _OWN_FILES:
+            report.ignored.append(dict(name=name, reason=_OWN_FILES[name]))
             continue
         if is_link:
             report.symlinks.append((name, entry.path))
@@ -217,6 +219,11 @@ def _list_run(root: str, root_real: str, report: Report, template: Any = None) -
     if not candidates and not report.unordered:
         report.unexplained.extend(parts)
     return candidates, pointers
+
+
+#: Files this library keeps in run and replica folders: never candidates, never training state.
+_OWN_FILES = {PRUNE_LOCK: "lock file of checkpoint pruning", REPLICATE_LOCK: "lock file of replication",
+              REPLICA_INDEX: "the replica folder's manifest of verified copies"}
 
 
 def _known_non_checkpoint(name: str, is_link: bool) -> Tuple[Optional[str], bool]:

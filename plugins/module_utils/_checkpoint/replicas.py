@@ -1,0 +1,577 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note: this module is private to the clusterops.slurm collection. Its API may change
+# at any time without notice; do not use it from outside the collection.
+
+"""Replicas: a second copy of a run folder's newest checkpoints on other storage, and the choice
+between the copies when a run resumes.
+
+A **replica folder** holds copies of some checkpoints of one run folder under the same names, so the
+layouts read it as they read the run folder, and its own manifest :data:`REPLICA_INDEX`
+(``.clusterops-replica.json``) listing each copy that was made whole and verified:
+
+.. code-block:: json
+
+    {"format": "clusterops.replica", "format_version": 1, "primary": "/lustre/runs/llama",
+     "checkpoints": {"step_000002000": {"layout": "clusterops", "step": 2000, "epoch": 1,
+       "is_dir": true, "bytes": 20401094656, "copied": "2026-12-06T05:00:00Z", "seconds": 41.2,
+       "files": [{"path": "model.pt", "size": 16106127360, "sha256": "9f86d0..."}]}}}
+
+A copy is made in ``tmp-replica-<name>.<pid>.<random>`` (a temporary: never a candidate), every
+byte hashed as it is read from the run folder, flushed (``fsync``), read back and compared, renamed
+to its name, checked by its layout at the ``validate`` level, and only then entered in the index
+(written atomically). A copy cut short (killed, the disk full) is a temporary that the next
+:func:`replicate` removes; a copy renamed but not yet in the index is not used (:func:`newest_verified`)
+and is made again. Only copies in the index count.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+
+try:
+    from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple  # noqa: F401
+except ImportError:  # pragma: no cover
+    pass
+
+from .common import (
+    CHUNK_SIZE,
+    Checkpoint,
+    CheckpointError,
+    DELETING_PREFIX,
+    REPLICA_INDEX,
+    REPLICA_STAGING_PREFIX,
+    REPLICATE_LOCK,
+    Report,
+    SIZES,
+)
+from .fsutil import (
+    atomic_write_json,
+    fsync_dir,
+    hash_file,
+    load_json_bounded,
+    open_lock_file,
+    open_regular,
+    remove_tree_at,
+    try_flock,
+    walk_files,
+)
+from .layouts import check_checkpoint
+from .runs import check_level, inspect
+
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+REPLICA_FORMAT = "clusterops.replica"
+REPLICA_FORMAT_VERSION = 1
+#: The most the index may hold (bytes); a larger one is refused, never read in part.
+MAX_INDEX_BYTES = 64 << 20
+
+
+class ReplicaLocked(CheckpointError):
+    """Another replication into the replica folder holds its lock."""
+
+
+def _utc(stamp: Optional[float] = None) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stamp))
+
+
+def read_index(replica: str) -> Dict[str, Dict[str, Any]]:
+    """The verified copies of a replica folder: ``{name: entry}`` (see the module docstring); ``{}``
+    when the folder has no index yet.
+
+    Raises:
+        CheckpointError: the index cannot be read, is larger than :data:`MAX_INDEX_BYTES`, is no
+            JSON, not of :data:`REPLICA_FORMAT`, or of a newer format version.
+    """
+    path = os.path.join(replica, REPLICA_INDEX)
+    try:
+        data = load_json_bounded(path, MAX_INDEX_BYTES)
+    except (OSError, IOError) as exc:
+        if getattr(exc, "errno", None) == errno.ENOENT:
+            return {}
+        raise CheckpointError("cannot read the replica index %s: %s" % (path, exc))
+    except ValueError as exc:
+        raise CheckpointError("the replica index %s is not valid JSON: %s" % (path, exc))
+    if not isinstance(data, dict) or data.get("format") != REPLICA_FORMAT:
+        raise CheckpointError("%s is not a replica index (format %r)" % (path, REPLICA_FORMAT))
+    version = data.get("format_version")
+    if not isinstance(version, int) or version > REPLICA_FORMAT_VERSION:
+        raise CheckpointError("%s has format_version %r; this reader knows %d" % (path, version, REPLICA_FORMAT_VERSION))
+    entries = data.get("checkpoints")
+    if not isinstance(entries, dict):
+        raise CheckpointError("%s has no checkpoints object" % path)
+    return dict((k, v) for k, v in entries.items() if isinstance(v, dict))
+
+
+def _write_index(replica: str, primary: str, entries: Dict[str, Dict[str, Any]], fsync: bool) -> None:
+    atomic_write_json(os.path.join(replica, REPLICA_INDEX), dict(
+        format=REPLICA_FORMAT, format_version=REPLICA_FORMAT_VERSION, primary=primary, checkpoints=entries),
+        indent=1, mode=0o644, fsync=fsync)
+
+
+def newest_verified(replica: str, validate: str = SIZES, name_template: Optional[str] = None
+                    ) -> Tuple[Report, Optional[Checkpoint]]:
+    """The replica folder read as a run folder, and its newest checkpoint that the index lists and
+    that is valid at ``validate`` (None when there is none).
+
+    A copy is counted only while its entry in the index agrees with it: the same layout, step and
+    (for the files it lists) sizes at every level above ``structure``.
+
+    Raises:
+        CheckpointError: the folder is missing, unreadable, or its index is (:func:`read_index`).
+    """
+    report = inspect(replica, validate, list_all=False, name_template=name_template)
+    index = read_index(report.path)
+    replica_real = os.path.realpath(report.path)
+    for ckpt in reversed(report.checkpoints):
+        entry = index.get(ckpt.name)
+        if entry is None or entry.get("step") != ckpt.step or entry.get("is_dir") != ckpt.is_dir:
+            continue
+        if ckpt.checked != validate:
+            check_checkpoint(ckpt, validate, replica_real)
+        if ckpt.valid and (validate == "structure" or _sizes_agree(ckpt, entry)):
+            return report, ckpt
+    return report, None
+
+
+def _sizes_agree(ckpt: Checkpoint, entry: Dict[str, Any]) -> bool:
+    for item in entry.get("files") or []:
+        path = os.path.join(ckpt.path, item.get("path", "")) if ckpt.is_dir else ckpt.path
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return False
+        if st.st_size != item.get("size"):
+            return False
+    return bool(entry.get("files"))
+
+
+class _Pacer(object):
+    """Sleeps so that the bytes passed to :meth:`__call__` flow at most ``rate`` bytes per second
+    (None or <= 0: no limit)."""
+
+    def __init__(self, rate: Optional[float], clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.rate = rate if rate and rate > 0 else None
+        self.clock, self.sleep = clock, sleep
+        self.start = clock()
+        self.done = 0
+
+    def __call__(self, count: int) -> None:
+        self.done += count
+        if self.rate is None:
+            return
+        ahead = self.done / self.rate - (self.clock() - self.start)
+        if ahead > 0:
+            self.sleep(ahead)
+
+
+def _copy_file(src: str, dst: str, pacer: _Pacer) -> Dict[str, Any]:
+    """Copy one regular file, hashing what is read; the copy is fsynced. Returns ``{"size", "sha256"}``."""
+    import hashlib  # pylint: disable=import-outside-toplevel
+    fd_in, st = open_regular(src, follow=True)
+    digest = hashlib.sha256()
+    total = 0
+    try:
+        fd_out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, 0o644)
+        try:
+            while True:
+                chunk = os.read(fd_in, CHUNK_SIZE)
+                if not chunk:
+                    break
+                digest.update(chunk)
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fd_out, view):]
+                total += len(chunk)
+                pacer(len(chunk))
+            os.fsync(fd_out)
+        finally:
+            os.close(fd_out)
+    finally:
+        os.close(fd_in)
+    if total != st.st_size:
+        raise CheckpointError("%s changed size while it was copied (%d bytes, read %d)" % (src, st.st_size, total))
+    return dict(size=total, sha256=digest.hexdigest())
+
+
+def _copy_checkpoint(ckpt: Checkpoint, run_real: str, staging: str, pacer: _Pacer) -> List[Dict[str, Any]]:
+    """Copy a checkpoint (folder or file) of the run folder to ``staging``; returns its files
+    ``[{"path", "size", "sha256"}]`` as read from the run folder."""
+    if not ckpt.is_dir:
+        item = _copy_file(ckpt.path, staging, pacer)
+        return [dict(path=os.path.basename(ckpt.path), **item)]
+    os.mkdir(staging, 0o755)
+    files = []
+    made = set([""])
+    for rel, path, _size in walk_files(ckpt.path, run_real):
+        parent = os.path.dirname(rel)
+        if parent not in made:
+            os.makedirs(os.path.join(staging, parent), 0o755, exist_ok=True)
+            made.add(parent)
+        files.append(dict(path=rel, **_copy_file(path, os.path.join(staging, rel), pacer)))
+    for folder in sorted(made, key=len, reverse=True):
+        fsync_dir(os.path.join(staging, folder) if folder else staging)
+    return files
+
+
+def _read_back(staging: str, is_dir: bool, files: List[Dict[str, Any]]) -> Optional[str]:
+    """Why the copy differs from what was read from the run folder, or None."""
+    for item in files:
+        path = os.path.join(staging, item["path"]) if is_dir else staging
+        size, sha = hash_file(path)
+        if size != item["size"] or sha != item["sha256"]:
+            return "%s reads back as %d bytes sha256 %s, the run folder's as %d bytes sha256 %s" % (
+                item["path"], size, sha, item["size"], item["sha256"])
+    return None
+
+
+class ReplicateResult(object):
+    """What :func:`replicate` did. ``copied``: ``{"name", "step", "bytes", "seconds"}`` each;
+    ``deleted``: ``{"name", "step", "reason"}`` of copies retention removed; ``kept``:
+    ``{"name", "step", "reason"}``; ``lag``: see :func:`replica_lag`; ``error``: what stopped the run."""
+
+    def __init__(self, run_dir: str, replica: str, dry_run: bool) -> None:
+        self.run_dir, self.replica, self.dry_run = run_dir, replica, dry_run
+        self.copied: List[Dict[str, Any]] = []
+        self.deleted: List[Dict[str, Any]] = []
+        self.kept: List[Dict[str, Any]] = []
+        self.warnings: List[str] = []
+        self.lag: Dict[str, Any] = {}
+        self.error: Optional[str] = None
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.copied or self.deleted)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return dict(run_dir=self.run_dir, replica=self.replica, dry_run=self.dry_run, copied=list(self.copied),
+                    deleted=list(self.deleted), kept=list(self.kept), warnings=list(self.warnings),
+                    lag=dict(self.lag), error=self.error, changed=self.changed)
+
+
+def _retained(keys: List[Tuple[Tuple[int, int], str, int]], keep_last: int, keep_every: int) -> Dict[str, str]:
+    """``{name: reason}`` of what retention keeps among ``(key, name, step)`` (any order): the
+    ``keep_last`` newest (every one when ``keep_last`` <= 0) and each step a multiple of ``keep_every``."""
+    ordered = sorted(keys, reverse=True)
+    kept: Dict[str, str] = {}
+    for i, (_key, name, step) in enumerate(ordered):
+        if keep_last <= 0:
+            kept[name] = "keep_last %d: every copy is kept" % keep_last
+        elif i < keep_last:
+            kept[name] = "one of the %d newest valid checkpoints" % keep_last
+        elif keep_every > 0 and step % keep_every == 0:
+            kept[name] = "step %d is a multiple of keep_every %d" % (step, keep_every)
+    return kept
+
+
+def replica_lag(primary: Optional[Checkpoint], replica: Optional[Checkpoint], valid_primary: List[Checkpoint],
+                now: float) -> Dict[str, Any]:
+    """How far a replica is behind: ``{"primary_step", "replica_step", "checkpoints_behind", "seconds_behind"}``.
+
+    ``checkpoints_behind``: valid checkpoints of the run folder newer than the replica's newest copy;
+    ``seconds_behind``: seconds since the oldest of those was written (its manifest time, else its
+    mtime), 0 when none; None where it cannot be read.
+    """
+    behind = [c for c in valid_primary if replica is None or c.key > replica.key]
+    seconds: Optional[float] = 0.0
+    if behind:
+        written = min(_mtime(c.path) for c in behind)
+        seconds = None if written is None else max(0.0, round(now - written, 1))
+    return dict(primary_step=primary.step if primary else None, replica_step=replica.step if replica else None,
+                checkpoints_behind=len(behind), seconds_behind=seconds)
+
+
+def _mtime(path: str) -> Optional[float]:
+    try:
+        return os.lstat(path).st_mtime
+    except OSError:
+        return None
+
+
+def replicate(run_dir: str, replica: str, keep_last: int = 2, keep_every: int = 0, validate: str = SIZES,
+              bwlimit: Optional[float] = None, dry_run: bool = False, log: Optional[Callable[[str], None]] = None,
+              name_template: Optional[str] = None, fsync: bool = True, now: Optional[float] = None) -> ReplicateResult:
+    """Copy the run folder's valid checkpoints that the replica's retention keeps and that it lacks;
+    then remove the copies retention no longer keeps.
+
+    Retention (over the run folder's valid checkpoints and the replica's verified copies together):
+    the ``keep_last`` newest and every step that is a multiple of ``keep_every`` (> 0); ``keep_last``
+    <= 0 keeps every copy. The replica's newest verified copy is never removed. Copies are made newest
+    first at most ``bwlimit`` bytes per second (None: no limit). The replica folder is created when
+    missing (mode 0755); its lock :data:`REPLICATE_LOCK` is held with ``flock`` for the run (``dry_run``
+    takes none and changes nothing). Each copy and removal is passed to ``log``.
+
+    An error while copying (the disk full, a file that changed) removes that copy's temporary folder
+    and stops the run: :attr:`ReplicateResult.error` says why; what was verified before stays.
+
+    Raises:
+        ValueError: a bad level or policy value.
+        CheckpointError: the run folder or the replica cannot be read, or its index is broken.
+        ReplicaLocked: another replication into ``replica`` is running.
+    """
+    check_level(validate)
+    for name, value in (("keep_last", keep_last), ("keep_every", keep_every)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ValueError("%s must be an integer, not %r" % (name, value))
+    log = log or (lambda line: None)
+    run_dir, replica = os.path.abspath(run_dir), os.path.abspath(replica)
+    if os.path.realpath(replica) == os.path.realpath(run_dir):
+        raise ValueError("the replica %s is the run folder itself" % replica)
+    result = ReplicateResult(run_dir, replica, dry_run)
+    if not os.path.isdir(replica):
+        if dry_run:
+            source = inspect(run_dir, validate, validate_all=True, name_template=name_template)
+            result.copied = [dict(name=c.name, step=c.step, bytes=None, seconds=None)
+                             for c in _to_copy(source.checkpoints, {}, keep_last, keep_every)]
+            return result
+        os.makedirs(replica, 0o755, exist_ok=True)
+    lock_fd = None
+    if not dry_run:
+        lock_fd = open_lock_file(os.path.join(replica, REPLICATE_LOCK))
+        if not try_flock(lock_fd):
+            os.close(lock_fd)
+            raise ReplicaLocked("another replication into %s is running (it holds %s); nothing done" % (
+                replica, REPLICATE_LOCK))
+    try:
+        _replicate_locked(run_dir, replica, result, keep_last, keep_every, validate, _Pacer(bwlimit), log,
+                          name_template, fsync, time.time() if now is None else now)
+    finally:
+        if lock_fd is not None:
+            os.close(lock_fd)
+    return result
+
+
+def _to_copy(valid: List[Checkpoint], index: Dict[str, Dict[str, Any]], keep_last: int, keep_every: int
+             ) -> List[Checkpoint]:
+    """The run folder's valid checkpoints that retention keeps and the index lacks, newest first."""
+    valid = [c for c in valid if c.valid]
+    keys = [(c.key, c.name, c.step) for c in valid]
+    keys += [((_entry_epoch(e), e["step"]), name, e["step"]) for name, e in index.items()
+             if isinstance(e.get("step"), int) and name not in set(c.name for c in valid)]
+    kept = _retained(keys, keep_last, keep_every)
+    return sorted([c for c in valid if c.name in kept and c.name not in index], key=lambda c: c.key, reverse=True)
+
+
+def _entry_epoch(entry: Dict[str, Any]) -> int:
+    epoch = entry.get("name_epoch")
+    return epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else -1
+
+
+def _replicate_locked(run_dir: str, replica: str, result: ReplicateResult, keep_last: int, keep_every: int,
+                      validate: str, pacer: _Pacer, log: Callable[[str], None], name_template: Optional[str],
+                      fsync: bool, now: float) -> None:
+    source = inspect(run_dir, validate, validate_all=True, name_template=name_template)
+    index = read_index(replica)
+    # A killed run's copies (under the lock, every tmp-replica-* is one) and removals cut short.
+    if not result.dry_run:
+        replica_fd = os.open(replica, os.O_RDONLY | _O_DIRECTORY)
+        try:
+            for name in sorted(os.listdir(replica)):
+                if name.startswith(REPLICA_STAGING_PREFIX) or name.startswith(DELETING_PREFIX):
+                    remove_tree_at(replica_fd, name)
+                    log("removed %s (left by a replication cut short)" % name)
+        finally:
+            os.close(replica_fd)
+    run_real = os.path.realpath(run_dir)
+    for ckpt in _to_copy(source.checkpoints, index, keep_last, keep_every):
+        if result.dry_run:
+            result.copied.append(dict(name=ckpt.name, step=ckpt.step, bytes=ckpt.size, seconds=None))
+            continue
+        try:
+            entry = _copy_one(ckpt, run_real, replica, validate, pacer)
+        except (OSError, CheckpointError) as exc:
+            full = isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+            result.error = "copying %s to %s failed%s: %s" % (
+                ckpt.name, replica, " (the replica's file system is full)" if full else "", exc)
+            log("error: %s" % result.error)
+            break
+        index[ckpt.name] = entry
+        _write_index(replica, run_dir, index, fsync)
+        result.copied.append(dict(name=ckpt.name, step=ckpt.step, bytes=entry["bytes"], seconds=entry["seconds"]))
+        log("copied %s (%d bytes in %.1f s)" % (ckpt.name, entry["bytes"], entry["seconds"]))
+    _apply_retention(replica, run_dir, index, result, keep_last, keep_every, validate, log, name_template, fsync)
+    valid = [c for c in source.checkpoints if c.valid]
+    newest = None
+    if not (result.dry_run and not index):
+        newest = newest_verified(replica, validate, name_template)[1]
+    result.lag = replica_lag(source.latest_valid, newest, valid, now)
+
+
+def _copy_one(ckpt: Checkpoint, run_real: str, replica: str, validate: str, pacer: _Pacer) -> Dict[str, Any]:
+    """Copy, read back, rename, check: the index entry of the new copy."""
+    staging = os.path.join(replica, "%s%s.%d.%s" % (REPLICA_STAGING_PREFIX, ckpt.name, os.getpid(),
+                                                   os.urandom(4).hex()))
+    final = os.path.join(replica, ckpt.name)
+    start = time.monotonic()
+    replica_fd = os.open(replica, os.O_RDONLY | _O_DIRECTORY)
+    try:
+        try:
+            files = _copy_checkpoint(ckpt, run_real, staging, pacer)
+            differs = _read_back(staging, ckpt.is_dir, files)
+            if differs:
+                raise CheckpointError("the copy of %s differs: %s" % (ckpt.name, differs))
+            if os.path.lexists(final):  # a copy renamed but never entered in the index: made again
+                os.rename(final, os.path.join(replica, DELETING_PREFIX + ckpt.name))
+                remove_tree_at(replica_fd, DELETING_PREFIX + ckpt.name)
+            os.rename(staging, final)
+            os.fsync(replica_fd)
+        except BaseException:
+            if os.path.lexists(staging):
+                remove_tree_at(replica_fd, os.path.basename(staging))
+            raise
+        copy = Checkpoint(ckpt.name, final, ckpt.name_layout, ckpt.step, ckpt.name_epoch, ckpt.is_dir)
+        check_checkpoint(copy, validate, os.path.realpath(replica))
+        if not copy.valid:
+            os.rename(final, os.path.join(replica, DELETING_PREFIX + ckpt.name))
+            remove_tree_at(replica_fd, DELETING_PREFIX + ckpt.name)
+            raise CheckpointError("the copy of %s is not valid at %s: %s" % (ckpt.name, validate, copy.why_invalid))
+    finally:
+        os.close(replica_fd)
+    return dict(layout=copy.layout, step=ckpt.step, epoch=ckpt.epoch, name_epoch=ckpt.name_epoch, is_dir=ckpt.is_dir,
+                bytes=sum(f["size"] for f in files), files=files, copied=_utc(),
+                seconds=round(time.monotonic() - start, 3))
+
+
+def _apply_retention(replica: str, run_dir: str, index: Dict[str, Dict[str, Any]], result: ReplicateResult,
+                     keep_last: int, keep_every: int, validate: str, log: Callable[[str], None],
+                     name_template: Optional[str], fsync: bool) -> None:
+    keys = [((_entry_epoch(e), e["step"]), name, e["step"]) for name, e in index.items() if isinstance(e.get("step"), int)]
+    kept = _retained(keys, keep_last, keep_every)  # the newest copy among them, whatever keep_last
+    for _key, name, step in sorted(keys):
+        if name in kept:
+            result.kept.append(dict(name=name, step=step, reason=kept[name]))
+            continue
+        reason = "older than the %d newest valid checkpoints" % keep_last
+        result.deleted.append(dict(name=name, step=step, reason=reason))
+        if result.dry_run:
+            continue
+        # Out of the index first: from then on no reader counts it; then renamed and removed.
+        del index[name]
+        _write_index(replica, run_dir, index, fsync)
+        if os.path.lexists(os.path.join(replica, name)):
+            replica_fd = os.open(replica, os.O_RDONLY | _O_DIRECTORY)
+            try:
+                os.rename(name, DELETING_PREFIX + name, src_dir_fd=replica_fd, dst_dir_fd=replica_fd)
+                remove_tree_at(replica_fd, DELETING_PREFIX + name)
+            finally:
+                os.close(replica_fd)
+        log("deleted the copy %s: %s" % (name, reason))
+
+
+def unreplicated_guard(replicas: Sequence[str], validate: str = SIZES, name_template: Optional[str] = None
+                       ) -> Tuple[Optional[Tuple[int, int]], List[str]]:
+    """For pruning: the ``(epoch, step)`` key up to which every replica holds a verified copy (the
+    oldest of the replicas' newest verified copies), and one line per replica that has none or
+    cannot be read. A key of None means some replica has no verified copy: a prune that honours it
+    deletes no checkpoint."""
+    guard: Optional[Tuple[int, int]] = None
+    problems: List[str] = []
+    for i, replica in enumerate(replicas):
+        try:
+            newest = newest_verified(replica, validate, name_template)[1]
+        except CheckpointError as exc:
+            newest = None
+            problems.append("the replica %s cannot be read (%s)" % (replica, exc))
+        else:
+            if newest is None:
+                problems.append("the replica %s holds no verified copy yet" % replica)
+        if newest is None:
+            return None, problems
+        guard = newest.key if i == 0 or guard is None or newest.key < guard else guard
+    return guard, problems
+
+
+class CopyChoice(object):
+    """Which copy a run resumes from (:func:`best_copy`).
+
+    Attributes:
+        checkpoint: the chosen :class:`Checkpoint` (its ``path`` in the run folder or a replica), or None.
+        copy: ``"primary"`` or the replica folder's path it came from; None when nothing was chosen.
+        why: one line saying why this copy.
+        copies: ``{"copy", "path", "step", "name", "error"}`` for the run folder and each replica.
+        report: the run folder's :class:`Report` (None when the folder does not exist).
+        empty: no copy holds a checkpoint or training state: start from scratch.
+        blocked: the run folder holds a checkpoint whose order is unknown: none is chosen.
+        warnings: the run folder's warnings, then one per replica that could not be read.
+    """
+
+    def __init__(self) -> None:
+        self.checkpoint: Optional[Checkpoint] = None
+        self.copy: Optional[str] = None
+        self.why = ""
+        self.copies: List[Dict[str, Any]] = []
+        self.report: Optional[Report] = None
+        self.empty = True
+        self.blocked = False
+        self.warnings: List[str] = []
+
+    def to_dict(self) -> Dict[str, Any]:
+        return dict(checkpoint=self.checkpoint.to_dict() if self.checkpoint else None, copy=self.copy, why=self.why,
+                    copies=list(self.copies), empty=self.empty, blocked=self.blocked, warnings=list(self.warnings),
+                    report=self.report.to_dict() if self.report else None)
+
+
+def best_copy(run_dir: str, replicas: Sequence[str], validate: str = SIZES, name_template: Optional[str] = None
+              ) -> CopyChoice:
+    """The newest valid checkpoint among the run folder and its replicas.
+
+    The run folder's newest valid checkpoint (:func:`runs.inspect`) against each replica's newest
+    verified copy (:func:`newest_verified`): the highest ``(epoch, step)`` wins, the run folder on a tie.
+    A run folder that does not exist counts as empty (lost whole); one whose checkpoints cannot be
+    ordered chooses nothing (``blocked``), whatever the replicas hold. A replica that cannot be read
+    is a warning and takes no part.
+
+    Raises:
+        CheckpointError: the run folder exists but cannot be read (not a folder, unreadable).
+        ValueError: a bad level or name template.
+    """
+    check_level(validate)
+    choice = CopyChoice()
+    run_dir = os.path.abspath(run_dir)
+    primary: Optional[Checkpoint] = None
+    if os.path.lexists(run_dir):
+        choice.report = inspect(run_dir, validate, list_all=False, name_template=name_template)
+        primary = choice.report.latest_valid
+        choice.warnings.extend(choice.report.warnings)
+        choice.empty = choice.report.empty
+        choice.blocked = primary is None and any(u["valid"] is not False for u in choice.report.unordered)
+        choice.copies.append(dict(copy="primary", path=run_dir, step=primary.step if primary else None,
+                                  name=primary.name if primary else None, error=None))
+    else:
+        choice.copies.append(dict(copy="primary", path=run_dir, step=None, name=None, error="does not exist"))
+    best, best_copy_name = primary, "primary" if primary else None
+    for replica in replicas:
+        replica = os.path.abspath(replica)
+        try:
+            report, newest = newest_verified(replica, validate, name_template)
+        except CheckpointError as exc:
+            choice.warnings.append("replica %s not used: %s" % (replica, exc))
+            choice.copies.append(dict(copy=replica, path=replica, step=None, name=None, error=str(exc)))
+            continue
+        choice.empty = choice.empty and report.empty
+        choice.copies.append(dict(copy=replica, path=replica, step=newest.step if newest else None,
+                                  name=newest.name if newest else None, error=None))
+        if newest is not None and (best is None or newest.key > best.key):
+            best, best_copy_name = newest, replica
+    if choice.blocked:
+        choice.why = "the run folder holds checkpoints whose order is unknown: none is chosen"
+        return choice
+    choice.checkpoint, choice.copy = best, best_copy_name
+    if best is None:
+        choice.why = "no valid checkpoint in the run folder nor a verified copy in a replica"
+    elif best_copy_name == "primary":
+        choice.why = "the run folder's newest valid checkpoint %s (step %d)%s" % (
+            best.name, best.step, " is as new as every replica's" if replicas else "")
+    else:
+        choice.empty = False
+        choice.why = "the replica %s holds a verified copy %s (step %d) newer than the run folder's %s" % (
+            best_copy_name, best.name, best.step,
+            "newest valid (step %d)" % primary.step if primary else
+            "(none valid)" if choice.report is not None else "(the folder does not exist)")
+    return choice
