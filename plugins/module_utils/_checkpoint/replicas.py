@@ -405,8 +405,8 @@ def _replicate_locked(run_dir: str, replica: str, result: ReplicateResult, keep_
 
 def _copy_one(ckpt: Checkpoint, run_real: str, replica: str, validate: str, pacer: _Pacer) -> Dict[str, Any]:
     """Copy, read back, rename, check: the index entry of the new copy."""
-    staging = os.path.join(replica, "%s%s.%d.%s" % (REPLICA_STAGING_PREFIX, ckpt.name, os.getpid(),
-                                                   os.urandom(4).hex()))
+    unique = "%d.%s" % (os.getpid(), os.urandom(4).hex())
+    staging = os.path.join(replica, "%s%s.%s" % (REPLICA_STAGING_PREFIX, ckpt.name, unique))
     final = os.path.join(replica, ckpt.name)
     start = time.monotonic()
     replica_fd = os.open(replica, os.O_RDONLY | _O_DIRECTORY)
