@@ -105,6 +105,17 @@ options:
       - The run's Lightning C(ModelCheckpoint) filename template (e.g. V({epoch}-{step})), which
         tells the step of a checkpoint file. Unset or empty - none.
     type: str
+  checkpoint_replicas:
+    description:
+      - Replica folders of O(checkpoint_dir) (absolute paths), where C(clusterops_checkpoint replicate)
+        keeps verified copies of its newest checkpoints (see the role
+        C(clusterops.slurm.checkpoint_pruning)).
+      - Remediation resumes the run when the run folder or a replica holds a valid checkpoint, and counts the
+        newest of them as the run's progress; the launcher resumes from the newest copy (the run folder on a tie).
+      - Neither O(checkpoint_dir) nor one folder twice.
+    type: list
+    elements: path
+    default: []
   max_resubmissions:
     description: Most resubmissions remediation makes for this run; then it stops it. 0 or more.
     type: int
@@ -239,6 +250,7 @@ FIELD_TYPES = {
     "checkpoint_name_template": "str", "max_resubmissions": "int", "no_progress_limit": "int",
     "enabled": "bool", "log_dir": "path", "hang_timeout": "int", "progress": "str",
     "heartbeat_file": "path", "py_spy": "str", "suspect_nodes": "bool", "suspect_after": "int",
+    "checkpoint_replicas": "list",
 }
 
 
@@ -256,6 +268,8 @@ def argument_spec():
     )
     for field, kind in FIELD_TYPES.items():
         option: Dict[str, Any] = {"type": kind}
+        if kind == "list":
+            option["elements"] = "path"
         if RUN_DEFAULTS[field] is not None:
             option["default"] = RUN_DEFAULTS[field]
         spec[field] = option

@@ -89,7 +89,7 @@ RUN_DEFAULTS: Dict[str, Any] = {
     "workdir": None, "nodes": None, "requeue": False, "checkpoint_validate": "sizes", "checkpoint_name_template": None,
     "max_resubmissions": 5, "no_progress_limit": 2, "enabled": True,
     "log_dir": None, "hang_timeout": 0, "progress": "log", "heartbeat_file": None, "py_spy": "py-spy",
-    "suspect_nodes": True, "suspect_after": 0,
+    "suspect_nodes": True, "suspect_after": 0, "checkpoint_replicas": [],
 }
 
 
@@ -158,6 +158,13 @@ def validate_run(spec: Any, folder: str) -> Dict[str, Any]:
     if run["checkpoint_validate"] not in LEVELS:
         raise RegistryError("%s: checkpoint_validate %r is not a validation level (%s)"
                             % (folder, run["checkpoint_validate"], ", ".join(LEVELS)))
+    replicas = run["checkpoint_replicas"]
+    if not isinstance(replicas, list) or not all(isinstance(r, str) and os.path.isabs(r) for r in replicas):
+        raise RegistryError("%s: checkpoint_replicas must be a list of absolute paths" % folder)
+    normal = [os.path.normpath(r) for r in replicas]
+    if os.path.normpath(run["checkpoint_dir"]) in normal or len(set(normal)) != len(normal):
+        raise RegistryError("%s: checkpoint_replicas names checkpoint_dir or one folder twice" % folder)
+    run["checkpoint_replicas"] = list(replicas)
     template = run["checkpoint_name_template"]
     if template == "":
         run["checkpoint_name_template"] = template = None

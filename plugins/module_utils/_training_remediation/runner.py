@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import time
 
-from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import CheckpointError, inspect
+from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import CheckpointError, best_copy
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.fsutil import load_json_bounded
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._job_actions import SubmitError, submit
@@ -61,7 +61,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._training_remedia
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry_options import registered_runs
 
 try:
-    from typing import Any, Dict, List, Optional  # noqa: F401 pylint: disable=unused-import
+    from typing import Any, Dict, List, Optional, Sequence  # noqa: F401 pylint: disable=unused-import
 except ImportError:  # pragma: no cover
     pass
 
@@ -83,39 +83,54 @@ def real_path_problem(path: Optional[str], what: str) -> Optional[str]:
     return None
 
 
-def checkpoint_status(checkpoint_dir: str, validate: str, name_template: Optional[str] = None) -> Dict[str, Any]:
-    """What the run folder says (the checkpoint library's ``inspect``): finished, and the newest
-    valid checkpoint at level ``validate`` (``name_template``: the run's Lightning filename template).
+def checkpoint_status(checkpoint_dir: str, validate: str, name_template: Optional[str] = None,
+                      replicas: Sequence[str] = ()) -> Dict[str, Any]:
+    """What the run folder says (the checkpoint library's ``inspect``), and with ``replicas`` its
+    replica folders too (``best_copy``): finished, and the newest valid checkpoint at level
+    ``validate`` (``name_template``: the run's Lightning filename template).
 
     Returns:
         ``{"finished": bool, "status": "valid"|"none"|"invalid"|"missing"|"error", "step": int|None,
-        "checkpoint": str|None, "detail": str, "warnings": [str]}``: ``valid`` a checkpoint to
-        resume from; ``none`` nothing that looks like training state (start from scratch); ``invalid``
-        checkpoints exist but none is valid, or one cannot be ordered, or entries look like training
-        state that no known layout explains (a human decides); ``missing`` the folder does not exist yet; ``error`` it cannot
-        be read.
+        "checkpoint": str|None, "copy": "primary"|<replica folder>|None, "detail": str, "warnings": [str]}``:
+        ``valid`` a checkpoint to resume from (in the run folder or a replica, ``copy`` says which);
+        ``none`` nothing that looks like training state (start from scratch); ``invalid`` checkpoints
+        exist but none is valid, or one cannot be ordered, or entries look like training state that no
+        known layout explains (a human decides); ``missing`` the folder does not exist yet and no
+        replica holds a copy; ``error`` it cannot be read.
     """
-    result: Dict[str, Any] = {"finished": False, "status": "none", "step": None, "checkpoint": None,
+    result: Dict[str, Any] = {"finished": False, "status": "none", "step": None, "checkpoint": None, "copy": None,
                               "detail": "", "warnings": []}
     problem = real_path_problem(checkpoint_dir, "checkpoint_dir")
     if problem:
         result.update(status="error", detail=problem)
         return result
-    if not os.path.exists(checkpoint_dir):
+    if not os.path.exists(checkpoint_dir) and not replicas:
         result.update(status="missing", detail="%s does not exist yet" % checkpoint_dir)
         return result
     try:
-        report = inspect(checkpoint_dir, validate, list_all=False, name_template=name_template)
+        choice = best_copy(checkpoint_dir, replicas, validate, name_template)
     except (CheckpointError, ValueError) as exc:
         result.update(status="error", detail=str(exc))
         return result
-    result["warnings"] = list(report.warnings)
-    result["finished"] = report.finished is not None
-    best = report.latest_valid
+    report = choice.report
+    result["warnings"] = list(choice.warnings)
+    result["finished"] = report is not None and report.finished is not None
+    best = choice.checkpoint
     if best is not None:
-        result.update(status="valid", step=best.step, checkpoint=best.path,
-                      detail="newest valid checkpoint %s (step %d)" % (best.name, best.step))
-    elif [u for u in report.unordered if u["valid"] is not False]:
+        result.update(status="valid", step=best.step, checkpoint=best.path, copy=choice.copy,
+                      detail="newest valid checkpoint %s (step %d)%s" % (
+                          best.name, best.step, "" if choice.copy == "primary" else ": " + choice.why))
+    elif report is None:
+        result.update(status="missing", detail="%s does not exist yet and no replica holds a verified copy"
+                      % checkpoint_dir)
+    else:
+        _why_none(result, report, checkpoint_dir, validate)
+    return result
+
+
+def _why_none(result: Dict[str, Any], report: Any, checkpoint_dir: str, validate: str) -> None:
+    """``result``'s status and detail when no copy holds a valid checkpoint: the run folder's ``report`` says why."""
+    if [u for u in report.unordered if u["valid"] is not False]:
         result.update(status="invalid", detail="checkpoints exist in %s but they cannot be ordered (%s): "
                       "none is chosen" % (checkpoint_dir, "; ".join(
                           "%s: %s" % (u["name"], u["reason"]) for u in report.unordered if u["valid"] is not False)))
@@ -129,7 +144,6 @@ def checkpoint_status(checkpoint_dir: str, validate: str, name_template: Optiona
                                                          report.unexplained[0]["reason"]))
     else:
         result["detail"] = "no checkpoint in %s" % checkpoint_dir
-    return result
 
 
 def _mtime(path: str) -> Optional[float]:
@@ -193,7 +207,8 @@ def read_folders(run: Dict[str, Any], job_id_raw: Optional[Any], progress: bool 
     ``{"ckpt": checkpoint_status(...), "progress": read_progress(...) | None}``. A log folder or
     heartbeat folder that resolves elsewhere (:func:`real_path_problem`) gives no progress."""
     out: Dict[str, Any] = {"ckpt": checkpoint_status(run["checkpoint_dir"], run["checkpoint_validate"],
-                                                     run.get("checkpoint_name_template")), "progress": None}
+                                                     run.get("checkpoint_name_template"),
+                                                     run.get("checkpoint_replicas") or ()), "progress": None}
     if progress:
         beat = run.get("heartbeat_file")
         problem = real_path_problem(run.get("log_dir"), "log_dir") or real_path_problem(

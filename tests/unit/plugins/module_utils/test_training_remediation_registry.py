@@ -117,6 +117,20 @@ def test_registry_refuses_unknown_levels_and_bad_name_templates(tmp_path):
     assert "has no {step}" in by_name["c"]
 
 
+def test_registry_takes_replica_folders_and_refuses_bad_ones(tmp_path):
+    reg = tmp_path / "runs"
+    write_run(reg, "a", checkpoint_replicas=["/backup/a", "/other/a"])
+    write_run(reg, "b", checkpoint_replicas=["backup/b"])
+    write_run(reg, "c", checkpoint_replicas="/backup/c")
+    write_run(reg, "d", checkpoint_dir="/ckpt/d", checkpoint_replicas=["/ckpt/d/"])
+    write_run(reg, "e", checkpoint_replicas=["/backup/e", "/backup//e"])
+    write_run(reg, "f")
+    runs, errors = training_registry.read_registry(str(reg))
+    assert [(r["name"], r["checkpoint_replicas"]) for r in runs] == [("a", ["/backup/a", "/other/a"]), ("f", [])]
+    assert sorted(e["name"] for e in errors) == ["b", "c", "d", "e"]
+    assert all("checkpoint_replicas" in e["error"] for e in errors)
+
+
 def test_launcher_role_levels_and_name_template_match_the_library():
     yaml = pytest.importorskip("yaml")
     role = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "roles", "torchrun_launcher")

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
@@ -36,6 +37,28 @@ def test_checkpoint_status_from_a_real_run_folder(tmp_path):
     assert st["status"] == "invalid" and st["step"] is None
     ckpt_lib.mark_finished(str(run_dir))
     assert runner.checkpoint_status(str(run_dir), "sizes")["finished"]
+
+
+def test_checkpoint_status_takes_the_newest_copy_of_run_folder_and_replicas(tmp_path):
+    run_dir, replica = tmp_path / "run", tmp_path / "replica"
+    assert runner.checkpoint_status(str(run_dir), "sizes", replicas=[str(replica)])["status"] == "missing"
+    for step in (10, 20):
+        ckpt_lib.write_checkpoint(str(run_dir), step, 0, {"model.pt": b"x" * 64}, fsync=False)
+    ckpt_lib.replicate(str(run_dir), str(replica), keep_last=2, fsync=False)
+    st = runner.checkpoint_status(str(run_dir), "sizes", replicas=[str(replica)])
+    assert (st["status"], st["step"], st["copy"]) == ("valid", 20, "primary")
+    # The run folder's newest damaged: the replica's copy, and the detail says why.
+    with open(os.path.join(str(run_dir), "step_000000020", "model.pt"), "r+b") as handle:
+        handle.truncate(10)
+    st = runner.checkpoint_status(str(run_dir), "sizes", replicas=[str(replica)])
+    assert (st["status"], st["step"], st["copy"]) == ("valid", 20, str(replica))
+    assert st["checkpoint"] == os.path.join(str(replica), "step_000000020") and "newer than the run folder" in st["detail"]
+    # The run folder lost whole: still the replica's.
+    shutil.rmtree(str(run_dir))
+    st = runner.checkpoint_status(str(run_dir), "sizes", replicas=[str(replica)])
+    assert (st["status"], st["step"]) == ("valid", 20) and "does not exist" in st["detail"]
+    # Without the replica, the lost folder is missing (what remediation said before replicas).
+    assert runner.checkpoint_status(str(run_dir), "sizes")["status"] == "missing"
 
 
 def test_checkpoints_that_cannot_be_ordered_need_a_human_never_a_fresh_start(tmp_path):
