@@ -377,6 +377,62 @@ def test_a_users_folder_gets_its_entry_in_that_users_crontab(alice):
     assert marker("alice-run") not in crontab_lines(ALICE) + crontab_lines()
 
 
+def test_a_folder_with_a_replica_is_copied_then_pruned_as_its_owner(alice):
+    """Issue 27: the entry replicates (nice, idle I/O class) before it prunes; the prune keeps what the replica
+    does not hold yet; with the run folder's newest checkpoint lost, latest --replica names the replica's copy."""
+    top = alice["top"]
+    run_dir = users_run(alice, "alice-replicated")
+    replica = os.path.join(top, "backup", "alice-replicated")
+    os.makedirs(os.path.dirname(replica))
+    os.chown(os.path.dirname(replica), alice["uid"], alice["gid"])
+    folders = [{"name": "alice-replicated", "path": run_dir, "keep_last": 1, "replicas": [replica],
+                "replica_keep_last": 2, "replica_bwlimit": "50M"}]
+    output, recap = apply_role(pathlib.Path(top), folders)
+    assert recap.get("failed") == 0 and recap.get("changed", 0) > 0, output
+    output, recap = apply_role(pathlib.Path(top), folders)
+    assert recap.get("failed") == 0 and recap.get("changed") == 0, output  # idempotent
+    job = cron_job("alice-replicated", ALICE)
+    assert job.startswith("nice -n 19 ionice -c 3 /usr/bin/python3 ") and " replicate " in job
+    assert job.index(" replicate ") < job.index(" prune ") and "--replica=" + replica in job
+    home = pwd.getpwnam(ALICE).pw_dir
+
+    def cron_run():
+        return subprocess.run(["/bin/sh", "-c", job], env={"PATH": "/usr/bin:/bin", "HOME": home, "SHELL": "/bin/sh",
+                                                           "LOGNAME": ALICE}, user=alice["uid"], group=alice["gid"],
+                              extra_groups=[], cwd=home, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True, check=False)
+    proc = cron_run()
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", ""), proc.stderr
+    assert entries(replica) == [ck.REPLICA_INDEX, ck.REPLICATE_LOCK, "step_000000300", "step_000000400"]
+    assert os.stat(os.path.join(replica, "step_000000400", "model.pt")).st_uid == alice["uid"]
+    assert entries(run_dir) == ["step_000000400"]  # 100-300 deleted: the replica holds 400
+    # Two new checkpoints; the replica away (unreadable for alice) for one run: nothing is deleted.
+    for step in (500, 600):
+        ck.write_checkpoint(run_dir, step, 0, {"model.pt": b"m" * 64}, fsync=False)
+    chown_tree(run_dir, alice["uid"], alice["gid"])
+    os.chmod(replica, 0o000)
+    try:
+        proc = cron_run()
+    finally:
+        os.chmod(replica, 0o755)
+    assert entries(run_dir) == ["step_000000400", "step_000000500", "step_000000600"]
+    proc = cron_run()
+    assert proc.returncode == 0, proc.stderr
+    assert entries(replica)[2:] == ["step_000000500", "step_000000600"]
+    assert entries(run_dir) == ["step_000000600"]
+    log = os.path.join(top, "log", ALICE, "checkpoint-prune-alice-replicated.log")
+    with open(log) as handle:
+        logged = handle.read()
+    assert "copied step_000000600" in logged and "deleted the copy step_000000400" in logged
+    # The run folder's newest lost: the replica's verified copy is where a resume starts.
+    shutil.rmtree(os.path.join(run_dir, "step_000000600"))
+    tool = job.split(" ")[7]
+    latest = subprocess.run(["/usr/bin/python3", tool, "latest", run_dir, "--replica", replica], user=alice["uid"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
+    assert (latest.returncode, latest.stdout.strip()) == (0, os.path.join(replica, "step_000000600")), latest.stderr
+    assert "resuming from a replica" in latest.stderr
+
+
 def test_root_is_refused_for_a_users_folder_unless_allow_root(alice):
     top = pathlib.Path(alice["top"])
     run_dir = users_run(alice)
