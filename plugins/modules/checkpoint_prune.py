@@ -85,6 +85,14 @@ options:
       - V(tmp-deleting-*) entries left by an interrupted prune are removed at once.
     type: int
     default: 86400
+  replicas:
+    description:
+      - Replica folders of O(run_folder) (M(clusterops.slurm.checkpoint_replicate)). No checkpoint newer than every
+        replica's newest verified copy is deleted, so each checkpoint stays until every replica holds it or a newer
+        one. A replica that holds no verified copy or cannot be read keeps every checkpoint (a warning says so).
+    type: list
+    elements: path
+    default: []
   lock_file:
     description:
       - The lock file. Defaults to C(.prune.lock) in O(run_folder). Set it to a local path where the
@@ -234,7 +242,8 @@ def prune_folder(module):
     try:
         result = prune(params["run_folder"], params["keep_last"], params["keep_every"], params["keep"], params["min_free"],
                        None if params["tmp_grace"] < 0 else params["tmp_grace"], params["validate"],
-                       dry_run=module.check_mode, log=lines.append, lock_file=params["lock_file"])
+                       dry_run=module.check_mode, log=lines.append, lock_file=params["lock_file"],
+                       replicas=params["replicas"])
     except (CheckpointError, ValueError) as exc:
         raise TaskFailure(str(exc), run_folder=params["run_folder"], deleted=[])
     if not module.check_mode:
@@ -266,6 +275,7 @@ def main():
             min_free=dict(type="str"),
             tmp_grace=dict(type="int", default=TMP_GRACE),
             lock_file=dict(type="path"),
+            replicas=dict(type="list", elements="path", default=[]),
         ),
     ).merge(CHECKPOINT_OPTIONS).module_kwargs())
     run_task(module, prune_folder)
