@@ -23,7 +23,7 @@ description:
     manifest count (C(docs/checkpoint-replicas.md))."
   - A lock (C(flock) on C(.replicate.lock) in the replica folder) stops two replications into one replica at
     once. The replica folder is created when missing.
-  - The launcher (O(clusterops.slurm.torchrun_launcher#role:torchrun_launcher_checkpoint_replicas)), remediation
+  - The launcher (O(clusterops.slurm.torchrun_launcher#role:main:torchrun_launcher_checkpoint_replicas)), remediation
     (the run's C(checkpoint_replicas), M(clusterops.slurm.training_run)) and
     M(clusterops.slurm.checkpoint_prune) with O(clusterops.slurm.checkpoint_prune#module:replicas) use the
     replica; the same code runs from cron as C(python3 clusterops_checkpoint replicate RUN_DIR REPLICA_DIR)
@@ -71,7 +71,6 @@ options:
 seealso:
   - module: clusterops.slurm.checkpoint_prune
   - module: clusterops.slurm.checkpoint_info
-  - role: clusterops.slurm.checkpoint_pruning
 '''
 
 EXAMPLES = r'''
@@ -150,6 +149,8 @@ lag:
   sample: {"primary_step": 3000, "replica_step": 2000, "checkpoints_behind": 1, "seconds_behind": 312.5}
 '''
 
+from typing import List  # noqa: F401
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import (
@@ -181,7 +182,7 @@ def replicate_folder(module):
     except ValueError as exc:
         raise TaskFailure("bwlimit: %s" % exc)
     before = _verified(params["replica"])
-    lines = []
+    lines: List[str] = []
     try:
         result = replicate(params["run_folder"], params["replica"], params["keep_last"], params["keep_every"],
                            params["validate"], rate, dry_run=module.check_mode, log=lines.append,

@@ -48,7 +48,9 @@ from .common import (
     REPLICA_STAGING_PREFIX,
     REPLICATE_LOCK,
     Report,
+    SHA256,
     SIZES,
+    STRUCTURE,
 )
 from .fsutil import (
     atomic_write_json,
@@ -114,10 +116,11 @@ def _write_index(replica: str, primary: str, entries: Dict[str, Dict[str, Any]],
         indent=1, mode=0o644, fsync=fsync)
 
 
-def newest_verified(replica: str, validate: str = SIZES, name_template: Optional[str] = None
-                    ) -> Tuple[Report, Optional[Checkpoint]]:
+def newest_verified(replica: str, validate: str = SIZES, name_template: Optional[str] = None,
+                    newer_than: Optional[Tuple[int, int]] = None) -> Tuple[Report, Optional[Checkpoint]]:
     """The replica folder read as a run folder, and its newest checkpoint that the index lists and
-    that is valid at ``validate`` (None when there is none).
+    that is valid at ``validate`` (None when there is none, or none newer than the ``(epoch, step)``
+    key ``newer_than``: copies that cannot win are not checked).
 
     A copy is counted only while its entry in the index agrees with it: the same layout, step and
     (for the files it lists) sizes at every level above ``structure``.
@@ -129,19 +132,22 @@ def newest_verified(replica: str, validate: str = SIZES, name_template: Optional
     index = read_index(report.path)
     replica_real = os.path.realpath(report.path)
     for ckpt in reversed(report.checkpoints):
+        if newer_than is not None and ckpt.key <= newer_than:
+            break
         entry = index.get(ckpt.name)
         if entry is None or entry.get("step") != ckpt.step or entry.get("is_dir") != ckpt.is_dir:
             continue
         if ckpt.checked != validate:
             check_checkpoint(ckpt, validate, replica_real)
-        if ckpt.valid and (validate == "structure" or _sizes_agree(ckpt, entry)):
+        if ckpt.valid and (validate == "structure" or _sizes_agree(ckpt.path, entry)):
             return report, ckpt
     return report, None
 
 
-def _sizes_agree(ckpt: Checkpoint, entry: Dict[str, Any]) -> bool:
+def _sizes_agree(copy: str, entry: Dict[str, Any]) -> bool:
+    """Whether the copy at ``copy`` holds every file its manifest entry lists, at the listed size."""
     for item in entry.get("files") or []:
-        path = os.path.join(ckpt.path, item.get("path", "")) if ckpt.is_dir else ckpt.path
+        path = os.path.join(copy, item.get("path", "")) if entry.get("is_dir") else copy
         try:
             st = os.lstat(path)
         except OSError:
@@ -191,6 +197,11 @@ def _copy_file(src: str, dst: str, pacer: _Pacer) -> Dict[str, Any]:
                 total += len(chunk)
                 pacer(len(chunk))
             os.fsync(fd_out)
+            if hasattr(os, "posix_fadvise"):  # the read-back then reads what the device holds, not the cache
+                try:
+                    os.posix_fadvise(fd_out, 0, 0, os.POSIX_FADV_DONTNEED)
+                except OSError:  # pragma: no cover - some file systems refuse hints
+                    pass
         finally:
             os.close(fd_out)
     finally:
@@ -275,14 +286,14 @@ def replica_lag(primary: Optional[Checkpoint], replica: Optional[Checkpoint], va
     """How far a replica is behind: ``{"primary_step", "replica_step", "checkpoints_behind", "seconds_behind"}``.
 
     ``checkpoints_behind``: valid checkpoints of the run folder newer than the replica's newest copy;
-    ``seconds_behind``: seconds since the oldest of those was written (its manifest time, else its
-    mtime), 0 when none; None where it cannot be read.
+    ``seconds_behind``: seconds since the oldest of those was written (its modification time), 0 when
+    none; None when none of them can be read any more (deleted meanwhile, e.g. by the trainer's rotation).
     """
     behind = [c for c in valid_primary if replica is None or c.key > replica.key]
     seconds: Optional[float] = 0.0
     if behind:
-        written = min(_mtime(c.path) for c in behind)
-        seconds = None if written is None else max(0.0, round(now - written, 1))
+        times = [t for t in (_mtime(c.path) for c in behind) if t is not None]
+        seconds = max(0.0, round(now - min(times), 1)) if times else None
     return dict(primary_step=primary.step if primary else None, replica_step=replica.step if replica else None,
                 checkpoints_behind=len(behind), seconds_behind=seconds)
 
@@ -326,7 +337,7 @@ def replicate(run_dir: str, replica: str, keep_last: int = 2, keep_every: int = 
     result = ReplicateResult(run_dir, replica, dry_run)
     if not os.path.isdir(replica):
         if dry_run:
-            source = inspect(run_dir, validate, validate_all=True, name_template=name_template)
+            source = inspect(run_dir, validate, list_all=True, name_template=name_template)
             result.copied = [dict(name=c.name, step=c.step, bytes=None, seconds=None)
                              for c in _to_copy(source.checkpoints, {}, keep_last, keep_every)]
             return result
@@ -339,7 +350,7 @@ def replicate(run_dir: str, replica: str, keep_last: int = 2, keep_every: int = 
             raise ReplicaLocked("another replication into %s is running (it holds %s); nothing done" % (
                 replica, REPLICATE_LOCK))
     try:
-        _replicate_locked(run_dir, replica, result, keep_last, keep_every, validate, _Pacer(bwlimit), log,
+        _replicate_locked(run_dir, replica, result, keep_last, keep_every, validate, bwlimit, log,
                           name_template, fsync, time.time() if now is None else now)
     finally:
         if lock_fd is not None:
@@ -350,10 +361,11 @@ def replicate(run_dir: str, replica: str, keep_last: int = 2, keep_every: int = 
 def _to_copy(valid: List[Checkpoint], index: Dict[str, Dict[str, Any]], keep_last: int, keep_every: int
              ) -> List[Checkpoint]:
     """The run folder's valid checkpoints that retention keeps and the index lacks, newest first."""
-    valid = [c for c in valid if c.valid]
+    valid = [c for c in valid if c.valid is not False]
+    names = set(c.name for c in valid)
     keys = [(c.key, c.name, c.step) for c in valid]
     keys += [((_entry_epoch(e), e["step"]), name, e["step"]) for name, e in index.items()
-             if isinstance(e.get("step"), int) and name not in set(c.name for c in valid)]
+             if isinstance(e.get("step"), int) and name not in names]
     kept = _retained(keys, keep_last, keep_every)
     return sorted([c for c in valid if c.name in kept and c.name not in index], key=lambda c: c.key, reverse=True)
 
@@ -364,9 +376,11 @@ def _entry_epoch(entry: Dict[str, Any]) -> int:
 
 
 def _replicate_locked(run_dir: str, replica: str, result: ReplicateResult, keep_last: int, keep_every: int,
-                      validate: str, pacer: _Pacer, log: Callable[[str], None], name_template: Optional[str],
+                      validate: str, bwlimit: Optional[float], log: Callable[[str], None], name_template: Optional[str],
                       fsync: bool, now: float) -> None:
-    source = inspect(run_dir, validate, validate_all=True, name_template=name_template)
+    # Every candidate at structure, the newest down to the first valid at validate; the ones to copy are
+    # checked at validate before copying (at sha256 the whole run folder is not hashed on every run).
+    source = inspect(run_dir, validate, list_all=True, name_template=name_template)
     index = read_index(replica)
     # A killed run's copies (under the lock, every tmp-replica-* is one) and removals cut short.
     if not result.dry_run:
@@ -378,13 +392,26 @@ def _replicate_locked(run_dir: str, replica: str, result: ReplicateResult, keep_
                     log("removed %s (left by a replication cut short)" % name)
         finally:
             os.close(replica_fd)
+    # A copy changed or lost since it was verified leaves the manifest: made again while the run folder holds it.
+    for name in sorted(n for n, e in index.items() if not _sizes_agree(os.path.join(replica, n), e)):
+        del index[name]
+        result.warnings.append("the copy %s no longer matches the replica's manifest: not counted%s" % (
+            name, "" if result.dry_run else "; taken out of the manifest"))
+        if not result.dry_run:
+            _write_index(replica, run_dir, index, fsync)
+            log("warning: %s" % result.warnings[-1])
     run_real = os.path.realpath(run_dir)
     for ckpt in _to_copy(source.checkpoints, index, keep_last, keep_every):
+        if ckpt.checked != validate:
+            check_checkpoint(ckpt, validate, run_real)
+        if not ckpt.valid:
+            result.warnings.append("%s is not valid at %s (%s): not copied" % (ckpt.name, validate, ckpt.why_invalid))
+            continue
         if result.dry_run:
             result.copied.append(dict(name=ckpt.name, step=ckpt.step, bytes=ckpt.size, seconds=None))
             continue
         try:
-            entry = _copy_one(ckpt, run_real, replica, validate, pacer)
+            entry = _copy_one(ckpt, run_real, replica, validate, _Pacer(bwlimit))  # paced from the copy's start
         except (OSError, CheckpointError) as exc:
             full = isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
             result.error = "copying %s to %s failed%s: %s" % (
@@ -396,7 +423,7 @@ def _replicate_locked(run_dir: str, replica: str, result: ReplicateResult, keep_
         result.copied.append(dict(name=ckpt.name, step=ckpt.step, bytes=entry["bytes"], seconds=entry["seconds"]))
         log("copied %s (%d bytes in %.1f s)" % (ckpt.name, entry["bytes"], entry["seconds"]))
     _apply_retention(replica, run_dir, index, result, keep_last, keep_every, validate, log, name_template, fsync)
-    valid = [c for c in source.checkpoints if c.valid]
+    valid = [c for c in source.checkpoints if c.valid is not False]
     newest = None
     if not (result.dry_run and not index):
         newest = newest_verified(replica, validate, name_template)[1]
@@ -426,7 +453,8 @@ def _copy_one(ckpt: Checkpoint, run_real: str, replica: str, validate: str, pace
                 remove_tree_at(replica_fd, os.path.basename(staging))
             raise
         copy = Checkpoint(ckpt.name, final, ckpt.name_layout, ckpt.step, ckpt.name_epoch, ckpt.is_dir)
-        check_checkpoint(copy, validate, os.path.realpath(replica))
+        # At sha256 the read-back has compared every byte already: the layout's check at sizes suffices.
+        check_checkpoint(copy, SIZES if validate == SHA256 else validate, os.path.realpath(replica))
         if not copy.valid:
             os.rename(final, os.path.join(replica, DELETING_PREFIX + ckpt.name))
             remove_tree_at(replica_fd, DELETING_PREFIX + ckpt.name)
@@ -494,7 +522,9 @@ class CopyChoice(object):
         checkpoint: the chosen :class:`Checkpoint` (its ``path`` in the run folder or a replica), or None.
         copy: ``"primary"`` or the replica folder's path it came from; None when nothing was chosen.
         why: one line saying why this copy.
-        copies: ``{"copy", "path", "step", "name", "error"}`` for the run folder and each replica.
+        copies: ``{"copy", "path", "step", "name", "error"}`` for the run folder and each replica: the
+            newest valid checkpoint of each, for a replica only one newer than the copies before it
+            (``step`` None otherwise), or why it could not be read.
         report: the run folder's :class:`Report` (None when the folder does not exist).
         empty: no copy holds a checkpoint or training state: start from scratch.
         blocked: the run folder holds a checkpoint whose order is unknown: none is chosen.
@@ -549,7 +579,7 @@ def best_copy(run_dir: str, replicas: Sequence[str], validate: str = SIZES, name
     for replica in replicas:
         replica = os.path.abspath(replica)
         try:
-            report, newest = newest_verified(replica, validate, name_template)
+            report, newest = newest_verified(replica, validate, name_template, best.key if best else None)
         except CheckpointError as exc:
             choice.warnings.append("replica %s not used: %s" % (replica, exc))
             choice.copies.append(dict(copy=replica, path=replica, step=None, name=None, error=str(exc)))

@@ -113,6 +113,13 @@ def test_lag_counts_the_checkpoints_not_yet_copied(run, replica):
     assert names(replica) == ["step_000000010"], "a dry run copies nothing"
 
 
+def test_lag_survives_checkpoints_deleted_meanwhile(run):
+    """The trainer's own rotation may delete a checkpoint while a long copy runs: the lag says None, never raises."""
+    gone = [ck.Checkpoint("step_%09d" % s, os.path.join(str(run), "step_%09d" % s), ck.CONTRACT, s) for s in (1, 2)]
+    lag = ck.replicas.replica_lag(gone[-1], None, gone, time.time())
+    assert lag == dict(primary_step=2, replica_step=None, checkpoints_behind=2, seconds_behind=None)
+
+
 def test_invalid_checkpoints_of_the_run_folder_are_not_copied(run, replica):
     contract(run, 10)
     bad = contract(run, 20)
@@ -162,6 +169,11 @@ def test_a_copy_whose_files_no_longer_match_the_index_is_not_counted(run, replic
     ck.replicate(str(run), str(replica), keep_last=2, fsync=False)
     truncate(os.path.join(str(replica), "step_000000020", "model.pt"), 1)
     assert ck.newest_verified(str(replica))[1].name == "step_000000010"
+    # The next replication takes it out of the manifest and makes it again from the run folder.
+    result = ck.replicate(str(run), str(replica), keep_last=2, fsync=False)
+    assert [c["name"] for c in result.copied] == ["step_000000020"] and "no longer matches" in result.warnings[0]
+    assert ck.newest_verified(str(replica))[1].name == "step_000000020"
+    assert ck.verify(os.path.join(str(replica), "step_000000020"), ck.SHA256).valid
 
 
 def test_the_replica_is_not_the_run_folder(run):
