@@ -347,6 +347,36 @@ def test_damaged_checkpoints_resume_from_the_previous_valid_one(clean, reference
     assert_bitwise_equal(final_params(r["ckpt"]), reference)
 
 
+def test_newest_checkpoint_lost_after_replication_resumes_from_the_replica(clean, reference):
+    """Issue 27: the run folder's newest checkpoint is deleted after replication; remediation and the launcher
+    resume from the replica's verified copy (read in place) and the run ends bitwise equal to an uninterrupted one."""
+    replica = os.path.join(clean["base"], "replica-%s" % clean["tag"])
+    os.makedirs(replica)
+    run(["chown", ALICE, replica])
+    r = deploy(clean, "e2e-replica", torchrun_launcher_checkpoint_replicas=[replica])
+    first = until(lambda: running_with_checkpoint(r, 3 * EVERY), "three checkpoints", 120, interval=0.2)
+    out = run(["pgrep", "-f", "reference_trainer.py.*%s" % r["ckpt"]], check=False).stdout.split()
+    assert out, "no trainer process found"
+    os.kill(int(out[-1]), signal.SIGKILL)  # a worker dies: the job ends FAILED
+    until(lambda: sacct_state(first) == "FAILED", "job %s to end FAILED" % first, 90)
+    # The cron entry's command, as alice (where the jobs run: the host, or the release's container).
+    container = cluster_info().get("container")
+    as_alice = ["podman", "exec", "--user", ALICE, container] if container else ["runuser", "-u", ALICE, "--"]
+    tool = os.path.join(clean["tools"], "clusterops_checkpoint")
+    copied = run(as_alice + ["/usr/bin/python3", tool, "replicate", r["ckpt"], replica, "--keep-last", "2", "--json"])
+    newest = max(saved_steps(r["ckpt"]))
+    assert [c["step"] for c in json.loads(copied.stdout)["copied"]][0] == newest, copied.stdout
+    shutil.rmtree(os.path.join(r["ckpt"], "step_%09d" % newest))  # lost in the run folder
+
+    proc, dummy = remediate(clean["registry"], *only(r["name"]))
+    line = summary_line(proc, r["name"])
+    assert "newest valid step %d -> resubmit" % newest in line, line
+    until(lambda: os.path.exists(os.path.join(r["ckpt"], "FINISHED")), "the run to finish", 300)
+    tries = attempts(read_events(r["ckpt"]))
+    assert tries[-1][0]["step"] == newest, "did not resume from the replica's step %d" % newest
+    assert_bitwise_equal(final_params(r["ckpt"]), reference)
+
+
 def test_cancelled_run_is_never_resubmitted(clean):
     r = deploy(clean, "e2e-cancel")
     first = until(lambda: (active_jobs(r["name"]) or [[None]])[0][0], "the job to be queued", 30)
