@@ -25,7 +25,7 @@ SLURM_RELEASES ?= $(or $(CLUSTEROPS_SLURM_RELEASES),$(DEVCLUSTER_RELEASES))
 include dev/cluster/cluster.mk
 include tests/molecule/molecule.mk
 
-.PHONY: help setup deps venv collection importer tarball demo demo-hang report test unit typecheck matrix integration integration-release pruning-role packaging sanity lint security benchmark clean
+.PHONY: help setup deps venv collection importer tarball demo demo-hang demo-replica report test unit typecheck matrix integration integration-release pruning-role packaging sanity lint security benchmark clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | sort
@@ -85,6 +85,10 @@ demo: setup ## A training run loses a node of the dev cluster for real; remediat
 demo-hang: setup ## A training run hangs (--hang-at-step); remediate.yml's watchdog saves its stacks, cancels and resubmits it, and it finishes from its checkpoint
 	$(MAKE) cluster-up
 	SLURM=$(SLURM) DEVCLUSTER_DIR=$(DEVCLUSTER_DIR) $(VENV_PY) dev/demo_hang.py
+
+demo-replica: setup ## A training run's newest checkpoint is lost on its file system; it resumes from the verified copy in its replica folder
+	$(MAKE) cluster-up
+	SLURM=$(SLURM) DEVCLUSTER_DIR=$(DEVCLUSTER_DIR) bash dev/demo_replica.sh
 
 # RUN=<run>: the page of that run of the dev cluster's registry (the demo's by default; REGISTRY=,
 # REPORT_DIR= for others), through playbooks/goodput_report.yml; prints its path.

@@ -347,26 +347,39 @@ def test_damaged_checkpoints_resume_from_the_previous_valid_one(clean, reference
     assert_bitwise_equal(final_params(r["ckpt"]), reference)
 
 
-def test_newest_checkpoint_lost_after_replication_resumes_from_the_replica(clean, reference):
-    """Issue 27: the run folder's newest checkpoint is deleted after replication; remediation and the launcher
-    resume from the replica's verified copy (read in place) and the run ends bitwise equal to an uninterrupted one."""
-    replica = os.path.join(clean["base"], "replica-%s" % clean["tag"])
+@pytest.mark.parametrize("loss", ["newest deleted", "run folder lost whole", "replication killed mid-copy"])
+def test_checkpoints_lost_after_replication_resume_from_the_replica(clean, reference, loss):
+    """Issue 27: after replication (as alice, the cron entry's command) the run folder loses its newest checkpoint,
+    or the whole folder; or a first replication is killed mid-copy and run again. Remediation and the launcher resume
+    from the replica's verified copy (read in place), never from a partial one, and the run ends bitwise equal to an
+    uninterrupted one."""
+    replica = os.path.join(clean["base"], "replica-%s-%d" % (clean["tag"], len(loss)))
     os.makedirs(replica)
     run(["chown", ALICE, replica])
-    r = deploy(clean, "e2e-replica", torchrun_launcher_checkpoint_replicas=[replica])
+    r = deploy(clean, "e2e-replica-%d" % len(loss), torchrun_launcher_checkpoint_replicas=[replica])
     first = until(lambda: running_with_checkpoint(r, 3 * EVERY), "three checkpoints", 120, interval=0.2)
     out = run(["pgrep", "-f", "reference_trainer.py.*%s" % r["ckpt"]], check=False).stdout.split()
     assert out, "no trainer process found"
     os.kill(int(out[-1]), signal.SIGKILL)  # a worker dies: the job ends FAILED
     until(lambda: sacct_state(first) == "FAILED", "job %s to end FAILED" % first, 90)
-    # The cron entry's command, as alice (where the jobs run: the host, or the release's container).
     container = cluster_info().get("container")
     as_alice = ["podman", "exec", "--user", ALICE, container] if container else ["runuser", "-u", ALICE, "--"]
-    tool = os.path.join(clean["tools"], "clusterops_checkpoint")
-    copied = run(as_alice + ["/usr/bin/python3", tool, "replicate", r["ckpt"], replica, "--keep-last", "2", "--json"])
+    replicate = as_alice + ["/usr/bin/python3", os.path.join(clean["tools"], "clusterops_checkpoint"), "replicate",
+                            r["ckpt"], replica, "--keep-last", "2", "--json"]
     newest = max(saved_steps(r["ckpt"]))
-    assert [c["step"] for c in json.loads(copied.stdout)["copied"]][0] == newest, copied.stdout
-    shutil.rmtree(os.path.join(r["ckpt"], "step_%09d" % newest))  # lost in the run folder
+    if loss == "replication killed mid-copy":
+        slow = subprocess.Popen(replicate[:-1] + ["--bwlimit", "512", "--quiet"])  # 512 bytes a second
+        until(lambda: any(n.startswith("tmp-replica-") for n in os.listdir(replica)), "a copy being made", 30)
+        run(["pkill", "-KILL", "-u", ALICE, "-f", "clusterops_checkpoint replicate"], check=False)
+        slow.wait(timeout=30)
+        assert run(["/usr/bin/python3", os.path.join(clean["tools"], "clusterops_checkpoint"), "latest", r["ckpt"],
+                    "--replica", replica]).stdout.strip().startswith(r["ckpt"]), "a partial copy was chosen"
+    copied = json.loads(run(replicate).stdout)
+    assert copied["copied"][0]["step"] == newest and copied["lag"]["checkpoints_behind"] == 0, copied
+    if loss == "run folder lost whole":
+        shutil.rmtree(r["ckpt"])
+    else:
+        shutil.rmtree(os.path.join(r["ckpt"], "step_%09d" % newest))
 
     proc, dummy = remediate(clean["registry"], *only(r["name"]))
     line = summary_line(proc, r["name"])

@@ -128,7 +128,8 @@ def newest_verified(replica: str, validate: str = SIZES, name_template: Optional
     Raises:
         CheckpointError: the folder is missing, unreadable, or its index is (:func:`read_index`).
     """
-    report = inspect(replica, validate, list_all=False, name_template=name_template)
+    # At structure: the copies are checked at validate below, newest first, only while they can win.
+    report = inspect(replica, STRUCTURE, list_all=False, name_template=name_template)
     index = read_index(report.path)
     replica_real = os.path.realpath(report.path)
     for ckpt in reversed(report.checkpoints):
