@@ -347,14 +347,24 @@ def test_damaged_checkpoints_resume_from_the_previous_valid_one(clean, reference
     assert_bitwise_equal(final_params(r["ckpt"]), reference)
 
 
-@pytest.mark.parametrize("loss", ["newest deleted", "run folder lost whole", "replication killed mid-copy"])
-def test_checkpoints_lost_after_replication_resume_from_the_replica(clean, reference, loss):
+@pytest.mark.parametrize("loss", ["newest deleted", "run folder lost whole", "replication killed mid-copy",
+                                  "replica file system full"])
+def test_checkpoints_lost_after_replication_resume_from_the_replica(clean, reference, loss, request):
     """Issue 27: after replication (as alice, the cron entry's command) the run folder loses its newest checkpoint,
     or the whole folder; or a first replication is killed mid-copy and run again. Remediation and the launcher resume
     from the replica's verified copy (read in place), never from a partial one, and the run ends bitwise equal to an
     uninterrupted one."""
     replica = os.path.join(clean["base"], "replica-%s-%d" % (clean["tag"], len(loss)))
     os.makedirs(replica)
+    if loss == "replica file system full":  # room for one checkpoint of the reference trainer (93 kB), not two
+        run(["mount", "-t", "tmpfs", "-o", "size=160k", "tmpfs", replica])
+        request.addfinalizer(lambda: run(["umount", "--lazy", replica], check=False))
+        # The nodes run in private mount namespaces (a release's in its container) made when they start: they
+        # see the new file system once started anew, as a real node sees a file system mounted before its boot.
+        make("cluster-down")
+        make("cluster-up")
+        reset_cluster()
+    container = cluster_info().get("container")
     run(["chown", ALICE, replica])
     r = deploy(clean, "e2e-replica-%d" % len(loss), torchrun_launcher_checkpoint_replicas=[replica])
     first = until(lambda: running_with_checkpoint(r, 3 * EVERY), "three checkpoints", 120, interval=0.2)
@@ -362,7 +372,6 @@ def test_checkpoints_lost_after_replication_resume_from_the_replica(clean, refer
     assert out, "no trainer process found"
     os.kill(int(out[-1]), signal.SIGKILL)  # a worker dies: the job ends FAILED
     until(lambda: sacct_state(first) == "FAILED", "job %s to end FAILED" % first, 90)
-    container = cluster_info().get("container")
     as_alice = ["podman", "exec", "--user", ALICE, container] if container else ["runuser", "-u", ALICE, "--"]
     replicate = as_alice + ["/usr/bin/python3", os.path.join(clean["tools"], "clusterops_checkpoint"), "replicate",
                             r["ckpt"], replica, "--keep-last", "2", "--json"]
@@ -374,8 +383,15 @@ def test_checkpoints_lost_after_replication_resume_from_the_replica(clean, refer
         slow.wait(timeout=30)
         assert run(["/usr/bin/python3", os.path.join(clean["tools"], "clusterops_checkpoint"), "latest", r["ckpt"],
                     "--replica", replica]).stdout.strip().startswith(r["ckpt"]), "a partial copy was chosen"
-    copied = json.loads(run(replicate).stdout)
-    assert copied["copied"][0]["step"] == newest and copied["lag"]["checkpoints_behind"] == 0, copied
+    if loss == "replica file system full":  # the newest copied, the next one refused: an error, nothing partial left
+        full = run(replicate, check=False)
+        result = json.JSONDecoder().raw_decode(full.stdout)[0]  # then the error line (stderr, merged)
+        assert full.returncode == 2 and "the replica's file system is full" in result["error"], full.stdout
+        assert [c["step"] for c in result["copied"]] == [newest], full.stdout
+        assert not [n for n in os.listdir(replica) if n.startswith("tmp-")], os.listdir(replica)
+    else:
+        copied = json.loads(run(replicate).stdout)
+        assert copied["copied"][0]["step"] == newest and copied["lag"]["checkpoints_behind"] == 0, copied
     if loss == "run folder lost whole":
         shutil.rmtree(r["ckpt"])
     else:
