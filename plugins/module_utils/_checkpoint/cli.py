@@ -38,7 +38,8 @@ from .common import (
 )
 from .runs import inspect, read_finished, verify
 from .pruning import EXIT_LOCKED, human_size, parse_size, prune, PruneLocked, TMP_GRACE
-from .replicas import best_copy, ReplicaLocked, replicate
+from .copies import best_copy
+from .replicas import ReplicaLocked, replicate
 
 
 _EPILOG = """exit codes:

@@ -34,7 +34,7 @@ except ImportError:  # pragma: no cover
 
 from .common import Checkpoint, CheckpointError, DELETING_PREFIX, PRUNE_LOCK, SIZES
 from .fsutil import FolderPathError, names_folder, open_dir_nofollow, open_lock_file, remove_tree_at, try_flock
-from .replicas import unreplicated_guard
+from .copies import unreplicated_guard
 from .prune_plan import plan_checkpoints, stale_temporaries
 from .runs import check_level, inspect
 
