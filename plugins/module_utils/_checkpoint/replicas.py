@@ -35,7 +35,7 @@ import os
 import time
 
 try:
-    from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple  # noqa: F401
+    from typing import Any, Callable, Dict, List, Optional, Tuple  # noqa: F401
 except ImportError:  # pragma: no cover
     pass
 
