@@ -306,6 +306,30 @@ def _mtime(path: str) -> Optional[float]:
         return None
 
 
+def _refuse_root_in_users_folders(run_dir: str, replica: str) -> None:
+    """Root replicates only between folders root owns: a copy writes and renames by path in the replica
+    folder, and whoever can write there could swap a folder for a link under root's feet. A user's folders
+    are replicated as that user (the role checkpoint_pruning's cron entry, the module with become_user).
+
+    Raises:
+        CheckpointError: this process is root and the run folder, the replica or (for a replica not made
+            yet) its nearest existing parent is owned by another user or writable by others."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return
+    for path in (run_dir, replica):
+        while not os.path.lexists(path) and os.path.dirname(path) != path:
+            path = os.path.dirname(path)
+        try:
+            st = os.lstat(path)  # a user's link (to a folder of root's) counts as the user's
+        except OSError:
+            continue  # reported by the scan or the copy
+        if st.st_uid != 0 or st.st_mode & 0o022 and not st.st_mode & 0o1000:
+            raise CheckpointError(
+                "refusing to replicate as root: %s is owned by uid %d%s; run replicate as the folder's owner "
+                "(the role checkpoint_pruning does, the module with become_user)" % (
+                    path, st.st_uid, "" if st.st_uid != 0 else " and writable by others"))
+
+
 def replicate(run_dir: str, replica: str, keep_last: int = 2, keep_every: int = 0, validate: str = SIZES,
               bwlimit: Optional[float] = None, dry_run: bool = False, log: Optional[Callable[[str], None]] = None,
               name_template: Optional[str] = None, fsync: bool = True, now: Optional[float] = None) -> ReplicateResult:
@@ -335,6 +359,7 @@ def replicate(run_dir: str, replica: str, keep_last: int = 2, keep_every: int = 
     run_dir, replica = os.path.abspath(run_dir), os.path.abspath(replica)
     if os.path.realpath(replica) == os.path.realpath(run_dir):
         raise ValueError("the replica %s is the run folder itself" % replica)
+    _refuse_root_in_users_folders(run_dir, replica)
     result = ReplicateResult(run_dir, replica, dry_run)
     if not os.path.isdir(replica):
         if dry_run:

@@ -203,6 +203,33 @@ def test_a_lost_run_folder_leaves_the_replica_untouched(run, replica):
     assert names(replica) == ["step_000000010", "step_000000020"]
 
 
+@pytest.mark.parametrize("whose", ["replica", "replica link", "run folder", "replica's parent"])
+def test_root_does_not_replicate_in_a_users_folders(tmp_path, whose):
+    """Root copies and renames by path in the replica: a user who can write there could swap a folder for a link.
+    So root replicates only between folders root owns; a user's are replicated as that user."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    nobody = 65534
+    top = tmp_path / "top"
+    top.mkdir()
+    run, replica = top / "run", top / "backup" / "replica"
+    contract(run, 10)
+    replica.parent.mkdir()
+    if whose == "replica":
+        replica.mkdir()
+        os.chown(str(replica), nobody, nobody)
+    elif whose == "replica link":  # planted where root would create the replica
+        os.symlink(str(tmp_path), str(replica))
+        os.lchown(str(replica), nobody, nobody)
+    elif whose == "run folder":
+        os.chown(str(run), nobody, nobody)
+    else:
+        os.chown(str(replica.parent), nobody, nobody)
+    with pytest.raises(ck.CheckpointError, match="refusing to replicate as root"):
+        ck.replicate(str(run), str(replica), fsync=False)
+    assert not os.path.exists(str(tmp_path / "step_000000010"))
+
+
 def test_a_second_replication_into_the_same_replica_waits_its_turn(run, replica):
     contract(run, 10)
     replica.mkdir()
