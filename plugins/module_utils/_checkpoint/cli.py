@@ -279,6 +279,10 @@ def _main_replicate(args: Any, out: Any, err: Any) -> int:
             return EXIT_ERROR
         if args.json:
             _print_json(result.to_dict(), out)
+        for message in result.warnings:
+            log("warning: %s" % message)
+            if not args.quiet and not args.json:
+                err.write("warning: %s\n" % message)
         lag = result.lag
         summary = "%s%d copied (%s), %d deleted, %d kept; replica at step %s, run folder at step %s, %s" % (
             "dry run: " if args.dry_run else "", len(result.copied),
@@ -327,9 +331,19 @@ def _print_json(data: Any, out: Any) -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None, out: Any = None, err: Any = None) -> int:
-    """The command line; returns the exit code (see ``python3 clusterops_checkpoint --help``)."""
-    out = out or sys.stdout
+    """The command line; returns the exit code (see ``python3 clusterops_checkpoint --help``).
+
+    An unexpected error (a bug, a file system that answers oddly) is exit 2, never the 1 of ``latest`` that
+    tells a launcher to start from scratch."""
     err = err or sys.stderr
+    try:
+        return _main(argv, out or sys.stdout, err)
+    except Exception as exc:  # pylint: disable=broad-exception-caught  # 2, whatever it is
+        err.write("error: unexpected %s: %s\n" % (type(exc).__name__, exc))
+        return EXIT_ERROR
+
+
+def _main(argv: Optional[Sequence[str]], out: Any, err: Any) -> int:
     args = _parser().parse_args(argv)
     if args.command == "prune":
         return _main_prune(args, out, err)

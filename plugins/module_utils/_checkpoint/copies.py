@@ -23,18 +23,18 @@ from .replicas import newest_verified
 from .runs import check_level, inspect
 
 
-def unreplicated_guard(replicas: Sequence[str], validate: str = SIZES, name_template: Optional[str] = None
-                       ) -> Tuple[Optional[Tuple[int, int]], List[str]]:
+def unreplicated_guard(replicas: Sequence[str], validate: str = SIZES, name_template: Optional[str] = None,
+                       primary: Optional[str] = None) -> Tuple[Optional[Tuple[int, int]], List[str]]:
     """For pruning: the ``(epoch, step)`` key up to which every replica holds a verified copy (the
     oldest of the replicas' newest verified copies), and one line per replica that has none or
     cannot be read. A key of None means some replica has no verified copy: a prune that honours it
-    deletes no checkpoint."""
+    deletes no checkpoint. ``primary``: the run folder, whose replicas they must be."""
     guard: Optional[Tuple[int, int]] = None
     problems: List[str] = []
     for i, replica in enumerate(replicas):
         try:
-            newest = newest_verified(replica, validate, name_template)[1]
-        except CheckpointError as exc:
+            newest = newest_verified(replica, validate, name_template, primary=primary)[1]
+        except Exception as exc:  # pylint: disable=broad-exception-caught  # whatever it is: delete nothing
             newest = None
             problems.append("the replica %s cannot be read (%s)" % (replica, exc))
         else:
@@ -57,7 +57,9 @@ class CopyChoice(object):
             newest valid checkpoint of each, for a replica only one newer than the copies before it
             (``step`` None otherwise), or why it could not be read.
         report: the run folder's :class:`Report` (None when the folder does not exist).
-        empty: no copy holds a checkpoint or training state: start from scratch.
+        empty: no copy holds a checkpoint or training state, and every replica could be read (or does not exist
+            yet, its parent folder there): start from scratch. A replica that cannot be read (unmounted, no
+            access, a broken index) makes nothing empty: its copies may be the newest.
         blocked: the run folder holds a checkpoint whose order is unknown: none is chosen.
         warnings: the run folder's warnings, then one per replica that could not be read.
     """
@@ -109,11 +111,16 @@ def best_copy(run_dir: str, replicas: Sequence[str], validate: str = SIZES, name
     best, best_copy_name = primary, "primary" if primary else None
     for replica in replicas:
         replica = os.path.abspath(replica)
+        if not os.path.lexists(replica) and os.path.isdir(os.path.dirname(replica)):
+            # Not made yet (no replication ran): nothing there, nothing unknown.
+            choice.copies.append(dict(copy=replica, path=replica, step=None, name=None, error="does not exist yet"))
+            continue
         try:
-            report, newest = newest_verified(replica, validate, name_template, best.key if best else None)
-        except CheckpointError as exc:
+            report, newest = newest_verified(replica, validate, name_template, best.key if best else None, run_dir)
+        except Exception as exc:  # pylint: disable=broad-exception-caught  # unreadable, whatever the cause
             choice.warnings.append("replica %s not used: %s" % (replica, exc))
             choice.copies.append(dict(copy=replica, path=replica, step=None, name=None, error=str(exc)))
+            choice.empty = False  # its copies may be the newest: never "start from scratch" because of it
             continue
         choice.empty = choice.empty and report.empty
         choice.copies.append(dict(copy=replica, path=replica, step=newest.step if newest else None,

@@ -339,7 +339,7 @@ def _prune_locked(root: str, root_fd: int, result: PruneResult, keep_last: int, 
     reasons: Dict[str, str] = {}
     victims = plan_checkpoints(report, root, root_real, result.warnings, reasons, keep_last, keep_every, keep, validate)
     if replicas and victims:
-        victims = _spare_unreplicated(victims, replicas, validate, reasons, result.warnings)
+        victims = _spare_unreplicated(victims, replicas, validate, reasons, result.warnings, root)
     stale = stale_temporaries(report, result.kept, tmp_grace, now)
     free = _free_before(root, root_fd, result, threshold, dry_run)
     # Delete: stale temporaries, then checkpoints oldest first.
@@ -362,9 +362,10 @@ def _prune_locked(root: str, root_fd: int, result: PruneResult, keep_last: int, 
 
 
 def _spare_unreplicated(victims: List[Checkpoint], replicas: List[str], validate: str, reasons: Dict[str, str],
-                        warnings: List[str]) -> List[Checkpoint]:
-    """The victims that every replica already holds, or holds a newer copy than (the others are kept)."""
-    guard, problems = unreplicated_guard(replicas, validate)
+                        warnings: List[str], root: str) -> List[Checkpoint]:
+    """The victims that every replica of the run folder ``root`` already holds, or holds a newer copy than (the
+    others are kept)."""
+    guard, problems = unreplicated_guard(replicas, validate, primary=root)
     warnings.extend("%s: no checkpoint is deleted until it does" % p for p in problems)
     spared = [c for c in victims if guard is None or c.key > guard]
     for ckpt in spared:

@@ -31,7 +31,9 @@ and is made again. Only copies in the index count.
 from __future__ import annotations
 
 import errno
+import json
 import os
+import stat
 import time
 
 try:
@@ -44,6 +46,7 @@ from .common import (
     Checkpoint,
     CheckpointError,
     DELETING_PREFIX,
+    Invalid,
     REPLICA_INDEX,
     REPLICA_STAGING_PREFIX,
     REPLICATE_LOCK,
@@ -82,13 +85,20 @@ def _utc(stamp: Optional[float] = None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stamp))
 
 
-def read_index(replica: str) -> Dict[str, Dict[str, Any]]:
+def read_index(replica: str, primary: Optional[str] = None) -> Dict[str, Dict[str, Any]]:
     """The verified copies of a replica folder: ``{name: entry}`` (see the module docstring); ``{}``
-    when the folder has no index yet.
+    when the folder has no index yet. With ``primary`` (a run folder), the index must be that run
+    folder's: a replica shared by two runs would mix their checkpoints.
+
+    Every entry is checked: ``step`` an integer, ``is_dir`` a boolean, ``files`` a non-empty list of
+    ``{"path", "size", "sha256"}`` whose paths are relative, normalised, without NUL (a file
+    checkpoint's one path its own name). The index is written by replication alone: anything else in it
+    makes the whole replica unreadable, never partly trusted.
 
     Raises:
-        CheckpointError: the index cannot be read, is larger than :data:`MAX_INDEX_BYTES`, is no
-            JSON, not of :data:`REPLICA_FORMAT`, or of a newer format version.
+        CheckpointError: the index cannot be read, is larger than :data:`MAX_INDEX_BYTES`, is no JSON,
+            not of :data:`REPLICA_FORMAT`, of a newer format version, has a malformed entry, or is the
+            replica of another run folder than ``primary``.
     """
     path = os.path.join(replica, REPLICA_INDEX)
     try:
@@ -107,17 +117,66 @@ def read_index(replica: str) -> Dict[str, Dict[str, Any]]:
     entries = data.get("checkpoints")
     if not isinstance(entries, dict):
         raise CheckpointError("%s has no checkpoints object" % path)
-    return dict((k, v) for k, v in entries.items() if isinstance(v, dict))
+    if primary is not None and data.get("primary") not in (None, primary) and not (
+            isinstance(data.get("primary"), str) and os.path.realpath(data["primary"]) == os.path.realpath(primary)):
+        raise CheckpointError("%s is the replica of %r, not of %s: one replica folder per run folder" % (
+            path, data.get("primary"), primary))
+    for name, entry in entries.items():
+        problem = _entry_problem(name, entry)
+        if problem:
+            raise CheckpointError("%s: the entry %r %s" % (path, name, problem))
+    return dict(entries)
+
+
+def _entry_problem(name: str, entry: Any) -> Optional[str]:
+    """What is wrong with one index entry, or None."""
+    if not isinstance(entry, dict):
+        return "is no object"
+    if not isinstance(entry.get("step"), int) or isinstance(entry.get("step"), bool):
+        return "has no integer step"
+    if not isinstance(entry.get("is_dir"), bool):
+        return "has no boolean is_dir"
+    files = entry.get("files")
+    if not isinstance(files, list) or not files:
+        return "lists no files"
+    for item in files:
+        if not isinstance(item, dict) or not isinstance(item.get("path"), str) or not isinstance(item.get("sha256"), str):
+            return "lists a file without path or sha256"
+        size, rel = item.get("size"), item["path"]
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            return "lists %r without a size" % rel
+        if ("\0" in rel or rel.startswith("/") or rel != os.path.normpath(rel) or rel.split("/")[0] == ".."
+                or (not entry["is_dir"] and rel != name)):
+            return "lists the path %r, not one inside the copy" % rel
+    return None
 
 
 def _write_index(replica: str, primary: str, entries: Dict[str, Dict[str, Any]], fsync: bool) -> None:
-    atomic_write_json(os.path.join(replica, REPLICA_INDEX), dict(
-        format=REPLICA_FORMAT, format_version=REPLICA_FORMAT_VERSION, primary=primary, checkpoints=entries),
-        indent=1, mode=0o644, fsync=fsync)
+    """Write the index atomically, readable by those who can read the run folder.
+
+    Raises:
+        CheckpointError: it would be larger than :data:`MAX_INDEX_BYTES` (the reader would refuse it).
+    """
+    doc = dict(format=REPLICA_FORMAT, format_version=REPLICA_FORMAT_VERSION, primary=primary, checkpoints=entries)
+    if len(json.dumps(doc)) > MAX_INDEX_BYTES - 4096:
+        raise CheckpointError("the replica index would exceed %d bytes (%d copies): keep fewer copies" % (
+            MAX_INDEX_BYTES, len(entries)))
+    atomic_write_json(os.path.join(replica, REPLICA_INDEX), doc, mode=_readable_like(primary, 0o644), fsync=fsync)
+
+
+def _readable_like(source: str, mode: int) -> int:
+    """``mode`` without the read bits that ``source`` (a file or folder of the run folder) denies its group and
+    others: a copy is never readable by more users than its original."""
+    try:
+        st = os.stat(source)
+    except OSError:
+        return mode & ~0o077
+    return mode & ~(0o044 & ~st.st_mode) & ~(0o011 & ~st.st_mode) & ~0o022
 
 
 def newest_verified(replica: str, validate: str = SIZES, name_template: Optional[str] = None,
-                    newer_than: Optional[Tuple[int, int]] = None) -> Tuple[Report, Optional[Checkpoint]]:
+                    newer_than: Optional[Tuple[int, int]] = None, primary: Optional[str] = None
+                    ) -> Tuple[Report, Optional[Checkpoint]]:
     """The replica folder read as a run folder, and its newest checkpoint that the index lists and
     that is valid at ``validate`` (None when there is none, or none newer than the ``(epoch, step)``
     key ``newer_than``: copies that cannot win are not checked).
@@ -126,11 +185,12 @@ def newest_verified(replica: str, validate: str = SIZES, name_template: Optional
     (for the files it lists) sizes at every level above ``structure``.
 
     Raises:
-        CheckpointError: the folder is missing, unreadable, or its index is (:func:`read_index`).
+        CheckpointError: the folder is missing, unreadable, or its index is, or is another run folder's than
+            ``primary`` (:func:`read_index`).
     """
     # At structure: the copies are checked at validate below, newest first, only while they can win.
     report = inspect(replica, STRUCTURE, list_all=False, name_template=name_template)
-    index = read_index(report.path)
+    index = read_index(report.path, primary)
     replica_real = os.path.realpath(report.path)
     for ckpt in reversed(report.checkpoints):
         if newer_than is not None and ckpt.key <= newer_than:
@@ -185,7 +245,8 @@ def _copy_file(src: str, dst: str, pacer: _Pacer) -> Dict[str, Any]:
     digest = hashlib.sha256()
     total = 0
     try:
-        fd_out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, 0o644)
+        # The original's permission bits (no set-id, no write for others): the copy is no more readable.
+        fd_out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, stat.S_IMODE(st.st_mode) & 0o755)
         try:
             while True:
                 chunk = os.read(fd_in, CHUNK_SIZE)
@@ -218,13 +279,14 @@ def _copy_checkpoint(ckpt: Checkpoint, run_real: str, staging: str, pacer: _Pace
     if not ckpt.is_dir:
         item = _copy_file(ckpt.path, staging, pacer)
         return [dict(path=os.path.basename(ckpt.path), **item)]
-    os.mkdir(staging, 0o755)
+    os.mkdir(staging, _readable_like(ckpt.path, 0o755))
     files = []
     made = set([""])
     for rel, path, _size in walk_files(ckpt.path, run_real):
         parent = os.path.dirname(rel)
         if parent not in made:
-            os.makedirs(os.path.join(staging, parent), 0o755, exist_ok=True)
+            os.makedirs(os.path.join(staging, parent), _readable_like(os.path.join(ckpt.path, parent), 0o755),
+                        exist_ok=True)
             made.add(parent)
         files.append(dict(path=rel, **_copy_file(path, os.path.join(staging, rel), pacer)))
     for folder in sorted(made, key=len, reverse=True):
@@ -307,27 +369,35 @@ def _mtime(path: str) -> Optional[float]:
 
 
 def _refuse_root_in_users_folders(run_dir: str, replica: str) -> None:
-    """Root replicates only between folders root owns: a copy writes and renames by path in the replica
-    folder, and whoever can write there could swap a folder for a link under root's feet. A user's folders
-    are replicated as that user (the role checkpoint_pruning's cron entry, the module with become_user).
+    """Root replicates only between folders that no one but root can change, all the way up: a copy writes,
+    renames and removes by path in the replica folder, and whoever can change a folder on either path could
+    swap it for a link under root's feet (into another user's folder). A user's folders are replicated as that
+    user (the role checkpoint_pruning's cron entry, the module with become_user).
 
     Raises:
-        CheckpointError: this process is root and the run folder, the replica or (for a replica not made
-            yet) its nearest existing parent is owned by another user or writable by others."""
+        CheckpointError: this process is root and a component of the run folder's or the replica's path (the
+            replica's nearest existing part, before it is made) is owned by another user, or writable by others
+            (a sticky folder, as /tmp, only above the first folder root owns)."""
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         return
     for path in (run_dir, replica):
         while not os.path.lexists(path) and os.path.dirname(path) != path:
             path = os.path.dirname(path)
-        try:
-            st = os.lstat(path)  # a user's link (to a folder of root's) counts as the user's
-        except OSError:
-            continue  # reported by the scan or the copy
-        if st.st_uid != 0 or st.st_mode & 0o022 and not st.st_mode & 0o1000:
-            raise CheckpointError(
-                "refusing to replicate as root: %s is owned by uid %d%s; run replicate as the folder's owner "
-                "(the role checkpoint_pruning does, the module with become_user)" % (
-                    path, st.st_uid, "" if st.st_uid != 0 else " and writable by others"))
+        component = path
+        while True:
+            try:
+                st = os.lstat(component)  # a user's link counts as the user's
+            except OSError:
+                break  # reported by the scan or the copy
+            sticky_dir = stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX and component != path
+            if st.st_uid != 0 or (st.st_mode & 0o022 and not stat.S_ISLNK(st.st_mode) and not sticky_dir):
+                raise CheckpointError(
+                    "refusing to replicate as root: %s is owned by uid %d%s; run replicate as the folder's owner "
+                    "(the role checkpoint_pruning does, the module with become_user)" % (
+                        component, st.st_uid, " and writable by others" if st.st_uid == 0 else ""))
+            if os.path.dirname(component) == component:
+                break
+            component = os.path.dirname(component)
 
 
 def replicate(run_dir: str, replica: str, keep_last: int = 2, keep_every: int = 0, validate: str = SIZES,
@@ -355,6 +425,8 @@ def replicate(run_dir: str, replica: str, keep_last: int = 2, keep_every: int = 
     for name, value in (("keep_last", keep_last), ("keep_every", keep_every)):
         if not isinstance(value, int) or isinstance(value, bool):
             raise ValueError("%s must be an integer, not %r" % (name, value))
+    if keep_every < 0:
+        raise ValueError("keep_every must be 0 (off) or more, not %d" % keep_every)
     log = log or (lambda line: None)
     run_dir, replica = os.path.abspath(run_dir), os.path.abspath(replica)
     if os.path.realpath(replica) == os.path.realpath(run_dir):
@@ -367,7 +439,7 @@ def replicate(run_dir: str, replica: str, keep_last: int = 2, keep_every: int = 
             result.copied = [dict(name=c.name, step=c.step, bytes=None, seconds=None)
                              for c in _to_copy(source.checkpoints, {}, keep_last, keep_every)]
             return result
-        os.makedirs(replica, 0o755, exist_ok=True)
+        os.makedirs(replica, _readable_like(run_dir, 0o755), exist_ok=True)
     lock_fd = None
     if not dry_run:
         lock_fd = open_lock_file(os.path.join(replica, REPLICATE_LOCK))
@@ -393,7 +465,8 @@ def _to_copy(valid: List[Checkpoint], index: Dict[str, Dict[str, Any]], keep_las
     keys += [((_entry_epoch(e), e["step"]), name, e["step"]) for name, e in index.items()
              if isinstance(e.get("step"), int) and name not in names]
     kept = _retained(keys, keep_last, keep_every)
-    return sorted([c for c in valid if c.name in kept and c.name not in index], key=lambda c: c.key, reverse=True)
+    return sorted([c for c in valid if c.name in kept and (c.name not in index or index[c.name]["step"] != c.step)],
+                  key=lambda c: c.key, reverse=True)
 
 
 def _entry_epoch(entry: Dict[str, Any]) -> int:
@@ -407,7 +480,7 @@ def _replicate_locked(run_dir: str, replica: str, result: ReplicateResult, keep_
     # Every candidate at structure, the newest down to the first valid at validate; the ones to copy are
     # checked at validate before copying (at sha256 the whole run folder is not hashed on every run).
     source = inspect(run_dir, validate, list_all=True, name_template=name_template)
-    index = read_index(replica)
+    index = read_index(replica, run_dir)
     # A killed run's copies (under the lock, every tmp-replica-* is one) and removals cut short.
     if not result.dry_run:
         replica_fd = os.open(replica, os.O_RDONLY | _O_DIRECTORY)
@@ -438,22 +511,30 @@ def _replicate_locked(run_dir: str, replica: str, result: ReplicateResult, keep_
             continue
         try:
             entry = _copy_one(ckpt, run_real, replica, validate, _Pacer(bwlimit))  # paced from the copy's start
-        except (OSError, CheckpointError) as exc:
+        except (OSError, CheckpointError, Invalid) as exc:
             full = isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
-            result.error = "copying %s to %s failed%s: %s" % (
+            failure = "copying %s to %s failed%s: %s" % (
                 ckpt.name, replica, " (the replica's file system is full)" if full else "", exc)
-            log("error: %s" % result.error)
-            break
+            result.error = failure if result.error is None else "%s; %s" % (result.error, failure)
+            log("error: %s" % failure)
+            if full:
+                break  # the others would not fit either
+            continue  # one checkpoint that cannot be copied stops no other
         index[ckpt.name] = entry
-        _write_index(replica, run_dir, index, fsync)
+        try:
+            _write_index(replica, run_dir, index, fsync)
+        except CheckpointError as exc:  # too many copies for one index: this copy stays unlisted, never counted
+            del index[ckpt.name]
+            result.error = str(exc) if result.error is None else "%s; %s" % (result.error, exc)
+            log("error: %s" % exc)
+            break
         result.copied.append(dict(name=ckpt.name, step=ckpt.step, bytes=entry["bytes"], seconds=entry["seconds"]))
         log("copied %s (%d bytes in %.1f s)" % (ckpt.name, entry["bytes"], entry["seconds"]))
-    _apply_retention(replica, run_dir, index, result, keep_last, keep_every, validate, log, name_template, fsync)
+    # The copies were read back as they were made: their sizes suffice here (no second full hash).
+    level = STRUCTURE if validate == STRUCTURE else SIZES
+    newest = None if result.dry_run and not index else newest_verified(replica, level, name_template, primary=run_dir)[1]
+    _apply_retention(replica, run_dir, index, result, keep_last, keep_every, newest, log, fsync)
     valid = [c for c in source.checkpoints if c.valid is not False]
-    newest = None
-    if not (result.dry_run and not index):
-        # The copies were read back as they were made: for the lag their sizes suffice (no second full hash).
-        newest = newest_verified(replica, STRUCTURE if validate == STRUCTURE else SIZES, name_template)[1]
     result.lag = replica_lag(source.latest_valid, newest, valid, now)
 
 
@@ -494,26 +575,33 @@ def _copy_one(ckpt: Checkpoint, run_real: str, replica: str, validate: str, pace
 
 
 def _apply_retention(replica: str, run_dir: str, index: Dict[str, Dict[str, Any]], result: ReplicateResult,
-                     keep_last: int, keep_every: int, validate: str, log: Callable[[str], None],
-                     name_template: Optional[str], fsync: bool) -> None:
-    keys = [((_entry_epoch(e), e["step"]), name, e["step"]) for name, e in index.items() if isinstance(e.get("step"), int)]
-    kept = _retained(keys, keep_last, keep_every)  # the newest copy among them, whatever keep_last
+                     keep_last: int, keep_every: int, newest: Optional[Checkpoint], log: Callable[[str], None],
+                     fsync: bool) -> None:
+    """Remove the copies retention no longer keeps; never ``newest``, the replica's newest verified copy (an
+    entry whose copy no longer checks out does not push it out). The index is written once, before any
+    removal: from then on no reader counts the removed copies."""
+    keys = [((_entry_epoch(e), e["step"]), name, e["step"]) for name, e in index.items()]
+    kept = _retained(keys, keep_last, keep_every)
+    if newest is not None:
+        kept.setdefault(newest.name, "the replica's newest verified copy")
+    gone = []
     for _key, name, step in sorted(keys):
         if name in kept:
             result.kept.append(dict(name=name, step=step, reason=kept[name]))
             continue
-        reason = "older than the %d newest valid checkpoints" % keep_last
-        result.deleted.append(dict(name=name, step=step, reason=reason))
-        if result.dry_run:
-            continue
-        # Out of the index first: from then on no reader counts it; then renamed and removed.
+        result.deleted.append(dict(name=name, step=step, reason="older than the %d newest valid checkpoints" % keep_last))
+        gone.append(name)
+    if result.dry_run or not gone:
+        return
+    for name in gone:
         del index[name]
-        _write_index(replica, run_dir, index, fsync)
-        if os.path.lexists(os.path.join(replica, name)):
-            replica_fd = os.open(replica, os.O_RDONLY | _O_DIRECTORY)
-            try:
-                os.rename(name, DELETING_PREFIX + name, src_dir_fd=replica_fd, dst_dir_fd=replica_fd)
-                remove_tree_at(replica_fd, DELETING_PREFIX + name)
-            finally:
-                os.close(replica_fd)
-        log("deleted the copy %s: %s" % (name, reason))
+    _write_index(replica, run_dir, index, fsync)
+    replica_fd = os.open(replica, os.O_RDONLY | _O_DIRECTORY)
+    try:
+        for item in result.deleted:
+            if os.path.lexists(os.path.join(replica, item["name"])):
+                os.rename(item["name"], DELETING_PREFIX + item["name"], src_dir_fd=replica_fd, dst_dir_fd=replica_fd)
+                remove_tree_at(replica_fd, DELETING_PREFIX + item["name"])
+            log("deleted the copy %s: %s" % (item["name"], item["reason"]))
+    finally:
+        os.close(replica_fd)

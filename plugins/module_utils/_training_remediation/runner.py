@@ -120,9 +120,12 @@ def checkpoint_status(checkpoint_dir: str, validate: str, name_template: Optiona
         result.update(status="valid", step=best.step, checkpoint=best.path, copy=choice.copy,
                       detail="newest valid checkpoint %s (step %d)%s" % (
                           best.name, best.step, "" if choice.copy == "primary" else ": " + choice.why))
-    elif report is None:
+    elif report is None and choice.empty:
         result.update(status="missing", detail="%s does not exist yet and no replica holds a verified copy"
                       % checkpoint_dir)
+    elif report is None:
+        result.update(status="invalid", detail="%s does not exist and a replica cannot be read (%s): not starting "
+                      "from scratch; a human decides" % (checkpoint_dir, "; ".join(choice.warnings)))
     else:
         _why_none(result, report, checkpoint_dir, validate)
     return result

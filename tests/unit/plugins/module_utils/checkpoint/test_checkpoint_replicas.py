@@ -297,7 +297,7 @@ def small_fs(tmp_path):
         pytest.skip("mounting a tmpfs needs root")
     mnt = tmp_path / "small"
     mnt.mkdir()
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True, text=True,
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0755", "tmpfs", str(mnt)], capture_output=True, text=True,
                          check=False)
     if res.returncode != 0:
         pytest.skip("tmpfs mount refused here: %s" % res.stderr.strip())
@@ -447,3 +447,123 @@ def test_the_installed_command_replicates(run, replica, tmp_path):
                          capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["copied"][0]["name"] == "step_000000010"
+
+
+# ---------------------------------------------------------------------------------------------
+# A hostile or broken replica (review of issue 27): never "start from scratch" because of it
+# ---------------------------------------------------------------------------------------------
+
+def break_index(replica, **fields):
+    index = json.loads((replica / ck.REPLICA_INDEX).read_text())
+    for entry in index["checkpoints"].values():
+        entry.update(fields)
+    (replica / ck.REPLICA_INDEX).write_text(json.dumps(index))
+
+
+@pytest.mark.parametrize("fields", [dict(files=5), dict(files="model.pt"), dict(files=[{"path": 3}]),
+                                    dict(files=[{"path": "../../etc/passwd", "size": 1, "sha256": "x"}]),
+                                    dict(files=[{"path": "/etc/passwd", "size": 1, "sha256": "x"}]),
+                                    dict(files=[{"path": "a\x00b", "size": 1, "sha256": "x"}]),
+                                    dict(step="300"), dict(is_dir="yes"), dict(files=[])])
+def test_a_malformed_index_makes_the_replica_unreadable_never_a_start_from_scratch(run, replica, fields):
+    contract(run, 10)
+    ck.replicate(str(run), str(replica), keep_last=2, fsync=False)
+    break_index(replica, **fields)
+    code, path, err = latest(run, replica)
+    assert (code, path) == (0, os.path.join(str(run), "step_000000010")) and "not used" in err
+    shutil.rmtree(str(run))
+    assert latest(run, replica)[0] == ck.EXIT_INVALID  # the replica may hold the newest: a human decides
+    guard = ck.copies.unreplicated_guard([str(replica)])
+    assert guard[0] is None and "cannot be read" in guard[1][0]
+
+
+def test_a_lost_run_folder_and_an_unreadable_replica_is_not_a_start_from_scratch(run, tmp_path):
+    contract(run, 10)
+    shutil.rmtree(str(run))
+    unmounted = tmp_path / "mnt" / "replica"  # its parent is missing too: an unmounted file system
+    assert latest(run, unmounted)[0] == ck.EXIT_INVALID
+    (tmp_path / "mnt").mkdir()  # the parent is there, the replica not made yet: nothing anywhere
+    assert latest(run, unmounted)[0] == ck.EXIT_NONE
+
+
+def test_an_unexpected_error_is_exit_2_never_the_1_of_start_from_scratch(run, replica, monkeypatch):
+    contract(run, 10)
+
+    def boom(*args, **kwargs):
+        raise RecursionError("maximum recursion depth exceeded")
+    monkeypatch.setattr(ck.cli, "best_copy", boom)
+    code, path, err = latest(run, replica)
+    assert code == ck.EXIT_ERROR and "unexpected RecursionError" in err
+
+
+def test_a_replica_of_another_run_folder_is_refused(tmp_path):
+    run_a, run_b, shared = tmp_path / "a", tmp_path / "b", tmp_path / "shared"
+    contract(run_a, 100)
+    contract(run_b, 300)
+    ck.replicate(str(run_a), str(shared), fsync=False)
+    with pytest.raises(ck.CheckpointError, match="one replica folder per run folder"):
+        ck.replicate(str(run_b), str(shared), fsync=False)
+    shutil.rmtree(str(run_b))
+    code, dummy, err = latest(run_b, shared)
+    assert code == ck.EXIT_INVALID and "replica of" in err  # never run A's checkpoint for run B
+
+
+def test_retention_never_removes_the_newest_verified_copy(run, replica):
+    for step in (200, 300):
+        contract(run, step)
+    ck.replicate(str(run), str(replica), keep_last=2, fsync=False)
+    # step 300's copy goes bad at the same size (flipped bytes), and the run folder loses step 300.
+    flip_byte(os.path.join(str(replica), "step_000000300", "manifest.json"), 3)
+    shutil.rmtree(os.path.join(str(run), "step_000000300"))
+    result = ck.replicate(str(run), str(replica), keep_last=1, fsync=False)
+    assert ck.newest_verified(str(replica))[1].name == "step_000000200"
+    assert "step_000000200" not in [d["name"] for d in result.deleted]
+
+
+def test_copies_are_no_more_readable_than_their_originals(run, replica):
+    folder = contract(run, 10)
+    for dirpath, dirnames, filenames in os.walk(folder):
+        os.chmod(dirpath, 0o700)
+        for name in filenames:
+            os.chmod(os.path.join(dirpath, name), 0o600)
+    os.chmod(str(run), 0o700)
+    ck.replicate(str(run), str(replica), fsync=False)
+    copy = os.path.join(str(replica), "step_000000010")
+    assert stat_mode(copy) == 0o700 and stat_mode(os.path.join(copy, "model.pt")) == 0o600
+    assert stat_mode(os.path.join(str(replica), ck.REPLICA_INDEX)) == 0o600 and stat_mode(str(replica)) == 0o700
+
+
+def stat_mode(path):
+    return os.stat(path).st_mode & 0o7777
+
+
+def test_a_checkpoint_that_cannot_be_copied_stops_no_other(run, replica, tmp_path):
+    contract(run, 10)
+    bad = contract(run, 20)
+    os.symlink("/etc/passwd", os.path.join(bad, "extra"))  # unlisted, so valid; the copy refuses to follow it
+    out, err = io.StringIO(), io.StringIO()
+    code = ck.main(["replicate", str(run), str(replica), "--keep-last", "2"], out, err)
+    assert code == ck.EXIT_ERROR and "copying step_000000020" in err.getvalue()
+    assert names(replica) == ["step_000000010"] and list(ck.read_index(str(replica))) == ["step_000000010"]
+
+
+def test_an_index_the_reader_would_refuse_is_never_written(run, replica, monkeypatch):
+    for step in (10, 20, 30):
+        contract(run, step)
+    monkeypatch.setattr(ck.replicas, "MAX_INDEX_BYTES", 5000)  # room for about two entries
+    result = ck.replicate(str(run), str(replica), keep_last=0, fsync=False)
+    assert result.error and "would exceed" in result.error
+    assert ck.read_index(str(replica))  # what was written before still reads
+
+
+def test_a_name_reused_for_a_newer_step_is_copied_again(run, replica):
+    torch_file(str(run), 1, 100)
+    ck.replicate(str(run), str(replica), fsync=False)
+    index = ck.read_index(str(replica))
+    index["checkpoint_epoch_1_step_100.pth"]["step"] = 99  # as if the name had held step 99 when copied
+    doc = json.loads((replica / ck.REPLICA_INDEX).read_text())
+    doc["checkpoints"] = index
+    (replica / ck.REPLICA_INDEX).write_text(json.dumps(doc))
+    result = ck.replicate(str(run), str(replica), fsync=False)
+    assert [c["name"] for c in result.copied] == ["checkpoint_epoch_1_step_100.pth"]
+    assert ck.read_index(str(replica))["checkpoint_epoch_1_step_100.pth"]["step"] == 100
