@@ -18,7 +18,7 @@ try:
 except ImportError:  # pragma: no cover
     pass
 
-from .common import Checkpoint, CheckpointError, Report, SIZES
+from .common import Checkpoint, Report, SIZES
 from .replicas import newest_verified
 from .runs import check_level, inspect
 
