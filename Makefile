@@ -25,7 +25,7 @@ SLURM_RELEASES ?= $(or $(CLUSTEROPS_SLURM_RELEASES),$(DEVCLUSTER_RELEASES))
 include dev/cluster/cluster.mk
 include tests/molecule/molecule.mk
 
-.PHONY: help setup deps venv collection importer tarball demo demo-hang demo-replica report test unit typecheck matrix integration integration-release pruning-role packaging sanity lint security benchmark clean
+.PHONY: help setup deps venv collection importer eda-venv events tarball demo demo-hang demo-replica report test unit typecheck matrix integration integration-release pruning-role packaging sanity lint security benchmark clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | sort
@@ -66,6 +66,13 @@ $(IMPORTER_VENV)/.installed: requirements-importer.txt
 	$(call tool_venv,$(IMPORTER_VENV),requirements-importer.txt)
 
 importer: $(IMPORTER_VENV)/.installed ## galaxy-importer in .venv-importer (what make packaging runs on the tarball)
+
+# ansible-rulebook (Event-Driven Ansible) in a venv of its own (requirements-eda.txt): tests/events.
+EDA_VENV ?= $(CURDIR)/.venv-eda
+$(EDA_VENV)/.installed: requirements-eda.txt
+	$(call tool_venv,$(EDA_VENV),requirements-eda.txt)
+
+eda-venv: $(EDA_VENV)/.installed ## ansible-rulebook and the pinned ansible-core in .venv-eda (what make events runs)
 
 $(NOX_VENV)/.installed: requirements-nox.txt
 	$(call tool_venv,$(NOX_VENV),requirements-nox.txt)
@@ -120,7 +127,7 @@ integration: setup ## Integration tests on the real dev cluster of each release 
 
 # One release (SLURM=...): start its cluster, run its tests; a release in podman is stopped
 # afterwards, so that the next one has the machine's two cores to itself.
-integration-release: setup
+integration-release: setup eda-venv
 	$(MAKE) cluster-up SLURM=$(SLURM)
 	@echo "integration: Slurm $(SLURM)"
 	SLURM=$(SLURM) CLUSTEROPS_REQUIRE_CLUSTER=1 $(VENV_PY) -m pytest tests/integration -q \
@@ -132,6 +139,11 @@ integration-release: setup
 PRUNING_ROLE_TEST := tests/integration/test_checkpoint_pruning_role.py
 pruning-role: venv collection ## The checkpoint_pruning role applied to this machine (crontabs of root and a user; no cluster)
 	$(VENV_PY) -m pytest $(PRUNING_ROLE_TEST) -q
+
+# The event path without a cluster: the trigger program, the source plugin and the rulebook on the real
+# ansible-rulebook (Java), each event signed; tests/events.
+events: deps eda-venv collection ## The event path's programs and the rulebook on the real ansible-rulebook (no cluster)
+	$(EDA_VENV)/bin/python -m pytest tests/events -q
 
 packaging: venv collection importer ## The tarball's content and galaxy-importer, EE definition (ansible-builder create), awx_setup.yml, ansible-doc of every plugin and role, docsite, changelog lint
 	CLUSTEROPS_IMPORTER_PYTHON=$(IMPORTER_VENV)/bin/python $(VENV_PY) -m pytest tests/packaging -q

@@ -9,8 +9,8 @@
 #   background, one after the other, at nice 19 (they get only what the clusters and their tests
 #     leave): the podman images of the other releases (dev clusters and Molecule: cached, built
 #     before the tests that need them start), packaging, ansible-test sanity, the ansible-core
-#     matrix, ansible-lint, bandit, the checkpoint_pruning role on this machine. None of them needs a
-#     cluster.
+#     matrix, the event path (ansible-rulebook), ansible-lint, bandit, the checkpoint_pruning role on this
+#     machine. None of them needs a cluster.
 #
 # Every suite runs even when one before it failed; the background suites' output is printed when
 # they end (their logs stay in .cache/test-logs/), then one line per suite, and the exit status
@@ -56,6 +56,8 @@ if [[ "${1:-}" == --background ]]; then
   lane sanity "${make}" --no-print-directory sanity
   # `make unit` and `make sanity` ran the pinned ansible-core: the matrix adds the other lines.
   lane matrix "${make}" --no-print-directory matrix NOXFLAGS='-t unpinned'
+  # The event path without a cluster: ansible-rulebook (Java) with the collection's rulebook and source.
+  lane events "${make}" --no-print-directory events
   lane lint "${make}" --no-print-directory lint
   lane security "${make}" --no-print-directory security
   # The checkpoint_pruning role on this machine (crontabs, the user clusterops-alice): it needs no

@@ -37,6 +37,9 @@ packages=(
   # (screenshot and DOM). No daemon; --no-install-recommends below leaves out its recommended fonts.
   chromium
   fonts-liberation
+  # The Java runtime of ansible-rulebook's rule engine (Drools, through drools_jpy): the event path's
+  # tests (tests/events, make events) run the collection's rulebook on it.
+  openjdk-17-jre-headless
 )
 
 # Packages whose maintainer scripts would start a daemon this machine must not run: Debian's

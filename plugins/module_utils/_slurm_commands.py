@@ -9,7 +9,7 @@
 """The Slurm command forms: every argument list this collection gives a Slurm command, declared once.
 
 Each form is a function that returns ``(command, args)``: the command's name (``sinfo``,
-``scontrol``, ``squeue``, ``sacct``, ``sacctmgr``, ``sbatch``, ``scancel``, ``srun``) and its
+``scontrol``, ``squeue``, ``sacct``, ``sacctmgr``, ``sbatch``, ``scancel``, ``srun``, ``strigger``) and its
 argument list, names, reasons and paths as single arguments (data, never parsed by a shell). The
 command layer (``_slurm_cli.SlurmCLI.run(*form, ...)``) finds the program and runs it; the
 readers (``_nodes``, ``_jobs``, ``_node_events``) parse what the forms here ask for, so the
@@ -209,9 +209,38 @@ def accounting_configuration() -> Command:
     return "sacctmgr", ["show", "configuration"]
 
 
+def configuration() -> Command:
+    """slurmctld's configuration as ``scontrol show config`` prints it (``SlurmUser = slurm(64030)``,
+    ``ClusterName = dev``): a constant-size answer."""
+    return "scontrol", ["show", "config"]
+
+
+#: strigger(1) options of the node events a trigger of this collection watches (every node: ``--node``
+#: without a value), by the event kind the trigger program reports.
+TRIGGER_EVENTS = {"node_down": "--down", "node_drained": "--drained", "node_fail": "--fail"}
+
+
+def triggers() -> Command:
+    """Every trigger slurmctld holds: ``strigger --get`` (a header, then ``TRIG_ID RES_TYPE RES_ID TYPE
+    OFFSET USER FLAGS PROGRAM`` a line, read by ``_triggers.parse_triggers``)."""
+    return "strigger", ["--get"]
+
+
 # ---------------------------------------------------------------------------------------------
 # Acting
 # ---------------------------------------------------------------------------------------------
+
+def trigger_set(event: str, program: str) -> Command:
+    """A permanent trigger of every node for ``event`` (:data:`TRIGGER_EVENTS`) running ``program`` (a
+    path, one argument: strigger splits ``--program``'s value at spaces, so the caller refuses paths
+    with white space)."""
+    return "strigger", ["--set", "--node", TRIGGER_EVENTS[event], "--flags=PERM", "--program=%s" % program]
+
+
+def trigger_clear(trigger_id: int) -> Command:
+    """Remove one trigger by its id: ``strigger --clear --id=N``."""
+    return "strigger", ["--clear", "--id=%d" % trigger_id]
+
 
 def node_change(action: str, hostlist: str, reason: Optional[str] = None, asap: bool = False,
                 nextstate: Optional[str] = None) -> Command:

@@ -128,7 +128,7 @@ def test_tarball_holds_no_git_ignored_file(collection_tarball):
 
 #: What users run, and all the tarball may hold: top-level files and folders (issue 28).
 SHIPPED_FILES = ("MANIFEST.json", "FILES.json", "README.md", "COPYING", "execution-environment.yml", "bindep.txt")
-SHIPPED_FOLDERS = ("plugins", "roles", "playbooks", "docs", "meta", "changelogs")
+SHIPPED_FOLDERS = ("plugins", "roles", "playbooks", "docs", "meta", "changelogs", "extensions")
 
 
 def test_tarball_ships_what_users_run_and_nothing_else(collection_tarball):
@@ -141,7 +141,9 @@ def test_tarball_ships_what_users_run_and_nothing_else(collection_tarball):
     assert [n for n in names if "__pycache__" in n or n.endswith(".pyc")] == []
     tops = set(n.split("/", 1)[0] for n in names)
     assert tops == set(SHIPPED_FILES) | set(SHIPPED_FOLDERS)
-    tracked = subprocess.run(["git", "-C", REPO, "ls-files", "plugins", "roles", "playbooks", "meta"],
+    # extensions: the rulebook and its event source (extensions/eda), not Molecule's scenarios
+    assert [n for n in names if n.startswith("extensions/") and not n.startswith("extensions/eda")] == []
+    tracked = subprocess.run(["git", "-C", REPO, "ls-files", "plugins", "roles", "playbooks", "meta", "extensions/eda"],
                              stdout=subprocess.PIPE, universal_newlines=True, check=True).stdout.split()
     assert sorted(set(tracked) - set(names)) == []
 

@@ -1,0 +1,141 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Slurm's node events out on the dev cluster (issue 23, part 1): the role clusterops.slurm.slurm_events sets
+its permanent triggers (idempotent, check mode, state absent clears exactly its own), a node crashes for real,
+slurmctld runs the trigger program, and the signed event reaches the collection's source plugin (run here,
+outside ansible-rulebook: tests/events runs it inside) within SlurmdTimeout plus the 15 s trigger interval."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.machinery
+import importlib.util
+import json
+import os
+import socket
+import threading
+import time
+
+import pytest
+
+from conftest import REPO, SLURM_CONF, make, playbook, reset_cluster, run, shared_tmpdir, until, wait_for
+
+SECRET = "0123456789abcdef0123456789abcdef"
+PLUGIN = os.path.join(REPO, "extensions", "eda", "plugins", "event_source", "slurm_events.py")
+
+
+def load_source():
+    loader = importlib.machinery.SourceFileLoader("slurm_events_source", PLUGIN)
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+class Receiver(object):
+    """The source plugin's listener on a free port of 127.0.0.1 (the release's container shares the host's
+    network); ``events`` is what it accepted, with the time each arrived."""
+
+    def __init__(self):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.events = []
+        source = load_source()
+        outer = self
+
+        class Queue(asyncio.Queue):
+            async def put(self, item):
+                outer.events.append((time.time(), item["slurm_event"]))
+
+        self.loop = asyncio.new_event_loop()
+
+        def serve():
+            asyncio.set_event_loop(self.loop)
+            self.task = self.loop.create_task(source.main(Queue(), {"secret": SECRET, "port": self.port}))
+            try:
+                self.loop.run_until_complete(self.task)
+            except asyncio.CancelledError:
+                pass
+
+        self.thread = threading.Thread(target=serve, daemon=True)
+        self.thread.start()
+        until(self.listens, "the receiver to listen", 15)
+
+    def listens(self):
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+        except OSError:
+            return False
+        return True
+
+    def stop(self):
+        self.loop.call_soon_threadsafe(self.task.cancel)
+        self.thread.join(10)
+
+
+def slurmd_timeout():
+    with open(SLURM_CONF) as handle:
+        for line in handle:
+            if line.strip().lower().startswith("slurmdtimeout="):
+                return int(line.split("=", 1)[1].split()[0])
+    return 300
+
+
+def ours(folder):
+    listed = run(["strigger", "--get"]).stdout
+    return sorted(line.split()[3] for line in listed.splitlines()[1:] if folder in line and " PERM " in line)
+
+
+@pytest.mark.every_release
+def test_a_crashed_node_reaches_the_receiver_through_slurms_trigger(healthy):
+    receiver = Receiver()
+    folder = shared_tmpdir("clusterops-events-")  # the same path in a release's container
+    os.chmod(folder, 0o755)
+    libexec = os.path.join(folder, "libexec")
+    play = os.path.join(folder, "events.yml")
+    variables = {"slurm_events_url": "http://127.0.0.1:%d/events" % receiver.port, "slurm_events_secret": SECRET,
+                 "slurm_events_secret_file": os.path.join(folder, "secret"), "slurm_events_dir": libexec,
+                 "slurm_events_config": os.path.join(folder, "event.json"),
+                 "slurm_events_log_dir": os.path.join(folder, "log")}
+    with open(play, "w") as handle:
+        handle.write("- hosts: slurm_controller\n  gather_facts: false\n  roles:\n    - clusterops.slurm.slurm_events\n")
+    try:
+        proc, recap = playbook(play, "-e", json.dumps(variables), "--check", "--diff")
+        assert recap.get("failed") == 0 and ours(libexec) == [], proc.stdout  # check mode sets nothing
+        proc, recap = playbook(play, "-e", json.dumps(variables))
+        assert recap.get("failed") == 0 and recap.get("changed", 0) > 0, proc.stdout
+        assert ours(libexec) == ["down", "drained", "fail"]
+        proc, recap = playbook(play, "-e", json.dumps(variables))
+        assert recap.get("changed") == 0, proc.stdout  # idempotent
+
+        victim = "n4"
+        crashed = time.time()
+        make("cluster-crash", NODE=victim)
+        # Slurm's detection: SlurmdTimeout, then its next ping round.
+        wait_for(lambda ns: ns[victim]["base"] == "DOWN", "%s marked DOWN" % victim, 3 * slurmd_timeout() + 60,
+                 interval=0.5)
+        down = time.time()
+        got = until(lambda: [(t, e) for t, e in receiver.events if e["kind"] == "node_down" and victim in e["nodes"]],
+                    "the node_down event of %s" % victim, 60, interval=0.2)
+        arrived = got[0][0]
+        print("crash to DOWN %.1f s (SlurmdTimeout %d s), DOWN to the event %.1f s (trigger interval 15 s)" % (
+            down - crashed, slurmd_timeout(), arrived - down))
+        assert arrived - down <= 15 + 2 + 1, "the event came %.1f s after Slurm marked the node DOWN" % (arrived - down)
+        got = [got[0][1]]
+        config = run(["scontrol", "show", "config"]).stdout
+        assert got[0]["cluster"] == [line.split("=", 1)[1].strip() for line in config.splitlines()
+                                     if line.startswith("ClusterName")][0]
+        make("cluster-poweron", NODE=victim)
+        reset_cluster()
+
+        variables["slurm_events_state"] = "absent"
+        proc, recap = playbook(play, "-e", json.dumps(variables))
+        assert recap.get("failed") == 0 and recap.get("changed") == 1, proc.stdout  # the one trigger task
+        assert ours(libexec) == []
+    finally:
+        receiver.stop()
+        variables["slurm_events_state"] = "absent"
+        playbook(play, "-e", json.dumps(variables), check=False)
