@@ -199,7 +199,11 @@ class _LogFile(object):
             self.handler.close()
 
 
-def _main_prune(args: Any, out: Any, err: Any) -> int:
+def _logged_run(args: Any, out: Any, err: Any, run: Any, locked: Any, summarize: Any, details: Any = None) -> int:
+    """What prune and replicate share as cron runs them: ``run(log_line)`` (the result: ``warnings``, ``error``,
+    ``to_dict()``) with each line in the rotating ``--log`` and, unless ``--quiet``/``--json``, on stdout; ``locked``
+    (the lock held by another run) exit 4; an error exit 2, logged; then the warnings, ``--json`` or ``details``,
+    and the one-line ``summarize(result)``."""
     try:
         log = _LogFile(args.log, args.log_max_bytes, args.log_backups, args.dir)
     except OSError as exc:
@@ -214,62 +218,8 @@ def _main_prune(args: Any, out: Any, err: Any) -> int:
 
     try:
         try:
-            result = prune(args.dir, args.keep_last, args.keep_every, args.keep, args.min_free,
-                           None if args.tmp_grace < 0 else args.tmp_grace, args.validate, args.dry_run, both,
-                           args.lock_file, replicas=args.replica)
-        except PruneLocked as exc:
-            log("skipped: %s" % exc)
-            err.write("skipped: %s\n" % exc)
-            return EXIT_LOCKED
-        except (CheckpointError, ValueError) as exc:
-            log("error: %s" % exc)
-            err.write("error: %s\n" % exc)
-            return EXIT_ERROR
-        for message in result.warnings:
-            log("warning: %s" % message)
-            if not args.quiet and not args.json:
-                err.write("warning: %s\n" % message)
-        if args.json:
-            _print_json(result.to_dict(), out)
-        elif show and args.verbose:
-            for item in result.kept:
-                out.write("kept %s: %s\n" % (item["name"], item["reason"]))
-        summary = "%s%d deleted (%s), %d kept; newest valid %s; available %s%s" % (
-            "dry run: " if args.dry_run else "", len(result.deleted),
-            human_size(sum(d["size"] or 0 for d in result.deleted)), len(result.kept), result.latest_valid or "none",
-            human_size(result.free_after if result.free_after is not None else result.free_before),
-            "" if result.min_free_bytes is None else " (min_free %s)" % human_size(result.min_free_bytes))
-        if result.error:
-            log("error: %s (%s)" % (result.error, summary))
-            err.write("error: %s\n" % result.error)
-            return EXIT_ERROR
-        log(summary)
-        if show:
-            out.write(summary + "\n")
-        return EXIT_OK
-    finally:
-        log.close()
-
-
-def _main_replicate(args: Any, out: Any, err: Any) -> int:
-    try:
-        log = _LogFile(args.log, args.log_max_bytes, args.log_backups, args.dir)
-    except OSError as exc:
-        err.write("error: cannot open the log file %s: %s\n" % (args.log, exc))
-        return EXIT_ERROR
-    show = not args.quiet and not args.json
-
-    def both(line: str) -> None:
-        log(line)
-        if show:
-            out.write(line + "\n")
-
-    try:
-        try:
-            rate = parse_size(args.bwlimit) if args.bwlimit else None
-            result = replicate(args.dir, args.replica, args.keep_last, args.keep_every, args.validate, rate,
-                               args.dry_run, both, args.name_template)
-        except ReplicaLocked as exc:
+            result = run(both)
+        except locked as exc:
             log("skipped: %s" % exc)
             err.write("skipped: %s\n" % exc)
             return EXIT_LOCKED
@@ -277,18 +227,15 @@ def _main_replicate(args: Any, out: Any, err: Any) -> int:
             log("error: %s" % exc)
             err.write("error: %s\n" % exc)
             return EXIT_ERROR
-        if args.json:
-            _print_json(result.to_dict(), out)
         for message in result.warnings:
             log("warning: %s" % message)
-            if not args.quiet and not args.json:
+            if show:
                 err.write("warning: %s\n" % message)
-        lag = result.lag
-        summary = "%s%d copied (%s), %d deleted, %d kept; replica at step %s, run folder at step %s, %s" % (
-            "dry run: " if args.dry_run else "", len(result.copied),
-            human_size(sum(c["bytes"] or 0 for c in result.copied)), len(result.deleted), len(result.kept),
-            _fmt(lag.get("replica_step")), _fmt(lag.get("primary_step")),
-            "%s checkpoint(s) behind (%s s)" % (_fmt(lag.get("checkpoints_behind")), _fmt(lag.get("seconds_behind"))))
+        if args.json:
+            _print_json(result.to_dict(), out)
+        elif show and details is not None:
+            details(result)
+        summary = summarize(result)
         if result.error:
             log("error: %s (%s)" % (result.error, summary))
             err.write("error: %s\n" % result.error)
@@ -299,6 +246,42 @@ def _main_replicate(args: Any, out: Any, err: Any) -> int:
         return EXIT_OK
     finally:
         log.close()
+
+
+def _main_prune(args: Any, out: Any, err: Any) -> int:
+    def run(log: Any) -> Any:
+        return prune(args.dir, args.keep_last, args.keep_every, args.keep, args.min_free,
+                     None if args.tmp_grace < 0 else args.tmp_grace, args.validate, args.dry_run, log,
+                     args.lock_file, replicas=args.replica)
+
+    def details(result: Any) -> None:
+        if args.verbose:
+            for item in result.kept:
+                out.write("kept %s: %s\n" % (item["name"], item["reason"]))
+
+    def summarize(result: Any) -> str:
+        return "%s%d deleted (%s), %d kept; newest valid %s; available %s%s" % (
+            "dry run: " if args.dry_run else "", len(result.deleted),
+            human_size(sum(d["size"] or 0 for d in result.deleted)), len(result.kept), result.latest_valid or "none",
+            human_size(result.free_after if result.free_after is not None else result.free_before),
+            "" if result.min_free_bytes is None else " (min_free %s)" % human_size(result.min_free_bytes))
+    return _logged_run(args, out, err, run, PruneLocked, summarize, details)
+
+
+def _main_replicate(args: Any, out: Any, err: Any) -> int:
+    def run(log: Any) -> Any:
+        rate = parse_size(args.bwlimit) if args.bwlimit else None
+        return replicate(args.dir, args.replica, args.keep_last, args.keep_every, args.validate, rate, args.dry_run,
+                         log, args.name_template)
+
+    def summarize(result: Any) -> str:
+        lag = result.lag
+        return "%s%d copied (%s), %d deleted, %d kept; replica at step %s, run folder at step %s, %s" % (
+            "dry run: " if args.dry_run else "", len(result.copied),
+            human_size(sum(c["bytes"] or 0 for c in result.copied)), len(result.deleted), len(result.kept),
+            _fmt(lag.get("replica_step")), _fmt(lag.get("primary_step")),
+            "%s checkpoint(s) behind (%s s)" % (_fmt(lag.get("checkpoints_behind")), _fmt(lag.get("seconds_behind"))))
+    return _logged_run(args, out, err, run, ReplicaLocked, summarize)
 
 
 def _main_latest(args: Any, out: Any, err: Any) -> int:
