@@ -26,7 +26,8 @@ Modules, one job each (this file re-exports the public API):
 ``runs``        run folders: :func:`inspect`, :func:`scan`, :func:`latest_valid`, :func:`verify`
 ``writer``      :func:`commit_checkpoint`, :class:`CheckpointWriter`, :func:`mark_finished`
 ``pruning``     :func:`prune` by policy, under the run folder's flock
-``replicas``    :func:`replicate` to a replica folder (verified copies, their manifest, retention)
+``replicas``    :func:`replicate` to a replica folder (verified copies, retention, lag)
+``replica_index`` a replica folder's manifest: read and checked, written atomically
 ``copies``      :func:`best_copy` of run folder and replicas, the guard pruning keeps for them
 ``prune_plan``  what :func:`prune` deletes and why each checkpoint stays (reads, deletes nothing)
 ``cli``         the command line (:func:`main`); ``__main__`` runs it

@@ -10,7 +10,7 @@
 between the copies when a run resumes.
 
 A **replica folder** holds copies of some checkpoints of one run folder under the same names, so the
-layouts read it as they read the run folder, and its own manifest :data:`REPLICA_INDEX`
+layouts read it as they read the run folder, and its own manifest ``REPLICA_INDEX`` (:mod:`.replica_index`)
 (``.clusterops-replica.json``) listing each copy that was made whole and verified:
 
 .. code-block:: json
@@ -31,7 +31,6 @@ and is made again. Only copies in the index count.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import stat
 import time
@@ -47,7 +46,6 @@ from .common import (
     CheckpointError,
     DELETING_PREFIX,
     Invalid,
-    REPLICA_INDEX,
     REPLICA_STAGING_PREFIX,
     REPLICATE_LOCK,
     Report,
@@ -56,10 +54,8 @@ from .common import (
     STRUCTURE,
 )
 from .fsutil import (
-    atomic_write_json,
     fsync_dir,
     hash_file,
-    load_json_bounded,
     open_lock_file,
     open_regular,
     remove_tree_at,
@@ -67,111 +63,17 @@ from .fsutil import (
     walk_files,
 )
 from .layouts import check_checkpoint
+from .replica_index import read_index, readable_like, write_index
 from .runs import check_level, inspect
 
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
-REPLICA_FORMAT = "clusterops.replica"
-REPLICA_FORMAT_VERSION = 1
-#: The most the index may hold (bytes); a larger one is refused, never read in part.
-MAX_INDEX_BYTES = 64 << 20
-
-
 class ReplicaLocked(CheckpointError):
     """Another replication into the replica folder holds its lock."""
 
 
 def _utc(stamp: Optional[float] = None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stamp))
-
-
-def read_index(replica: str, primary: Optional[str] = None) -> Dict[str, Dict[str, Any]]:
-    """The verified copies of a replica folder: ``{name: entry}`` (see the module docstring); ``{}``
-    when the folder has no index yet. With ``primary`` (a run folder), the index must be that run
-    folder's: a replica shared by two runs would mix their checkpoints.
-
-    Every entry is checked: ``step`` an integer, ``is_dir`` a boolean, ``files`` a non-empty list of
-    ``{"path", "size", "sha256"}`` whose paths are relative, normalised, without NUL (a file
-    checkpoint's one path its own name). The index is written by replication alone: anything else in it
-    makes the whole replica unreadable, never partly trusted.
-
-    Raises:
-        CheckpointError: the index cannot be read, is larger than :data:`MAX_INDEX_BYTES`, is no JSON,
-            not of :data:`REPLICA_FORMAT`, of a newer format version, has a malformed entry, or is the
-            replica of another run folder than ``primary``.
-    """
-    path = os.path.join(replica, REPLICA_INDEX)
-    try:
-        data = load_json_bounded(path, MAX_INDEX_BYTES)
-    except (OSError, IOError) as exc:
-        if getattr(exc, "errno", None) == errno.ENOENT:
-            return {}
-        raise CheckpointError("cannot read the replica index %s: %s" % (path, exc))
-    except ValueError as exc:
-        raise CheckpointError("the replica index %s is not valid JSON: %s" % (path, exc))
-    if not isinstance(data, dict) or data.get("format") != REPLICA_FORMAT:
-        raise CheckpointError("%s is not a replica index (format %r)" % (path, REPLICA_FORMAT))
-    version = data.get("format_version")
-    if not isinstance(version, int) or version > REPLICA_FORMAT_VERSION:
-        raise CheckpointError("%s has format_version %r; this reader knows %d" % (path, version, REPLICA_FORMAT_VERSION))
-    entries = data.get("checkpoints")
-    if not isinstance(entries, dict):
-        raise CheckpointError("%s has no checkpoints object" % path)
-    if primary is not None and data.get("primary") not in (None, primary) and not (
-            isinstance(data.get("primary"), str) and os.path.realpath(data["primary"]) == os.path.realpath(primary)):
-        raise CheckpointError("%s is the replica of %r, not of %s: one replica folder per run folder" % (
-            path, data.get("primary"), primary))
-    for name, entry in entries.items():
-        problem = _entry_problem(name, entry)
-        if problem:
-            raise CheckpointError("%s: the entry %r %s" % (path, name, problem))
-    return dict(entries)
-
-
-def _entry_problem(name: str, entry: Any) -> Optional[str]:
-    """What is wrong with one index entry, or None."""
-    if not isinstance(entry, dict):
-        return "is no object"
-    if not isinstance(entry.get("step"), int) or isinstance(entry.get("step"), bool):
-        return "has no integer step"
-    if not isinstance(entry.get("is_dir"), bool):
-        return "has no boolean is_dir"
-    files = entry.get("files")
-    if not isinstance(files, list) or not files:
-        return "lists no files"
-    for item in files:
-        if not isinstance(item, dict) or not isinstance(item.get("path"), str) or not isinstance(item.get("sha256"), str):
-            return "lists a file without path or sha256"
-        size, rel = item.get("size"), item["path"]
-        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-            return "lists %r without a size" % rel
-        if ("\0" in rel or rel.startswith("/") or rel != os.path.normpath(rel) or rel.split("/")[0] == ".."
-                or (not entry["is_dir"] and rel != name)):
-            return "lists the path %r, not one inside the copy" % rel
-    return None
-
-
-def _write_index(replica: str, primary: str, entries: Dict[str, Dict[str, Any]], fsync: bool) -> None:
-    """Write the index atomically, readable by those who can read the run folder.
-
-    Raises:
-        CheckpointError: it would be larger than :data:`MAX_INDEX_BYTES` (the reader would refuse it).
-    """
-    doc = dict(format=REPLICA_FORMAT, format_version=REPLICA_FORMAT_VERSION, primary=primary, checkpoints=entries)
-    if len(json.dumps(doc)) > MAX_INDEX_BYTES - 4096:
-        raise CheckpointError("the replica index would exceed %d bytes (%d copies): keep fewer copies" % (
-            MAX_INDEX_BYTES, len(entries)))
-    atomic_write_json(os.path.join(replica, REPLICA_INDEX), doc, mode=_readable_like(primary, 0o644), fsync=fsync)
-
-
-def _readable_like(source: str, mode: int) -> int:
-    """``mode`` without the read bits that ``source`` (a file or folder of the run folder) denies its group and
-    others: a copy is never readable by more users than its original."""
-    try:
-        st = os.stat(source)
-    except OSError:
-        return mode & ~0o077
-    return mode & ~(0o044 & ~st.st_mode) & ~(0o011 & ~st.st_mode) & ~0o022
 
 
 def newest_verified(replica: str, validate: str = SIZES, name_template: Optional[str] = None,
@@ -279,13 +181,13 @@ def _copy_checkpoint(ckpt: Checkpoint, run_real: str, staging: str, pacer: _Pace
     if not ckpt.is_dir:
         item = _copy_file(ckpt.path, staging, pacer)
         return [dict(path=os.path.basename(ckpt.path), **item)]
-    os.mkdir(staging, _readable_like(ckpt.path, 0o755))
+    os.mkdir(staging, readable_like(ckpt.path, 0o755))
     files = []
     made = set([""])
     for rel, path, _size in walk_files(ckpt.path, run_real):
         parent = os.path.dirname(rel)
         if parent not in made:
-            os.makedirs(os.path.join(staging, parent), _readable_like(os.path.join(ckpt.path, parent), 0o755),
+            os.makedirs(os.path.join(staging, parent), readable_like(os.path.join(ckpt.path, parent), 0o755),
                         exist_ok=True)
             made.add(parent)
         files.append(dict(path=rel, **_copy_file(path, os.path.join(staging, rel), pacer)))
@@ -439,7 +341,7 @@ def replicate(run_dir: str, replica: str, keep_last: int = 2, keep_every: int = 
             result.copied = [dict(name=c.name, step=c.step, bytes=None, seconds=None)
                              for c in _to_copy(source.checkpoints, {}, keep_last, keep_every)]
             return result
-        os.makedirs(replica, _readable_like(run_dir, 0o755), exist_ok=True)
+        os.makedirs(replica, readable_like(run_dir, 0o755), exist_ok=True)
     lock_fd = None
     if not dry_run:
         lock_fd = open_lock_file(os.path.join(replica, REPLICATE_LOCK))
@@ -497,7 +399,7 @@ def _replicate_locked(run_dir: str, replica: str, result: ReplicateResult, keep_
         result.warnings.append("the copy %s no longer matches the replica's manifest: not counted%s" % (
             name, "" if result.dry_run else "; taken out of the manifest"))
         if not result.dry_run:
-            _write_index(replica, run_dir, index, fsync)
+            write_index(replica, run_dir, index, fsync)
             log("warning: %s" % result.warnings[-1])
     run_real = os.path.realpath(run_dir)
     for ckpt in _to_copy(source.checkpoints, index, keep_last, keep_every):
@@ -522,7 +424,7 @@ def _replicate_locked(run_dir: str, replica: str, result: ReplicateResult, keep_
             continue  # one checkpoint that cannot be copied stops no other
         index[ckpt.name] = entry
         try:
-            _write_index(replica, run_dir, index, fsync)
+            write_index(replica, run_dir, index, fsync)
         except CheckpointError as exc:  # too many copies for one index: this copy stays unlisted, never counted
             del index[ckpt.name]
             result.error = str(exc) if result.error is None else "%s; %s" % (result.error, exc)
@@ -595,7 +497,7 @@ def _apply_retention(replica: str, run_dir: str, index: Dict[str, Dict[str, Any]
         return
     for name in gone:
         del index[name]
-    _write_index(replica, run_dir, index, fsync)
+    write_index(replica, run_dir, index, fsync)
     replica_fd = os.open(replica, os.O_RDONLY | _O_DIRECTORY)
     try:
         for item in result.deleted:

@@ -550,7 +550,7 @@ def test_a_checkpoint_that_cannot_be_copied_stops_no_other(run, replica, tmp_pat
 def test_an_index_the_reader_would_refuse_is_never_written(run, replica, monkeypatch):
     for step in (10, 20, 30):
         contract(run, step)
-    monkeypatch.setattr(ck.replicas, "MAX_INDEX_BYTES", 5000)  # room for about two entries
+    monkeypatch.setattr(ck.replica_index, "MAX_INDEX_BYTES", 5000)  # room for about two entries
     result = ck.replicate(str(run), str(replica), keep_last=0, fsync=False)
     assert result.error and "would exceed" in result.error
     assert ck.read_index(str(replica))  # what was written before still reads
