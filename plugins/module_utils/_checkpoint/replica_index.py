@@ -29,7 +29,6 @@ REPLICA_FORMAT_VERSION = 1
 MAX_INDEX_BYTES = 64 << 20
 
 
-
 def read_index(replica: str, primary: Optional[str] = None) -> Dict[str, Dict[str, Any]]:
     """The verified copies of a replica folder: ``{name: entry}`` (see the module docstring); ``{}``
     when the folder has no index yet. With ``primary`` (a run folder), the index must be that run

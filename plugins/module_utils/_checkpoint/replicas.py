@@ -68,6 +68,8 @@ from .runs import check_level, inspect
 
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+
+
 class ReplicaLocked(CheckpointError):
     """Another replication into the replica folder holds its lock."""
 
