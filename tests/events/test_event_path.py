@@ -183,6 +183,28 @@ def test_no_receiver_is_a_logged_failure_too(tmp_path):
     assert proc.returncode == 1 and "job_fini 42: not sent" in (tmp_path / "event.log").read_text()
 
 
+def test_as_epilog_slurmctld_it_sends_a_job_that_did_not_complete(tmp_path, receiver):
+    """EpilogSlurmctld runs the job_fini wrapper with no argument and the job in its environment."""
+    cfg = config(tmp_path, receiver.port)
+    for code in ("0:0", "1:0", "0:9"):
+        env = dict(os.environ, SLURM_JOB_ID="4242", SLURM_JOB_EXIT_CODE2=code)
+        proc = subprocess.run([sys.executable, PROGRAM, "--kind", "job_fini", "--config", cfg], env=env,
+                              capture_output=True, text=True, timeout=30, check=False)
+        assert proc.returncode == 0, proc.stderr
+    # 0:0 completed: nothing to remediate; 1:0 (exit 1) and 0:9 (SIGKILL) are sent.
+    assert [(e["slurm_event"]["kind"], e["slurm_event"]["job"]) for e in receiver.events] == [("job_fini", 4242)] * 2
+
+
+@pytest.mark.parametrize("kind, env", [("node_down", {"SLURM_JOB_ID": "7"}), ("job_fini", {}),
+                                       ("job_fini", {"SLURM_JOB_ID": "7; reboot"})])
+def test_without_a_subject_only_job_fini_takes_the_job_from_the_environment(tmp_path, kind, env):
+    cfg = config(tmp_path, free_port())
+    proc = subprocess.run([sys.executable, PROGRAM, "--kind", kind, "--config", cfg],
+                          env=dict({k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}, **env),
+                          capture_output=True, text=True, timeout=30, check=False)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+
+
 # ---- the source plugin --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("body, signature, status", [

@@ -7,7 +7,10 @@
 Installed by the role clusterops.slurm.slurm_events as ``<dir>/clusterops-slurm-event.py`` with one
 wrapper per event kind, ``<dir>/clusterops-slurm-event-<kind>`` (node_down, node_drained, node_fail), which
 runs it with ``--kind`` and ``--config``: slurmctld runs a trigger's program with the event's node list
-(or job id) as its only argument.
+(or job id) as its only argument. The wrapper ``clusterops-slurm-event-job_fini`` is slurmctld's
+``EpilogSlurmctld`` (or is called from the site's own): slurmctld runs it, as SlurmUser, at the end of every
+job with no argument and the job in its environment; ``SLURM_JOB_ID`` is the job, and a job whose
+``SLURM_JOB_EXIT_CODE2`` is ``0:0`` (it completed: nothing to remediate) sends nothing.
 
     python3 clusterops-slurm-event.py --kind node_down --config /etc/clusterops/slurm-event.json 'n[1-2]'
 
@@ -113,9 +116,16 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog=os.path.basename(argv[0]), description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--kind", choices=KINDS, required=True, help="the event kind")
     parser.add_argument("--config", default=os.environ.get("CLUSTEROPS_SLURM_EVENT_CONFIG", DEFAULT_CONFIG))
-    parser.add_argument("subject", help="the node list (node events) or the job id (job_fini), as slurmctld passes it")
+    parser.add_argument("subject", nargs="?", help="the node list (node events) or the job id (job_fini), as "
+                        "slurmctld passes it; job_fini from EpilogSlurmctld: $SLURM_JOB_ID")
     args = parser.parse_args(argv[1:])
     kind = args.kind
+    if args.subject is None:
+        if kind != "job_fini":
+            parser.error("%s needs the node list" % kind)
+        if os.environ.get("SLURM_JOB_EXIT_CODE2") == "0:0":
+            return 0  # EpilogSlurmctld of a job that completed: nothing to remediate
+        args.subject = os.environ.get("SLURM_JOB_ID", "")
     try:
         config = load_config(args.config)
     except (OSError, ValueError) as exc:

@@ -25,7 +25,8 @@ reaches a shell or a command line: the rulebook only chooses the cluster whose r
 
 Answers: 202 accepted; 401 no or a wrong signature (compared in constant time); 400 a body that is not
 such an event; 413 a body over ``max_body`` bytes; 404 another path; 405 another method. A refusal is
-logged (warning) without the body.
+logged (warning) without the body; an accepted one (info) with its kind, cluster, nodes or job, and the
+times it was sent and received.
 
 Arguments (the rulebook's source entry):
 
@@ -43,6 +44,7 @@ import hmac
 import json
 import logging
 import re
+import time
 from typing import Any, Dict, Optional
 
 from aiohttp import web
@@ -144,6 +146,8 @@ def make_app(queue: "asyncio.Queue[Any]", secret: bytes, max_body: int = 65536) 
         except EventError as exc:
             LOG.warning("slurm_events: refused a request from %s: %s", request.remote, exc)
             return web.json_response({"error": str(exc)}, status=exc.status)
+        LOG.info("slurm_events: accepted %s of %s (%s) sent at %.3f, received at %.3f", event["kind"], event["cluster"],
+                 event["nodes"] or event["job"], event["time"], time.time())
         await queue.put({"slurm_event": event, "meta": {"source": {"name": "clusterops.slurm.slurm_events"}}})
         return web.json_response({"accepted": event["kind"], "cluster": event["cluster"]}, status=202)
 
