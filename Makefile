@@ -25,7 +25,7 @@ SLURM_RELEASES ?= $(or $(CLUSTEROPS_SLURM_RELEASES),$(DEVCLUSTER_RELEASES))
 include dev/cluster/cluster.mk
 include tests/molecule/molecule.mk
 
-.PHONY: help setup deps venv collection importer eda-venv events tarball demo demo-hang demo-replica report test unit typecheck matrix integration integration-release pruning-role packaging sanity lint security benchmark clean
+.PHONY: help setup deps venv collection importer eda-venv events events-up events-down tarball demo demo-hang demo-replica demo-events report test unit typecheck matrix integration integration-release pruning-role packaging sanity lint security benchmark clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | sort
@@ -96,6 +96,19 @@ demo-hang: setup ## A training run hangs (--hang-at-step); remediate.yml's watch
 demo-replica: setup ## A training run's newest checkpoint is lost on its file system; it resumes from the verified copy in its replica folder
 	$(MAKE) cluster-up
 	SLURM=$(SLURM) DEVCLUSTER_DIR=$(DEVCLUSTER_DIR) bash dev/demo_replica.sh
+
+demo-events: setup eda-venv ## No schedule: Slurm's events start remediation through ansible-rulebook; a node crash and a failed job, each phase timed
+	$(MAKE) cluster-up
+	SLURM=$(SLURM) DEVCLUSTER_DIR=$(DEVCLUSTER_DIR) $(VENV_PY) dev/demo_events.py
+
+# The event path on the dev cluster (dev/cluster/eventpath.py): the role slurm_events' triggers and job-end program, and
+# ansible-rulebook with the collection's rulebook in the background; EVENTS_VARS=<json file>: remediate.yml's
+# variables for its runs (the run registry...).
+events-up: setup eda-venv ## Start the event path on the dev cluster (slurmctld's triggers -> ansible-rulebook -> remediate.yml)
+	SLURM=$(SLURM) DEVCLUSTER_DIR=$(DEVCLUSTER_DIR) $(VENV_PY) dev/cluster/eventpath.py up $(if $(EVENTS_VARS),--vars $(EVENTS_VARS))
+
+events-down: ## Stop the dev cluster's event path (the rulebook; the triggers cleared)
+	SLURM=$(SLURM) DEVCLUSTER_DIR=$(DEVCLUSTER_DIR) $(VENV_PY) dev/cluster/eventpath.py down
 
 # RUN=<run>: the page of that run of the dev cluster's registry (the demo's by default; REGISTRY=,
 # REPORT_DIR= for others), through playbooks/goodput_report.yml; prints its path.

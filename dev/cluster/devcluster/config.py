@@ -13,6 +13,7 @@ run/nodes/<node>.json.
 import contextlib
 import os
 import string
+import subprocess
 
 from .base import ClusterBase
 from .paths import (CLIENT_COMMANDS, CONTAINER_VENV, DB_NAME, DB_USER, DIR_VAR, GPU_STANDIN,
@@ -48,8 +49,20 @@ class ClusterConfig(ClusterBase):
             munge_socket=p.munge_socket, slurm_state=p.slurm_state, slurm_spool=p.slurm_spool,
             run=p.run, log=p.log, plugstack_conf=p.plugstack_conf,
             slurmd_timeout=self.slurmd_timeout(cfg), reboot_program=p.reboot_program,
-            prolog=p.prolog, healthcheck=p.healthcheck, healthcheck_interval=HEALTHCHECK_INTERVAL,
+            prolog=p.prolog, epilog_slurmctld=p.epilog_slurmctld, healthcheck=p.healthcheck, healthcheck_interval=HEALTHCHECK_INTERVAL,
+            slurmctld_parameters=self.slurmctld_parameters(),
             node_names=names, node_ports=ports, cpus=os.cpu_count() or 1)
+
+    @staticmethod
+    def slurmctld_parameters():
+        """slurm.conf's SlurmctldParameters line: ``enable_expedited_requeue`` where slurmctld has it
+        (25.05 and later: ``sbatch --requeue=expedite``; 26.05 of the dev clusters), else a comment."""
+        version = subprocess.run(["slurmctld", "-V"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                 universal_newlines=True, check=False).stdout.split()
+        release = tuple(int(x) for x in version[-1].split(".")[:2]) if len(version) == 2 else (0, 0)
+        if release >= (25, 5):
+            return "SlurmctldParameters=enable_expedited_requeue"
+        return "# SlurmctldParameters=enable_expedited_requeue: Slurm 25.05 and later, not %s" % " ".join(version)
 
     def render_reboot_program(self):
         """RebootProgram: names the state dir and runs reboot-program.sh.
@@ -63,6 +76,9 @@ class ClusterConfig(ClusterBase):
 
     def render_prolog(self):
         return render("prolog.in", fail_prolog=self.p.fail_prolog)
+
+    def render_epilog_slurmctld(self):
+        return render("epilog-slurmctld.in", job_end_program=self.p.job_end_program)
 
     def render_healthcheck(self):
         """HealthCheckProgram: runs the role's program with the dev config (slurmd gives none)."""
@@ -124,6 +140,7 @@ class ClusterConfig(ClusterBase):
         write_file(p.plugstack_conf, "# empty: no SPANK plugins in the dev cluster\n")
         write_file(p.reboot_program, self.render_reboot_program(), 0o755)
         write_file(p.prolog, self.render_prolog(), 0o755)
+        write_file(p.epilog_slurmctld, self.render_epilog_slurmctld(), 0o755)
         write_file(p.healthcheck, self.render_healthcheck(), 0o755)
         write_json(p.healthcheck_json, self.healthcheck_config())
         if self.container:

@@ -100,6 +100,11 @@ class Paths:
         # the node "Prolog error" and requeues the job held, "launch failed requeued held").
         self.prolog = os.path.join(self.etc, "prolog")
         self.fail_prolog = os.path.join(self.run, "fail-prolog")
+        # EpilogSlurmctld: runs the event path's job-end program when `make events-up` installed it
+        # under events/ (role clusterops.slurm.slurm_events), else nothing.
+        self.epilog_slurmctld = os.path.join(self.etc, "epilog-slurmctld")
+        self.events = os.path.join(root, "events")
+        self.job_end_program = os.path.join(self.events, "libexec", "clusterops-slurm-event-job_fini")
         # GPU fault emulation: run/gpu/<node>/fault (the fault now) and kernel.log (since boot).
         self.gpu = os.path.join(self.run, "gpu")
         # HealthCheckProgram wrapper (names the config; slurmd passes no arguments) and config.
