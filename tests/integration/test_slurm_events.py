@@ -18,7 +18,7 @@ import socket
 import threading
 import time
 
-from conftest import REPO, SLURM_CONF, make, playbook, reset_cluster, run, shared_tmpdir, until, wait_for
+from conftest import REPO, SLURM_CONF, STATE_DIR, make, playbook, reset_cluster, run, shared_tmpdir, until, wait_for
 
 SECRET = "0123456789abcdef0123456789abcdef"
 PLUGIN = os.path.join(REPO, "extensions", "eda", "plugins", "event_source", "slurm_events.py")
@@ -137,3 +137,36 @@ def test_a_crashed_node_reaches_the_receiver_through_slurms_trigger(healthy):
         receiver.stop()
         variables["slurm_events_state"] = "absent"
         playbook(play, "-e", json.dumps(variables), check=False)
+
+
+def test_a_failed_job_reaches_the_receiver_through_epilog_slurmctld(healthy):
+    """The end of a job: slurmctld runs EpilogSlurmctld at the end of every job; the dev cluster's calls the role's
+    job-end program from <state dir>/events/libexec once it is there (slurm_events_job_end). A job that failed
+    sends job_fini at once; one that completed sends nothing."""
+    receiver = Receiver()
+    events = os.path.join(STATE_DIR, "events-test")
+    libexec = os.path.join(STATE_DIR, "events", "libexec")  # where the dev cluster's EpilogSlurmctld looks
+    variables = {"slurm_events_url": "http://127.0.0.1:%d/events" % receiver.port, "slurm_events_secret": SECRET,
+                 "slurm_events_secret_file": os.path.join(events, "secret"), "slurm_events_dir": libexec,
+                 "slurm_events_config": os.path.join(events, "event.json"), "slurm_events_job_end": True,
+                 "slurm_events_log_dir": os.path.join(events, "log"), "slurm_events_events": []}
+    os.makedirs(events, exist_ok=True)
+    play = os.path.join(events, "events.yml")
+    with open(play, "w") as handle:
+        handle.write("- hosts: slurm_controller\n  gather_facts: false\n  roles:\n    - clusterops.slurm.slurm_events\n")
+    program = os.path.join(libexec, "clusterops-slurm-event-job_fini")
+    try:
+        proc, recap = playbook(play, "-e", json.dumps(variables))
+        assert recap.get("failed") == 0 and os.access(program, os.X_OK), proc.stdout
+        assert "set it to %s" % program in proc.stdout  # the role says what slurm.conf needs
+        completed = run(["sbatch", "--parsable", "-o", "/dev/null", "--wrap", "true"]).stdout.strip()
+        failed = run(["sbatch", "--parsable", "-o", "/dev/null", "--wrap", "exit 3"]).stdout.strip()
+        ended = until(lambda: [(t, e) for t, e in receiver.events if e["kind"] == "job_fini"], "the job_fini event", 60,
+                      interval=0.2)
+        time.sleep(2)  # the completed job, had it sent anything, would be here by now
+        assert [e["job"] for t, e in receiver.events] == [int(failed)], (completed, receiver.events)
+        print("job %s ended FAILED; its event came %.1f s after the program sent it" % (failed, ended[0][0] - ended[0][1]["time"]))
+    finally:
+        receiver.stop()
+        if os.path.exists(program):
+            os.unlink(program)  # later jobs' EpilogSlurmctld would send to a receiver that is gone
