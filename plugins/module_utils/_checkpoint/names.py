@@ -48,23 +48,23 @@ _EPOCH = "(?P<epoch>[0-9]+)"
 # (regex, layout, entry kind): the groups ``step`` and ``epoch``; a name with an epoch and no step
 # (torchtune's ``epoch_<N>``) counts its epochs as its steps.
 _PATTERNS: Tuple[Tuple[Any, str, str], ...] = (
-    (re.compile(r"^step_%s$" % _STEP), CONTRACT, "dir"),
-    (re.compile(r"^step-%s$" % _STEP), DCP, "dir"),
-    (re.compile(r"^checkpoint-%s$" % _STEP), HUGGINGFACE, "dir"),
-    (re.compile(r"^checkpoint_%s$" % _STEP), ACCELERATE, "dir"),
-    (re.compile(r"^global_step%s$" % _STEP), DEEPSPEED, "dir"),
-    (re.compile(r"^iter_%s$" % _STEP), MEGATRON, "dir"),
-    (re.compile(r"^checkpoint_epoch_%s_step_%s\.pth?$" % (_EPOCH, _STEP)), TORCH_FILE, "file"),
-    (re.compile(r"^epoch_%s$" % _EPOCH), TORCHTUNE, "dir"),
-    (re.compile(r"^epoch_%s_step_%s$" % (_EPOCH, _STEP)), AUTOMODEL, "dir"),
-    (re.compile(r"^ep%s-ba%s(?:-rank0)?(?:\.pt)?$" % (_EPOCH, _STEP)), COMPOSER, "any"),
-    (re.compile(r"^%s$" % _STEP), ORBAX, "dir"),
+    (re.compile(r"^step_%s\Z" % _STEP), CONTRACT, "dir"),
+    (re.compile(r"^step-%s\Z" % _STEP), DCP, "dir"),
+    (re.compile(r"^checkpoint-%s\Z" % _STEP), HUGGINGFACE, "dir"),
+    (re.compile(r"^checkpoint_%s\Z" % _STEP), ACCELERATE, "dir"),
+    (re.compile(r"^global_step%s\Z" % _STEP), DEEPSPEED, "dir"),
+    (re.compile(r"^iter_%s\Z" % _STEP), MEGATRON, "dir"),
+    (re.compile(r"^checkpoint_epoch_%s_step_%s\.pth?\Z" % (_EPOCH, _STEP)), TORCH_FILE, "file"),
+    (re.compile(r"^epoch_%s\Z" % _EPOCH), TORCHTUNE, "dir"),
+    (re.compile(r"^epoch_%s_step_%s\Z" % (_EPOCH, _STEP)), AUTOMODEL, "dir"),
+    (re.compile(r"^ep%s-ba%s(?:-rank0)?(?:\.pt)?\Z" % (_EPOCH, _STEP)), COMPOSER, "any"),
+    (re.compile(r"^%s\Z" % _STEP), ORBAX, "dir"),
 )
 
 #: Composer's files of the ranks other than 0 (``ep<E>-ba<B>-rank<R>.pt``): parts, not checkpoints.
-COMPOSER_RANK_FILE = re.compile(r"^(ep[0-9]+-ba[0-9]+)-rank([1-9][0-9]*)\.pt$")
+COMPOSER_RANK_FILE = re.compile(r"^(ep[0-9]+-ba[0-9]+)-rank([1-9][0-9]*)\.pt\Z")
 #: Composer's ``latest-rank<R>.pt`` symlink to the newest save (``save_latest_filename``).
-COMPOSER_LATEST = re.compile(r"^latest-rank0\.pt$")
+COMPOSER_LATEST = re.compile(r"^latest-rank0\.pt\Z")
 #: NeMo's marker of a save that has not finished: the checkpoint's name without ``.ckpt`` and
 #: ``-EMA``, and ``-unfinished`` (``ModelCheckpoint.format_checkpoint_unfinished_marker_path``).
 NEMO_UNFINISHED = "-unfinished"
@@ -78,14 +78,14 @@ SIDECARS = {
 
 DEEPSPEED_LATEST = "latest"
 MEGATRON_TRACKER = "latest_checkpointed_iteration.txt"
-LAST_CKPT = re.compile(r"^last(?:-v[0-9]+)?\.ckpt$")
+LAST_CKPT = re.compile(r"^last(?:-v[0-9]+)?\.ckpt\Z")
 # Lightning ModelCheckpoint names (lightning/pytorch/callbacks/model_checkpoint.py): the filename
 # template's metrics joined by "-" (CHECKPOINT_JOIN_CHAR), "name=value" with auto_insert_metric_name,
 # "-v<N>" appended when the name exists already (STARTING_VERSION 1), ".ckpt" (FILE_EXTENSION).
 CKPT_SUFFIX = ".ckpt"
-_CKPT_VERSION = re.compile(r"^(.+)-v([0-9]+)$")
-_CKPT_STEP = re.compile(r"(?:^|-)step=([0-9]+)(?=-|$)")
-_CKPT_EPOCH = re.compile(r"(?:^|-)epoch=([0-9]+)(?=-|$)")
+_CKPT_VERSION = re.compile(r"^(.+)-v([0-9]+)\Z")
+_CKPT_STEP = re.compile(r"(?:^|-)step=([0-9]+)(?=-|\Z)")
+_CKPT_EPOCH = re.compile(r"(?:^|-)epoch=([0-9]+)(?=-|\Z)")
 
 
 #: What training state looks like when no layout explains it (:func:`training_state_hint`): the
@@ -165,7 +165,7 @@ def compile_name_template(template: str) -> Any:
             out.append(re.escape(part))
     if "step" not in seen:
         raise ValueError("name_template %r has no {step}: the step could not be read from the names" % template)
-    return re.compile("^%s$" % "".join(out))
+    return re.compile(r"^%s\Z" % "".join(out))
 
 
 def parse_lightning_name(name: str, template: Any = None) -> Optional[Dict[str, Any]]:

@@ -45,6 +45,16 @@ def test_parse_name(name, expected):
     assert ck.parse_name(name) == expected
 
 
+# A user's folder may be named with a newline at its end; a shell's $(...) strips it, so the launcher would be
+# given a path that does not exist. No layout takes such a name (the patterns end at \Z, not $).
+@pytest.mark.parametrize("name", ["step_000000300\n", "step-300\n", "checkpoint-300\n", "global_step300\n",
+                                  "iter_0000300\n", "checkpoint_epoch_1_step_300.pt\n", "epoch_3\n", "ep1-ba300\n",
+                                  "300\n", "epoch=1-step=300\n.ckpt", "step=300\n-last.ckpt"])
+def test_a_name_with_a_trailing_newline_is_no_checkpoint(name):
+    assert ck.parse_name(name) is None
+    assert ck.parse_name(name.replace("\n", "")) is not None or "last" in name
+
+
 @pytest.mark.parametrize("name, temporary", [
     ("tmp-step_000000001.12.ab", True), ("ckpt.pt.tmp", True), ("tmp-checkpoint-10", True),
     ("step_1", False), ("tmpstep_1", False), ("FINISHED", False)])
