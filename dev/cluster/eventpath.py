@@ -34,7 +34,6 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
-import yaml
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -92,19 +91,20 @@ def apply_role(port: int, state: str) -> None:
 
 
 def write_inventory(extra: Dict[str, Any]) -> str:
-    """The dev cluster's inventory with ``extra`` as variables of every host; on the host release the
-    playbook's modules run under the repository's venv (the inventory says ansible_playbook_python, which
-    under the rulebook would be .venv-eda's)."""
-    with open(os.path.join(STATE, "inventory.yml")) as handle:
-        inventory = yaml.safe_load(handle)
-    group = inventory["all"]["children"]["slurm_controller"]
-    for host in group.get("hosts", {}).values():
+    """The dev cluster's inventory (as ansible-inventory reads it) with ``extra`` as variables of every
+    host, written as JSON (which YAML reads); on the host release the playbook's modules run under the
+    repository's venv (the dev inventory says ansible_playbook_python: under the rulebook, .venv-eda's)."""
+    listed = json.loads(subprocess.run(["ansible-inventory", "-i", os.path.join(STATE, "inventory.yml"), "--list"],
+                                       cwd=REPO, env=env(), stdout=subprocess.PIPE, text=True, check=True).stdout)
+    hosts = {}
+    for name in listed["slurm_controller"]["hosts"]:
+        host = dict(listed["_meta"]["hostvars"].get(name, {}), **extra)
         if host.get("ansible_connection") == "local":
             host["ansible_python_interpreter"] = sys.executable
-    group.setdefault("vars", {}).update(extra)
+        hosts[name] = host
     path = os.path.join(EVENTS, "inventory.yml")
     with open(path, "w") as handle:
-        yaml.safe_dump(inventory, handle)
+        json.dump({"all": {"children": {"slurm_controller": {"hosts": hosts}}}}, handle, indent=1)
     return path
 
 
@@ -146,13 +146,13 @@ def up(extra: Optional[Dict[str, Any]] = None, port: Optional[int] = None) -> in
         raise SystemExit("ansible-rulebook is not installed: make eda-venv")
     stop_rulebook()
     os.makedirs(EVENTS, mode=0o755, exist_ok=True)
-    os.chmod(EVENTS, 0o755)  # SlurmUser runs the programs under it
+    os.chmod(EVENTS, 0o755)  # nosec B103  # a folder, not a file: SlurmUser runs the programs under it; only root writes it
     port = port or int(os.environ.get("EVENTS_PORT") or free_port())
     apply_role(port, "present")
     inventory = write_inventory(extra or {})
     with open(os.path.join(EVENTS, "vars.yml"), "w") as handle:
-        yaml.safe_dump({"slurm_events_port": port, "slurm_events_secret_file": os.path.join(EVENTS, "secret"),
-                        "slurm_events_playbook": os.path.join(REPO, "playbooks", "remediate.yml")}, handle)
+        json.dump({"slurm_events_port": port, "slurm_events_secret_file": os.path.join(EVENTS, "secret"),
+                   "slurm_events_playbook": os.path.join(REPO, "playbooks", "remediate.yml")}, handle)
     with open(RULEBOOK_LOG, "w") as log:
         engine = subprocess.Popen([os.path.join(EDA_BIN, "ansible-rulebook"), "-r", "clusterops.slurm.slurm_events",
                                    "-i", inventory, "--vars", os.path.join(EVENTS, "vars.yml"), "-v"],

@@ -468,9 +468,9 @@ def test_a_node_crash_resumes_the_run_through_slurms_events_alone(clean, referen
     saved = max(e["step"] for e in tries[0] if e["event"] == "save")
     assert tries[1][0]["step"] == saved, "did not resume from the newest checkpoint %d" % saved
     first_step = min(e["time"] for e in tries[1] if e["event"] == "step")
+    phases = (down - crashed, took[0]["received"] - down, resubmitted - down, first_step - down, first_step - crashed)
     print("event path: crash to DOWN %.1f s, DOWN to the event %.1f s, to the resubmission seen %.1f s, to the first "
-          "new step %.1f s; crash to training again %.1f s" % (down - crashed, took[0]["received"] - down,
-                                                              resubmitted - down, first_step - down, first_step - crashed))
+          "new step %.1f s; crash to training again %.1f s" % phases)
     assert_bitwise_equal(final_params(r["ckpt"]), reference)
 
 
