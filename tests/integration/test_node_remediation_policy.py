@@ -78,6 +78,9 @@ def fresh_controller_env(tmp):
 @pytest.mark.every_release
 def test_flapping_node_is_healed_budget_times_then_left_for_a_human(healthy):
     started = int(time.time())
+    # The fixture's clean-up may have ended a drain of n2 in this very second: a failure recorded in it would be
+    # that event recorded again (see below); .ci/run on 838c08a lost the first cycle's event that way under load.
+    time.sleep(1.5)
     resumes = 0
     for cycle in range(3):
         drain("n2", "Prolog error")
