@@ -296,6 +296,7 @@ def test_slurm_requeue_means_remediation_submits_nothing(clean):
     power_on_after_reboot_issued(victim)
 
 
+@pytest.mark.every_release
 def test_expedited_requeue_starts_the_job_again_at_once(clean):
     """Issue 23 part 4: with torchrun_launcher_requeue_expedite the launcher asks for --requeue=expedite. After
     a node failure Slurm requeues the job and starts it again at once on the other nodes, where an ordinary
