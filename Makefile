@@ -148,7 +148,7 @@ integration-release: setup eda-venv
 	status=$$?; $(if $(filter $(DEVCLUSTER_HOST_RELEASE),$(SLURM)),,$(MAKE) cluster-down SLURM=$(SLURM);) exit $$status
 
 # The checkpoint_pruning role applied to this machine (its crontabs, a local user): no Slurm cluster, so
-# it is not part of integration-release; `make test` runs it in the background lane.
+# it is not part of integration-release; `make test` runs it in the lane of checks.
 PRUNING_ROLE_TEST := tests/integration/test_checkpoint_pruning_role.py
 pruning-role: venv collection ## The checkpoint_pruning role applied to this machine (crontabs of root and a user; no cluster)
 	$(VENV_PY) -m pytest $(PRUNING_ROLE_TEST) -q
@@ -188,10 +188,12 @@ security: venv ## bandit on the collection's Python, medium severity and up
 	  if ! grep -q '^Files skipped (0):' <<<"$$report"; then echo "security: bandit skipped a file" >&2; status=1; fi; \
 	  exit $$status
 
-# tests/run-all.sh: the cluster-bound suites in order, the others (and the podman images) meanwhile at
-# nice 19; every suite runs, one line each at the end. setup's deps installed promtool (Debian's
-# prometheus): CLUSTEROPS_REQUIRE_PROMTOOL makes the alert rules' tests fail without it, not skip;
-# and chromium: CLUSTEROPS_REQUIRE_CHROMIUM makes the goodput report's tests fail without it.
+# tests/run-all.sh: the suites in lanes side by side (the host's integration tests; the containers'
+# releases one after the other; Molecule; the checks that need no cluster at nice 19), each lane's output
+# printed when it ends, one line per suite and the total at the end (a warning first past 60 minutes).
+# setup's deps installed promtool (Debian's prometheus): CLUSTEROPS_REQUIRE_PROMTOOL makes the alert rules'
+# tests fail without it, not skip; and chromium: CLUSTEROPS_REQUIRE_CHROMIUM makes the goodput report's
+# tests fail without it. `python3 tests/durations.py` then tabulates the run's test times (tests/README.md).
 test: setup ## Everything: unit, typecheck, integration on the dev cluster, packaging and docs, sanity, lint, security, the ansible-core matrix, Molecule
 	CLUSTEROPS_REQUIRE_PROMTOOL=1 CLUSTEROPS_REQUIRE_CHROMIUM=1 SLURM_RELEASES="$(SLURM_RELEASES)" MAKE="$(MAKE)" bash tests/run-all.sh
 

@@ -27,6 +27,8 @@ from pytest_ansible.module_dispatcher.v213 import ModuleDispatcherV213
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "dev", "cluster"))
 from devcluster.releases import HOST_RELEASE, state_dir  # noqa: E402 pylint: disable=C0413
+# ensure_user: a local user, created once under a host-wide lock (lanes run side by side).
+from devcluster.processes import ensure_user  # noqa: E402,F401 pylint: disable=C0413,W0611
 # attempts, read_events, until: for the tests.
 from observe import attempts, read_events, rpc_counts, until  # noqa: E402,F401 pylint: disable=C0413,W0611
 

@@ -36,7 +36,7 @@ import time
 
 import pytest
 
-from conftest import REPO, run
+from conftest import REPO, ensure_user, run
 
 LIBRARY = os.path.join(REPO, "plugins", "module_utils", "_checkpoint")  # the package folder
 TRAINER = os.path.join(REPO, "roles", "torchrun_launcher", "files", "reference_trainer.py")
@@ -114,8 +114,7 @@ def alice(crontab_restored):
     saved and restored, and a folder in /tmp she can reach (tmp_path is under a 0700 folder), removed after."""
     if os.geteuid() != 0:
         pytest.skip("the role's per-owner entries need root (crontab -u, chown)")
-    if run(["id", ALICE], check=False).returncode != 0:
-        run(["useradd", "-m", "-s", "/bin/bash", ALICE])
+    ensure_user(ALICE)
     top = tempfile.mkdtemp(prefix="clusterops-pruning-", dir="/tmp")
     os.chmod(top, 0o755)
     try:

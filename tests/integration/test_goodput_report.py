@@ -33,8 +33,8 @@ from test_training_remediation import (  # noqa: F401 pylint: disable=unused-imp
     only,
     power_on_after_reboot_issued,
     remediate,
-    running_with_checkpoint,
     sacct_state,
+    wait_running_with_checkpoint,
     world,
 )
 
@@ -71,7 +71,7 @@ def figure(page, element):
 def test_the_report_after_a_crash_and_resume_agrees_with_the_event_log(clean, tmp_path):
     # Half a second a step: 5 s between checkpoints, so the crash lands between two of them.
     r = deploy(clean, "e2e-report", step_time=0.5)
-    first = until(lambda: running_with_checkpoint(r), "a running job with a checkpoint", 120)
+    first = wait_running_with_checkpoint(r)
     until(lambda: between_checkpoints(r["ckpt"]), "the trainer between two checkpoints", 60, interval=0.1)
     victim = node_list(first)[-1]
     make("cluster-crash", NODE=victim)

@@ -23,7 +23,7 @@ import time
 
 import pytest
 
-from conftest import run, shared_tmpdir, until
+from conftest import ensure_user, run, shared_tmpdir, until
 # The training-remediation helpers (one home): remediate.yml as an operator runs it, the summary.
 from test_training_remediation import remediate, summary_line
 
@@ -80,8 +80,7 @@ def register(registry, name, owner, folders, writer=None, **fields):
 @pytest.fixture(scope="module")
 def arena(cluster):
     for user in (ALICE, BOB):
-        if run(["id", user], check=False).returncode != 0:
-            run(["useradd", "-m", "-s", "/bin/bash", user])
+        ensure_user(user)
     base = shared_tmpdir("clusterops-hostile-")
     os.chmod(base, 0o755)
     for user in (ALICE, BOB):

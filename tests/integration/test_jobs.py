@@ -21,6 +21,7 @@ from conftest import (
     REPO,
     SLURM_CONF,
     cluster_name,
+    ensure_user,
     make,
     module,
     run,
@@ -28,6 +29,7 @@ from conftest import (
     sdiag_rpc_counts,
     shared_tmpdir,
     slurm_env,
+    until,
     wait_for,
 )
 
@@ -96,6 +98,16 @@ def jobs(healthy):
     cancel_ours()
 
 
+def accounted_steps(job_id):
+    """The step names (batch, 0, 1, ...) Slurm's accounting holds for a job that ended FAILED
+    (``sacct -P -o JobID,State``), or an empty set while the job's end is not recorded yet."""
+    out = run(["sacct", "-n", "-P", "-j", job_id, "-o", "JobID,State"], check=False).stdout
+    rows = [line.split("|") for line in out.splitlines() if line.count("|") == 1]
+    if not any(jid == job_id and state == "FAILED" for jid, state in rows):
+        return set()
+    return {jid.split(".", 1)[1] for jid, state in rows if jid.startswith(job_id + ".") and state != "RUNNING"}
+
+
 def submit_args(name, **extra):
     args = {"name": name, "script_content": SLEEP, "output": "/dev/null", "chdir": "/tmp"}
     args.update(extra)
@@ -157,8 +169,8 @@ def test_cancel_then_cancel_again_is_no_change(jobs):
     rc, again = module("clusterops.slurm.slurm_job",
                        {"job_id": str(submitted["job_id"]), "state": "absent"})
     assert rc == 0 and not again["changed"]
-    deadline = time.time() + 15
-    while True:   # "CANCELLED by 0" comes from sacct, which gets the record 1-2.5 s later
+    deadline = time.time() + 120  # a poll of Slurm's record: ends when sacct has it
+    while True:   # "CANCELLED by 0" comes from sacct, which gets the record 1-2.5 s later (more when busy)
         rc, info = module("clusterops.slurm.slurm_job_info", {"job_ids": [str(submitted["job_id"])]})
         assert rc == 0
         (job,) = info["jobs"]
@@ -219,8 +231,10 @@ def test_job_held_by_slurm_after_a_prolog_failure(jobs):
         rc, submitted = module("clusterops.slurm.slurm_job", submit_args(name, extra_args=["--nodelist=n2"]))
         assert rc == 0, submitted
         job_id = submitted["job_id"]
-        rows = wait_job(lambda rows: len(rows) == 1 and "held" in rows[0]["reason"],
-                        "Slurm holding the job", name, timeout=120)
+        # Slurm writes the reason while the failed launch is still COMPLETING (a loaded machine
+        # reads it there): wait for the requeue itself, the job PENDING again.
+        rows = wait_job(lambda rows: len(rows) == 1 and "held" in rows[0]["reason"]
+                        and rows[0]["state"] == "PENDING", "Slurm holding the job", name, timeout=180)
         assert [(r["state"], r["reason"]) for r in rows] == [("PENDING", "launch failed requeued held")]
         rc, info = module("clusterops.slurm.slurm_job_info", {"names": [name], "accounting": False})
         assert rc == 0, info
@@ -257,8 +271,8 @@ def test_job_on_crashed_node_is_node_fail_and_requeued(jobs):
         wait_for(lambda ns: ns["n2"]["base"] == "DOWN", "n2 DOWN", timeout=90)
         wait_job(lambda rows: [r["state"] for r in rows] == ["PENDING"], "Slurm requeued the job",
                  name, timeout=60)
-        deadline = time.time() + 30
-        while True:   # sacct gets the records 1-2.5 s later
+        deadline = time.time() + 120  # a poll of Slurm's record: ends when sacct has it
+        while True:   # sacct gets the records 1-2.5 s later (more when busy)
             rc, info = module("clusterops.slurm.slurm_job_info", {"names": [name]})
             assert rc == 0, info
             if info["jobs"] and info["jobs"][0]["history"] or time.time() > deadline:
@@ -283,8 +297,7 @@ def test_job_on_crashed_node_is_node_fail_and_requeued(jobs):
 
 @pytest.mark.every_release
 def test_submit_as_another_user_with_become(jobs):
-    if run(["id", ALICE], check=False).returncode != 0:
-        run(["useradd", "-m", "-s", "/bin/bash", ALICE])
+    ensure_user(ALICE)
     name = job_name("alice")
     args = submit_args(name, slurm_conf=SLURM_CONF)
     try:
@@ -376,14 +389,12 @@ def test_job_info_finished_job_steps_and_exit_codes(jobs):
                            submit_args(name, script_content=script, nodes="2"))
     assert rc == 0
     job_id = str(submitted["job_id"])
-    deadline = time.time() + 60
-    while True:
-        rc, info = module("clusterops.slurm.slurm_job_info", {"job_ids": [job_id]})
-        assert rc == 0, info
-        job = info["jobs"][0] if info["jobs"] else None
-        if job and job["state"] == "FAILED" and len(job["steps"]) >= 3 or time.time() > deadline:
-            break
-        time.sleep(1)
+    # Slurm's own record first: slurmdbd writes the job's end and its steps some seconds after
+    # the job ends, later on a loaded machine; then the module reads what is there.
+    until(lambda: accounted_steps(job_id) >= {"batch", "0", "1"}, "sacct recording the job's 3 steps", timeout=180)
+    rc, info = module("clusterops.slurm.slurm_job_info", {"job_ids": [job_id]})
+    assert rc == 0, info
+    job = info["jobs"][0] if info["jobs"] else None
     assert job["state"] == "FAILED" and job["exit_code"] == 2 and job["signal"] == 0, job
     assert len(info["jobs"]) == 1   # steps are never jobs
     steps = dict((s["step_id"], s) for s in job["steps"])

@@ -33,7 +33,7 @@ import yaml
 from conftest import REPO, cluster_name, playbook, run, scontrol, shared_tmpdir, slurm_env
 # The training-remediation helpers and fixtures (world, clean): one home for them.
 from test_training_remediation import (  # noqa: F401 pylint: disable=unused-import
-    active_jobs, clean, deploy, node_list, running_with_checkpoint, until, world)
+    active_jobs, clean, deploy, node_list, until, wait_running_with_checkpoint, world)
 
 RULES = os.path.join(REPO, "roles", "remediate", "files", "prometheus", "clusterops-remediate.rules.yml")
 NODE_EXPORTER, PROMETHEUS = "prometheus-node-exporter", "prometheus"
@@ -154,7 +154,7 @@ def test_textfile_scraped_series_labelled_and_an_alert_pending(clean, monitoring
     name = cluster_name()
     r = deploy(clean, "prom", step_time=0.25,
                train_args=["--total-steps", "400", "--checkpoint-every", "5", "--seed", "7"])
-    job = until(lambda: running_with_checkpoint(r, min_step=5), "the run to train and checkpoint", 120)
+    job = wait_running_with_checkpoint(r, 5, "the run to train and checkpoint")
     spare = sorted(set(["n1", "n2", "n3", "n4"]) - set(node_list(job)))[0]
     scontrol("update", "NodeName=%s" % spare, "State=DRAIN", "Reason=%s" % HUMAN_REASON)
     env = dict(slurm_env(), ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks", PROFILE_TASKS_TASK_OUTPUT_LIMIT="all")

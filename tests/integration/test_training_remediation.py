@@ -26,8 +26,8 @@ import time
 
 import pytest
 
-from conftest import (INVENTORY, REPO, SLURM_CONF, attempts, cluster_info, is_healthy, job_venv, make, playbook,
-                      read_events, reset_cluster, run, shared_tmpdir, slurm_env, until, wait_for)
+from conftest import (INVENTORY, REPO, SLURM_CONF, attempts, cluster_info, ensure_user, is_healthy, job_venv, make,
+                      playbook, read_events, reset_cluster, run, shared_tmpdir, slurm_env, until, wait_for)
 
 torch = pytest.importorskip("torch")
 
@@ -125,8 +125,7 @@ class ActiveJobWatcher(threading.Thread):
 @pytest.fixture(scope="module")
 def world(cluster):
     """A folder alice can write to, with the registry, the tools and the runs' folders."""
-    if run(["id", ALICE], check=False).returncode != 0:
-        run(["useradd", "-m", "-s", "/bin/bash", ALICE])
+    ensure_user(ALICE)
     container = cluster_info().get("container")
     python = os.path.join(VENV, "bin", "python") if container else sys.executable
     as_alice = ["podman", "exec", "--user", ALICE, container] if container else ["runuser", "-u", ALICE, "--"]
@@ -224,6 +223,35 @@ def running_with_checkpoint(r, min_step=EVERY):
     return None
 
 
+def running_job(r):
+    """The id of run ``r``'s one job when Slurm says it is RUNNING, else None."""
+    rows = active_jobs(r["name"])
+    return rows[0][0] if len(rows) == 1 and rows[0][1] == "RUNNING" else None
+
+
+def wait_running_with_checkpoint(r, min_step=EVERY, what="a running job with a checkpoint", stall=120,
+                                 interval=0.5):
+    """The id of run ``r``'s RUNNING job once it saved a checkpoint of step ``min_step`` or later.
+
+    Waits on the records of what it waits for, not on a fixed time: Slurm's (squeue: the job
+    started, up to 300 s on a loaded machine), then the trainer's own events file, for as long as
+    it keeps writing (the wait fails after ``stall`` s without a new event, or after 900 s in all).
+    A busy machine makes each step slower, never a stalled run look alive."""
+    until(lambda: running_job(r), "Slurm to start a job of %s" % r["name"], 300)
+    deadline, seen, moved = time.time() + 900, -1, time.time()
+    while True:
+        job = running_with_checkpoint(r, min_step)
+        if job:
+            return job
+        count = len(read_events(r["ckpt"]))
+        if count != seen:
+            seen, moved = count, time.time()
+        if time.time() - moved > stall or time.time() > deadline:
+            raise TimeoutError("timed out waiting for %s of %s: %d trainer events, none new for %.0f s; squeue %s"
+                               % (what, r["name"], count, time.time() - moved, squeue(r["name"])))
+        time.sleep(interval)
+
+
 def power_on_after_reboot_issued(node):
     """What a BMC does: the node comes back a few seconds after Slurm asked for the reboot."""
     wait_for(lambda ns: "REBOOT_ISSUED" in ns[node]["flags"] or is_healthy(ns[node]),
@@ -240,7 +268,7 @@ def test_node_crash_resumes_from_the_newest_checkpoint_and_matches_an_uninterrup
     watcher = ActiveJobWatcher(r["name"])
     watcher.start()
     try:
-        first = until(lambda: running_with_checkpoint(r), "a running job with a checkpoint", 120)
+        first = wait_running_with_checkpoint(r)
         victim = node_list(first)[-1]
         make("cluster-crash", NODE=victim)
         until(lambda: sacct_state(first) == "NODE_FAIL", "job %s to end NODE_FAIL" % first, 120)
@@ -281,7 +309,7 @@ def test_node_crash_resumes_from_the_newest_checkpoint_and_matches_an_uninterrup
 
 def test_slurm_requeue_means_remediation_submits_nothing(clean):
     r = deploy(clean, "e2e-requeue", torchrun_launcher_requeue=True)
-    first = until(lambda: running_with_checkpoint(r), "a running job with a checkpoint", 120)
+    first = wait_running_with_checkpoint(r)
     victim = node_list(first)[-1]
     make("cluster-crash", NODE=victim)
 
@@ -307,7 +335,7 @@ def test_expedited_requeue_starts_the_job_again_at_once(clean):
     r = deploy(clean, "e2e-expedite", torchrun_launcher_requeue=True, torchrun_launcher_requeue_expedite=True)
     with open(os.path.join(clean["registry"], r["name"], "launcher.sbatch")) as handle:
         assert "#SBATCH --requeue=expedite\n" in handle.read()
-    first = until(lambda: running_with_checkpoint(r), "a running job with a checkpoint", 120)
+    first = wait_running_with_checkpoint(r)
     victim = node_list(first)[-1]
     make("cluster-crash", NODE=victim)
 
@@ -362,7 +390,7 @@ def test_time_limit_saves_on_usr1_and_loses_no_step(clean):
 
 def test_damaged_checkpoints_resume_from_the_previous_valid_one(clean, reference):
     r = deploy(clean, "e2e-damaged")
-    first = until(lambda: running_with_checkpoint(r, 4 * EVERY), "four checkpoints", 120, interval=0.2)
+    first = wait_running_with_checkpoint(r, 4 * EVERY, "four checkpoints", interval=0.2)
     # A worker dies (like a GPU fault): torchrun exits non-zero, srun --kill-on-bad-exit ends the step.
     out = run(["pgrep", "-f", "reference_trainer.py.*%s" % r["ckpt"]], check=False).stdout.split()
     assert out, "no trainer process found"
@@ -406,7 +434,7 @@ def test_checkpoints_lost_after_replication_resume_from_the_replica(clean, refer
     container = cluster_info().get("container")
     run(["chown", ALICE, replica])
     r = deploy(clean, "e2e-replica-%d" % len(loss), torchrun_launcher_checkpoint_replicas=[replica])
-    first = until(lambda: running_with_checkpoint(r, 3 * EVERY), "three checkpoints", 120, interval=0.2)
+    first = wait_running_with_checkpoint(r, 3 * EVERY, "three checkpoints", interval=0.2)
     out = run(["pgrep", "-f", "reference_trainer.py.*%s" % r["ckpt"]], check=False).stdout.split()
     assert out, "no trainer process found"
     os.kill(int(out[-1]), signal.SIGKILL)  # a worker dies: the job ends FAILED
@@ -458,7 +486,7 @@ def test_a_node_crash_resumes_the_run_through_slurms_events_alone(clean, referen
     events.up({"remediate_training_registry": clean["registry"], "remediate_nodes_max_percent": 50,
                "remediate_nodes_heal_since": int(time.time())})
     try:
-        first = until(lambda: running_with_checkpoint(r), "a running job with a checkpoint", 120)
+        first = wait_running_with_checkpoint(r)
         victim = node_list(first)[-1]
         crashed = time.time()
         make("cluster-crash", NODE=victim)

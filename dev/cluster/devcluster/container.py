@@ -7,7 +7,7 @@ import time
 
 from .paths import (CONTAINER, CONTAINER_VAR, DEV_USERS, HERE, IMAGE, PACKAGE, REPO, SHARED_DIR,
                     ClusterError, Paths, log)
-from .processes import make_shared_dir, reap_children, run
+from .processes import ensure_user, make_shared_dir, reap_children, run
 
 
 def container_init():
@@ -96,13 +96,8 @@ class ContainerCluster:
         """DEV_USERS in the container with the host's uid/gid (created on the host first if
         missing, as the tests and the demo would): files in SHARED_DIR have one owner."""
         import grp  # pylint: disable=import-outside-toplevel
-        import pwd  # pylint: disable=import-outside-toplevel
         for user in DEV_USERS:
-            try:
-                ent = pwd.getpwnam(user)
-            except KeyError:
-                run(["useradd", "-m", "-s", "/bin/bash", user])
-                ent = pwd.getpwnam(user)
+            ent = ensure_user(user)
             group = grp.getgrgid(ent.pw_gid).gr_name
             if self.podman("exec", self.name, "getent", "passwd", user, check=False).returncode == 0:
                 continue

@@ -56,6 +56,9 @@ CONTAINER_VENV = "/opt/clusterops/venv"
 SHARED_DIR = "/var/tmp/clusterops-shared"  # nosec B108  # one fixed path for the bind mounts; made by make_shared_dir()
 # Users the tests and the demo submit as, created in the containers with the host's uid/gid.
 DEV_USERS = ("clusterops-alice",)
+# The host-wide lock every creation of a local user takes (processes.ensure_user): the lanes of
+# `make test` run side by side, and useradd gives up at once while another holds /etc/passwd.
+USERS_LOCK = "/run/clusterops-devcluster-users.lock"
 # Client commands that get a wrapper in <state dir>/bin for a containerised release.
 CLIENT_COMMANDS = ("sinfo", "scontrol", "squeue", "sacct", "sacctmgr", "sbatch", "scancel",
                    "srun", "salloc", "sdiag", "sstat", "sprio", "sshare", "sreport", "strigger")

@@ -4,12 +4,13 @@ import contextlib
 import fcntl
 import json
 import os
+import pwd
 import signal
 import socket
 import subprocess
 import time
 
-from .paths import SHARED_DIR, ClusterError
+from .paths import SHARED_DIR, USERS_LOCK, ClusterError
 
 
 def proc_stat(pid):
@@ -171,6 +172,20 @@ def flocked(path):
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def ensure_user(name):
+    """The local user ``name``'s ``pwd`` entry, after ``useradd -m -s /bin/bash`` where it is missing.
+
+    The check and the creation hold USERS_LOCK: two lanes of `make test` (or a lane and a
+    container's cluster-up) that need the same user at once create it once, and never run two
+    useradd side by side (the second fails: "cannot lock /etc/passwd")."""
+    with flocked(USERS_LOCK):
+        try:
+            return pwd.getpwnam(name)
+        except KeyError:
+            run(["useradd", "-m", "-s", "/bin/bash", name])
+            return pwd.getpwnam(name)
 
 
 def wait_for(what, predicate, timeout, interval=0.25):

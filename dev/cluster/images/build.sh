@@ -59,8 +59,7 @@ if [[ ! -e "${libmariadb}" ]]; then
   log "${libmariadb} is missing: run dev/cluster/install-deps.sh (it installs libmariadb3)"
   exit 1
 fi
-exec 9>/var/tmp/clusterops-devcluster-images.lock
-flock 9
+images_lock
 build_devbase "${release}"
 build_slurm
 podman image prune --force >/dev/null 2>&1 || true

@@ -6,6 +6,7 @@
 #
 #   log MSG...                    "images/build.sh: MSG" on stderr
 #   require_root                  exit 1 unless root (debootstrap, podman)
+#   images_lock                   wait for, then hold until exit, the one lock of both scripts
 #   id_of IMAGE                   the image's id ("" when there is none)
 #   label_of IMAGE                its label org.clusterops.inputs, the sha256 of its build inputs ("")
 #   drop_replaced OLD_ID IMAGE    after a rebuild of IMAGE: its former image, when left untagged
@@ -30,6 +31,14 @@ require_root() {
     log "run as root (debootstrap, podman)"
     exit 1
   fi
+}
+
+# images_lock: one build at a time on this machine, whichever script asks (the lanes of `make test`
+# run side by side): both build the dev clusters' bases, and the dev clusters' script prunes dangling
+# images, which must never meet another build's. Held on fd 9 until the script exits.
+images_lock() {
+  exec 9>/var/tmp/clusterops-images.lock
+  flock 9
 }
 
 id_of() { podman image inspect --format '{{.Id}}' "$1" 2>/dev/null || true; }

@@ -85,9 +85,7 @@ build_slurm() {
 }
 
 require_root
-# One build at a time on this machine (two scenarios or two shells may ask at once).
-exec 9>/var/tmp/clusterops-molecule-images.lock
-flock 9
+images_lock
 build_base bookworm "${debian12_image}" "${debian12_include}"
 for r in "${releases[@]+"${releases[@]}"}"; do
   build_slurm "${r}"
