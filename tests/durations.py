@@ -67,8 +67,8 @@ def tables(cases: List[Case], top: int) -> str:
     for case in cases:
         by_suite[case.suite].append(case)
     for suite, items in sorted(by_suite.items(), key=lambda kv: -sum(c.seconds for c in kv[1])):
-        lines.append("| %s | %d | %d | %s |" % (suite, len(items), sum(c.outcome == "skipped" for c in items),
-                                                 minutes(sum(c.seconds for c in items))))
+        skipped = sum(c.outcome == "skipped" for c in items)
+        lines.append("| %s | %d | %d | %s |" % (suite, len(items), skipped, minutes(sum(c.seconds for c in items))))
     lines += ["", "| suite | file | tests | summed time |", "| --- | --- | ---: | ---: |"]
     for suite, items in sorted(by_suite.items()):
         total = sum(c.seconds for c in items) or 1.0
@@ -87,7 +87,7 @@ def tables(cases: List[Case], top: int) -> str:
 
 
 def main(argv: List[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("junit_dir", nargs="?", default=os.path.join(REPO, ".cache", "test-logs", "junit"))
     parser.add_argument("--top", type=int, default=25, help="how many of the slowest tests (default 25)")
     args = parser.parse_args(argv)
