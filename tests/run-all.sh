@@ -84,7 +84,8 @@ lane_checks() {
   suite packaging "${make}" --no-print-directory packaging
   suite sanity "${make}" --no-print-directory sanity
   # `make unit` and `make sanity` ran the pinned ansible-core: the matrix adds the other lines.
-  suite matrix "${make}" --no-print-directory matrix NOXFLAGS='-t unpinned'
+  # (Its sessions' pytest runs write no JUnit file: each would overwrite the one before.)
+  suite matrix env PYTEST_ADDOPTS="${PYTEST_ADDOPTS:-}" "${make}" --no-print-directory matrix NOXFLAGS='-t unpinned'
   # The event path without a cluster: ansible-rulebook (Java) with the collection's rulebook and source.
   suite events "${make}" --no-print-directory events
   suite lint "${make}" --no-print-directory lint
