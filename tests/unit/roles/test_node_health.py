@@ -751,6 +751,89 @@ def test_dcgm_health_report_that_cannot_be_read_is_never_healthy(report):
         dcgm.dcgm_incidents(report)
 
 
+def _dbe_report(**change):
+    """health-dbe-failure.json with one part replaced: ``change`` maps a path of keys joined by
+    "/" ("body/GPU/children/1") to what stands there instead."""
+    report = dcgm_report("health-dbe-failure.json")
+    for path, value in change.items():
+        keys = path.split("/")
+        node = report
+        for key in keys[:-1]:
+            node = node[key]
+        node[keys[-1]] = value
+    return report
+
+
+FINDING = "body/GPU/children/1/children/Errors/children/Memory system"
+
+
+@pytest.mark.parametrize("report, where", [
+    (_dbe_report(body=[]), "body is list"),
+    (_dbe_report(**{"body/Overall Health": "Failure"}), "body/Overall Health is str"),
+    (_dbe_report(**{"body/Overall Health/value": 1}), "body/Overall Health has the verdict 1"),
+    (_dbe_report(**{"body/GPU": ["0", "1"]}), "body/GPU is list"),
+    (_dbe_report(**{"body/GPU": "Failure"}), "body/GPU is str"),
+    (_dbe_report(**{"body/GPU/children": [{"value": "Failure"}]}), "body/GPU/children is list"),
+    (_dbe_report(**{"body/GPU/children/1": "Failure"}), "body/GPU/children/1 is str"),
+    (_dbe_report(**{"body/GPU/children/1": None}), "body/GPU/children/1 is NoneType"),
+    (_dbe_report(**{"body/GPU/children/1/value": "Internal error"}), "body/GPU/children/1 has the verdict"),
+    (_dbe_report(**{"body/GPU/children/1/children": []}), "body/GPU/children/1/children is list"),
+    (_dbe_report(**{"body/GPU/children/1/children/Errors": "Memory"}), "body/GPU/children/1/children/Errors is str"),
+    (_dbe_report(**{"body/GPU/children/1/children/Errors/children": [["Memory system", "Failure"]]}),
+     "Errors/children is list"),
+    (_dbe_report(**{FINDING: ["Failure"]}), "Memory system is list"),
+    (_dbe_report(**{FINDING + "/value": 2}), "Memory system has the verdict 2"),
+    (_dbe_report(**{FINDING + "/value": None}), "Memory system has the verdict None"),
+    (_dbe_report(**{FINDING + "/overflow": "Detected 2 volatile double-bit ECC error(s) in GPU 1."}),
+     "overflow is str"),
+    (_dbe_report(**{FINDING + "/overflow": [2, "volatile"]}), "overflow[] is int"),
+    (_dbe_report(**{FINDING + "/overflow": {"0": "Detected"}}), "overflow is dict"),
+    (_dbe_report(**{"body/Overall Health/value": "Healthy"}), "Overall Health Healthy but an incident is not"),
+], ids=["body-list", "overall-string", "overall-number", "group-list", "group-string", "entities-list",
+        "entity-string", "entity-null", "entity-internal-error", "entity-children-list", "errors-string",
+        "error-children-list", "finding-list", "finding-verdict-number", "finding-verdict-null",
+        "overflow-string", "overflow-number", "overflow-object", "healthy-with-a-failure"])
+def test_dcgm_report_of_any_other_shape_is_unreadable_and_says_where(report, where):
+    """Issue 38, part 4: a report the parser does not fully understand (a list where an object is, a
+    string where a list or a verdict is) is never read in part, and never as healthy: ValueError
+    naming the place. Each case is health-dbe-failure.json (read as Failure) with one part changed."""
+    with pytest.raises(ValueError) as raised:
+        dcgm.dcgm_incidents(report)
+    assert where in str(raised.value)
+
+
+def test_dcgm_report_without_optional_parts_still_reads():
+    """What dcgmi may leave out is not an error: a group without children, an entity without a verdict
+    or errors, a finding without message parts (the detail then names the system)."""
+    report = _dbe_report(**{"body/GPU/children/0": {}, FINDING: {"value": "Failure"}})
+    report["body"]["Switch"] = {}
+    overall, incidents = dcgm.dcgm_incidents(report)
+    assert overall == "Failure" and [(i["entity"], i["message"]) for i in incidents] == [("GPU 1", "")]
+    assert dcgm.dcgm_problem(overall, incidents) == "DCGM_FR_UNRECOGNIZED GPU 1: Memory system"
+
+
+def test_a_check_that_breaks_never_hides_the_findings_of_the_checks_after_it(fake_dcgmi, monkeypatch):
+    """Issue 38, part 4: each check runs in a boundary of its own. A check that raises what it was
+    not written for (here a TypeError inside the DCGM parser) fails with that error, and the mount
+    check after it still runs: the drain reason is the first failure's, as documented, and the log
+    has both."""
+    def broken(_report):
+        raise TypeError("'NoneType' object is not subscriptable")
+    monkeypatch.setattr(dcgm, "dcgm_incidents", broken)
+    missing = str(fake_dcgmi["tmp"] / "not-mounted")
+    fake_dcgmi["data"]["checks"] = [{"type": "dcgm_health"}, {"type": "mount", "paths": [missing]}]
+    fake_dcgmi["config"].write_text(json.dumps(fake_dcgmi["data"]))
+    context = checks.Context(fake_dcgmi["data"], "n2")
+    (fake_dcgmi["tmp"] / "report.json").write_text(json.dumps(dcgm_report("health-healthy.json")))
+    failures = checks.run_checks(fake_dcgmi["data"], context, time.monotonic() + 30)
+    assert [name for name, _detail in failures] == ["dcgm_health", "mount"], failures
+    assert failures[0][1] == "check error: TypeError: 'NoneType' object is not subscriptable"
+    assert missing in failures[1][1]
+    assert _dcgmi(fake_dcgmi, dcgm_report("health-healthy.json")) == base.EXIT_FAILED
+    assert _argvs(fake_dcgmi)[1] == ("update nodename=n2 state=drain reason=clusterops-health: dcgm_health: "
+                                     "check error: TypeError: 'NoneType' object is not subscriptable")
+
+
 @pytest.mark.parametrize("name, message", [
     ("DCGM_FR_XID_ERROR", "Detected XID 48 for GPU 0"),
     ("DCGM_FR_VOLATILE_DBE_DETECTED", "Detected 1 volatile double-bit ECC error(s) in GPU 7."),
@@ -858,8 +941,8 @@ def test_end_to_end_dcgm_healthy_and_warning_pass(fake_dcgmi):
     ("Error: Health watches not enabled. Please enable watches. \n", 253,
      "dcgmi health failed rc=253: Error: Health watches not enabled. Please enable watches."),
     ('{"body": {"Overall Health": {"value": "Internal error"}}}', 0,
-     "dcgmi health unreadable: dcgmi health: no Overall Health of Healthy/Warning/Failure in the report: "
-     "'Internal error'"),
+     "dcgmi health unreadable: dcgmi health: body/Overall Health has the verdict 'Internal error', not one of "
+     "Healthy/Warning/Failure"),
     ('{"body": {"Overall Hea', 0, None),  # cut short: unreadable, whatever the parser says
     ("", 0, None),
 ], ids=["no-host-engine", "no-watches", "internal-error", "truncated", "no-output"])

@@ -52,7 +52,10 @@ CHECKS = {
 
 
 def run_checks(config, ctx, deadline):
-    """Run every check in order -> list of (name, detail) failures (all of them, in order)."""
+    """Run every check in order -> list of (name, detail) failures (all of them, in order).
+
+    Each check runs in a boundary of its own: an exception it raises is its failure (``check
+    error: ...``), never the end of the run; only OverallTimeout ends it."""
     failures = []
     for check in config.get("checks", []):
         name = check.get("name") or check["type"]
@@ -63,8 +66,13 @@ def run_checks(config, ctx, deadline):
         started = time.monotonic()
         try:
             detail = CHECKS[check["type"]](check, ctx, timeout)
-        except (OSError, ValueError) as exc:
-            detail = "check error: %s" % exc
+        except OverallTimeout:
+            raise
+        except Exception as exc:  # pylint: disable=broad-exception-caught  # one check's boundary
+            # Whatever one check meets (an output of a shape it does not know included) is that
+            # check's failure: the checks after it still run and report their own findings.
+            detail = "check error: %s" % (exc if isinstance(exc, (OSError, ValueError)) else
+                                          "%s: %s" % (type(exc).__name__, exc))
         log.debug("check %s: %s (%.2fs)", name, detail or "ok", time.monotonic() - started)
         if detail:
             log.warning("check %s FAILED: %s", name, detail)

@@ -72,33 +72,61 @@ def dcgm_finding(message):
     return DCGM_UNRECOGNIZED
 
 
+def _part(value, kind, where):
+    """``value`` when it is of ``kind`` (dict, list or str), else ValueError naming ``where`` (the
+    report's path to it) and what was found there: a report of another shape is not read in part."""
+    if not isinstance(value, kind):
+        raise ValueError("dcgmi health: %s is %s, not %s" % (where, type(value).__name__, kind.__name__))
+    return value
+
+
+def _verdict(node, where):
+    """The ``value`` of a report node: one of DCGM_VERDICTS, else ValueError."""
+    value = node.get("value")
+    if value not in DCGM_VERDICTS:
+        raise ValueError("dcgmi health: %s has the verdict %r, not one of %s"
+                         % (where, value, "/".join(DCGM_VERDICTS)))
+    return value
+
+
 def dcgm_incidents(report):
     """``dcgmi health --check --json`` parsed -> (overall verdict, incidents).
 
     Each incident is ``{"entity": "GPU 1", "system": "Memory system", "verdict": "Failure",
     "message": str, "finding": "DCGM_FR_..."}`` in dcgmi's order; the message is the parts of
-    ``overflow`` joined (dcgmi cuts messages at 54 characters). Raises ValueError when the report
-    has no overall verdict of DCGM_VERDICTS, or when it is not Healthy and names no incident: a
-    report that cannot be read is never healthy.
+    ``overflow`` joined (dcgmi cuts messages at 54 characters). Every part of the report must have
+    the shape above (an object where an object is, a list of strings for ``overflow``, a verdict of
+    DCGM_VERDICTS wherever a ``value`` is): anything else raises ValueError naming where, and so do a
+    report without an overall verdict, one that is not Healthy and names no incident, and one that is
+    Healthy and names an incident that is not. A report that cannot be fully read is never healthy.
     """
-    body = report.get("body") if isinstance(report, dict) else None
-    overall = ((body or {}).get(DCGM_OVERALL) or {}).get("value") if isinstance(body, dict) else None
-    if overall not in DCGM_VERDICTS:
-        raise ValueError("dcgmi health: no %s of %s in the report: %r"
-                         % (DCGM_OVERALL, "/".join(DCGM_VERDICTS), overall))
+    body = _part(_part(report, dict, "the report").get("body"), dict, "body")
+    overall = _verdict(_part(body.get(DCGM_OVERALL), dict, "body/" + DCGM_OVERALL), "body/" + DCGM_OVERALL)
     incidents = []
     for group, tree in body.items():
-        if group == DCGM_OVERALL or not isinstance(tree, dict):
+        if group == DCGM_OVERALL:
             continue
-        for entity, node in (tree.get("children") or {}).items():
-            errors = (((node or {}).get("children") or {}).get("Errors") or {}).get("children") or {}
-            for system, finding in errors.items():
-                message = " ".join(part.strip() for part in (finding or {}).get("overflow") or [])
+        where = "body/%s" % group
+        entities = _part(_part(tree, dict, where).get("children", {}), dict, where + "/children")
+        for entity, node in entities.items():
+            at = "%s/children/%s" % (where, entity)
+            node = _part(node, dict, at)
+            if "value" in node:
+                _verdict(node, at)
+            errors = _part(_part(node.get("children", {}), dict, at + "/children").get("Errors", {}), dict,
+                           at + "/children/Errors")
+            for system, finding in _part(errors.get("children", {}), dict, at + "/children/Errors/children").items():
+                path = "%s/children/Errors/children/%s" % (at, system)
+                finding = _part(finding, dict, path)
+                parts = _part(finding.get("overflow", []), list, path + "/overflow")
+                message = " ".join(_part(part, str, path + "/overflow[]").strip() for part in parts)
                 incidents.append({"entity": "%s %s" % (group, entity), "system": system,
-                                  "verdict": (finding or {}).get("value"), "message": message,
+                                  "verdict": _verdict(finding, path), "message": message,
                                   "finding": dcgm_finding(message)})
     if overall != "Healthy" and not incidents:
         raise ValueError("dcgmi health: %s %s but no incident in the report" % (DCGM_OVERALL, overall))
+    if overall == "Healthy" and any(i["verdict"] != "Healthy" for i in incidents):
+        raise ValueError("dcgmi health: %s Healthy but an incident is not" % DCGM_OVERALL)
     return overall, incidents
 
 
