@@ -397,17 +397,47 @@ def _free_before(root: str, root_fd: int, result: PruneResult, threshold: Option
 
 
 def _enough(freed: int, free: Optional[int], threshold: Optional[Tuple[str, float]], root_fd: int,
-            result: PruneResult, dry_run: bool) -> bool:
-    """Whether min_free is reached after ``freed`` bytes were deleted (never without min_free)."""
+            result: PruneResult, dry_run: bool) -> Tuple[bool, int]:
+    """``(whether min_free is reached, the bytes available)`` (never reached without min_free).
+
+    What the file system says, never apparent sizes: the larger of what ``statvfs`` says is available
+    now (not in a dry run: nothing was deleted) and ``free`` + ``freed``, ``freed`` counting only what
+    the deletions gave back by the file system's own account (:func:`_unshared_blocks`: allocated
+    blocks that no other link keeps). A sparse file or a hard link to another checkpoint's file frees
+    less than its size, or nothing; a parallel file system may report what was freed late."""
     if threshold is None:
-        return False
-    measured = free
+        return False, free or 0
+    available = (free or 0) + freed
     if not dry_run:
         try:
-            measured = _free_space(root_fd)[0]
+            available = max(available, _free_space(root_fd)[0])
         except OSError:
             pass
-    return max(measured or 0, (free or 0) + freed) >= (result.min_free_bytes or 0)
+    return available >= (result.min_free_bytes or 0), available
+
+
+def _unshared_blocks(root_fd: int, name: str) -> int:
+    """The bytes deleting the entry ``name`` of the run folder open as ``root_fd`` gives back, as far as
+    the file system tells: the allocated blocks (``st_blocks``, 512 bytes each) of its regular files that
+    no other link keeps (``st_nlink`` 1); never through a symlink; 0 for what cannot be read."""
+    total = 0
+    try:
+        st = os.stat(name, dir_fd=root_fd, follow_symlinks=False)
+    except OSError:
+        return 0
+    if stat.S_ISREG(st.st_mode):
+        return st.st_blocks * 512 if st.st_nlink == 1 else 0
+    if not stat.S_ISDIR(st.st_mode):
+        return 0
+    for _top, _dirs, files, top_fd in os.fwalk(name, dir_fd=root_fd, follow_symlinks=False):
+        for entry in files:
+            try:
+                st = os.stat(entry, dir_fd=top_fd, follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode) and st.st_nlink == 1:
+                total += st.st_blocks * 512
+    return total
 
 
 def _still_opened(root: str, root_fd: int, result: PruneResult, log: Callable[[str], None]) -> bool:
@@ -457,9 +487,10 @@ def _delete_checkpoints(victims: List[Checkpoint], best: Optional[Checkpoint], r
         if result.error is not None:
             reasons[ckpt.name] = "not reached: the run stopped (%s)" % result.error
             continue
-        if _enough(freed, free, threshold, root_fd, result, dry_run):
-            reasons[ckpt.name] = "min_free %s reached (%s available)" % (
-                result.policy["min_free"], human_size(max(free or 0, (free or 0) + freed)))
+        reached, available = _enough(freed, free, threshold, root_fd, result, dry_run)
+        if reached:
+            reasons[ckpt.name] = "min_free %s reached (%s available)" % (result.policy["min_free"],
+                                                                        human_size(available))
             continue
         if best is None or ckpt is best or not ckpt.sort_key() < best.sort_key():  # never: the plan excludes it
             result.error = "internal error: refusing to delete %s (not older than the newest valid)" % ckpt.name
@@ -468,6 +499,7 @@ def _delete_checkpoints(victims: List[Checkpoint], best: Optional[Checkpoint], r
         if not _still_opened(root, root_fd, result, log):
             reasons[ckpt.name] = "not reached: the run stopped (%s)" % result.error
             continue
+        gives_back = _unshared_blocks(root_fd, ckpt.name) if threshold is not None else 0
         try:
             if not dry_run:
                 _delete_checkpoint(root_fd, ckpt)
@@ -477,7 +509,7 @@ def _delete_checkpoints(victims: List[Checkpoint], best: Optional[Checkpoint], r
             log("error: %s; stopped, nothing more deleted" % result.error)
             continue
         gone.add(ckpt.name)
-        freed += ckpt.size or 0
+        freed += gives_back
         result.deleted.append(dict(name=ckpt.name, kind="checkpoint", step=ckpt.step, size=ckpt.size,
                                    reason=reasons.pop(ckpt.name)))
         log("%s %s (step %d, %s): %s" % (verb, ckpt.name, ckpt.step, human_size(ckpt.size),

@@ -464,19 +464,70 @@ def test_parse_min_free_refuses(text):
 
 def test_min_free_deletes_only_while_below(tmp_path, monkeypatch):
     for step in range(100, 700, 100):
-        contract(tmp_path, step)  # 128 bytes each
+        contract(tmp_path, step)
+    unit = ck.pruning._unshared_blocks(os.open(str(tmp_path), os.O_RDONLY), "step_000000100")  # blocks of one
 
-    def free_space(path):
-        return 1000 - 128 * len([n for n in os.listdir(path) if n.startswith("step_")]), 10000
+    def free_space(path):  # a file system whose free space grows by what each deletion gives back
+        return int(7.8 * unit) - unit * len([n for n in os.listdir(path) if n.startswith("step_")]), 10000 * unit
 
     monkeypatch.setattr(ck.pruning, "_free_space", free_space)
-    assert ck.prune(str(tmp_path), keep_last=1, min_free=232).deleted == []  # 232 available: enough
-    result = ck.prune(str(tmp_path), keep_last=1, min_free=500)  # needs 3 of the 5 old ones gone
+    assert ck.prune(str(tmp_path), keep_last=1, min_free=int(1.8 * unit)).deleted == []  # available: enough
+    result = ck.prune(str(tmp_path), keep_last=1, min_free=int(4.5 * unit))  # needs 3 of the 5 old ones gone
     assert [d["step"] for d in result.deleted] == [100, 200, 300]
-    assert result.min_free_bytes == 500 and result.free_after == 616
-    assert dict((k["name"], k["reason"]) for k in result.kept)["step_000000400"].startswith("min_free 500 reached")
+    assert result.min_free_bytes == int(4.5 * unit) and result.free_after == int(7.8 * unit) - 3 * unit
+    assert dict((k["name"], k["reason"]) for k in result.kept)["step_000000400"].startswith(
+        "min_free %d reached" % int(4.5 * unit))
     result = ck.prune(str(tmp_path), keep_last=1, min_free="99%")  # never reached: the policy still holds
     assert [d["step"] for d in result.deleted] == [400, 500] and names(tmp_path) == ["step_000000600"]
+
+
+def test_min_free_is_reached_only_when_the_file_system_says_so(tmp_path, monkeypatch):
+    """Issue 38, part 6: deleting a checkpoint whose files are sparse frees less than their size. Here
+    statvfs says 100 bytes available whatever is deleted, and each old checkpoint's two data files are
+    holes of 1 MiB: only its manifest's blocks come back, so three deletions reach a target of 100 + 10,000
+    bytes (before: the apparent 2 MiB of the first one was counted as freed, and the prune stopped there
+    with the disk still full)."""
+    for step in range(100, 700, 100):
+        contract(tmp_path, step, size=1 << 20)
+        for rel in ("model.pt", os.path.join("optim", "rank0.pt")):
+            path = os.path.join(str(tmp_path), "step_%09d" % step, rel)
+            os.unlink(path)
+            with open(path, "wb") as handle:
+                handle.truncate(1 << 20)  # the size the manifest says, no block allocated
+    manifest = os.stat(os.path.join(str(tmp_path), "step_000000100", "manifest.json")).st_blocks * 512
+    assert 0 < manifest <= 5000 and ck.pruning._unshared_blocks(os.open(str(tmp_path), os.O_RDONLY),
+                                                                 "step_000000100") == manifest
+    monkeypatch.setattr(ck.pruning, "_free_space", lambda path: (100, 1 << 40))
+    result = ck.prune(str(tmp_path), keep_last=1, min_free=100 + 10000)
+    assert [d["step"] for d in result.deleted] == [100, 200, 300], result.deleted
+    assert dict((k["name"], k["reason"]) for k in result.kept)["step_000000400"].startswith("min_free")
+
+
+def test_min_free_dry_run_counts_no_byte_a_hard_link_or_a_hole_keeps(tmp_path, monkeypatch):
+    """Issue 38, part 6: a dry run estimates what the deletions give back from the allocated blocks of
+    the files no other link keeps, never their apparent sizes: a hole gives back nothing, and so does
+    a hard link to another checkpoint's file (here each old model.pt is one to the newest's), so each old
+    checkpoint gives back its manifest's and optimizer file's blocks, and three reach the target."""
+    for step in range(100, 600, 100):
+        contract(tmp_path, step)
+    newest = os.path.join(str(tmp_path), "step_000000500", "model.pt")
+    for step in range(100, 500, 100):
+        folder = os.path.join(str(tmp_path), "step_%09d" % step)
+        os.unlink(os.path.join(folder, "model.pt"))
+        os.link(newest, os.path.join(folder, "model.pt"))
+    monkeypatch.setattr(ck.pruning, "_free_space", lambda path: (100, 10000))
+    shared = ck.pruning._unshared_blocks(os.open(str(tmp_path), os.O_RDONLY), "step_000000100")
+    assert shared == os.stat(os.path.join(str(tmp_path), "step_000000100", "manifest.json")).st_blocks * 512 + \
+        os.stat(os.path.join(str(tmp_path), "step_000000100", "optim", "rank0.pt")).st_blocks * 512
+    sparse = os.path.join(str(tmp_path), "hole")
+    with open(sparse, "wb") as handle:
+        handle.truncate(1 << 20)
+    assert ck.pruning._unshared_blocks(os.open(str(tmp_path), os.O_RDONLY), "hole") == 0
+    before = names(tmp_path)
+    result = ck.prune(str(tmp_path), keep_last=1, min_free=100 + 2 * shared + 1, dry_run=True)
+    assert [d["step"] for d in result.deleted] == [100, 200, 300], result.deleted
+    assert dict((k["name"], k["reason"]) for k in result.kept)["step_000000400"].startswith("min_free")
+    assert names(tmp_path) == before  # a dry run
 
 
 # ---------------------------------------------------------------------------------------------
