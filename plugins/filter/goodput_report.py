@@ -77,6 +77,12 @@ def goodput_report(run):
         return render_report(run)
     except ReportError as exc:
         raise AnsibleFilterError("goodput_report: %s" % exc)
+    # Figures of a shape the page was not written for (a value out of any range, a string for a number):
+    # the filter's own clear error, never a Python traceback in the play.
+    except Exception as exc:  # pylint: disable=broad-except
+        name = run.get("name") if isinstance(run, dict) else None
+        raise AnsibleFilterError("goodput_report: cannot render the report of run %r: %s: %s"
+                                 % (name, type(exc).__name__, exc))
 
 
 class FilterModule(object):

@@ -21,7 +21,11 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint impor
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.fsutil import read_bounded
 from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import read_jobs
 from ansible_collections.clusterops.slurm.plugins.module_utils._privsep import PrivsepError
-from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.goodput import STEP_EVENTS, goodput
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.goodput import (
+    STEP_EVENTS,
+    goodput,
+    record_value_problem,
+)
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.goodput_timeline import timeline
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.policy import run_jobs
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry import RegistryError, read_state
@@ -70,6 +74,8 @@ def read_events(run: Dict[str, Any], event_log: Optional[str]) -> Optional[List[
 
     Raises:
         OSError: the file exists but cannot be read, or is too large.
+        ValueError: a step record's step or time is out of range (``goodput.record_value_problem``):
+            the user's numbers are not read in part, the run's figures from the log are unknown.
     """
     if not event_log:
         return None
@@ -77,12 +83,15 @@ def read_events(run: Dict[str, Any], event_log: Optional[str]) -> Optional[List[
     if not os.path.lexists(path):
         return None
     found = []
-    for line in read_bounded(path, EVENT_LOG_MAX_BYTES).decode("utf-8", "replace").splitlines():
+    for number, line in enumerate(read_bounded(path, EVENT_LOG_MAX_BYTES).decode("utf-8", "replace").splitlines(), 1):
         try:
             record = json.loads(line)
         except ValueError:
             continue
         if isinstance(record, dict) and record.get("event") in STEP_EVENTS:
+            problem = record_value_problem(record.get("step"), record.get("time"))
+            if problem:
+                raise ValueError("%s line %d: %s" % (path, number, problem))
             found.append([record["event"], record.get("step"), record.get("time")])
     return found
 
@@ -93,7 +102,10 @@ def read_goodput_folders(run: Dict[str, Any], job_id_raw: Optional[Any], event_l
     (:func:`checkpoint_times`) and ``events`` (:func:`read_events`)."""
     out = read_folders(run, job_id_raw)
     out["checkpoints"] = checkpoint_times(run) if out["ckpt"]["status"] not in ("missing", "error") else None
-    out["events"] = read_events(run, event_log)
+    try:
+        out["events"] = read_events(run, event_log)
+    except ValueError as exc:
+        out["events"], out["events_error"] = None, str(exc)
     return out
 
 
@@ -122,6 +134,8 @@ def run_goodput(run: Dict[str, Any], jobs: List[Dict[str, Any]], accounting: boo
     except RegistryError as exc:
         problems.append({"figure": "state", "why": str(exc)})
         state = {"resubmissions": [], "hang_cancels": []}
+    if folders.get("events_error"):
+        problems.append({"figure": "events", "why": "the trainer's event log is not used: %s" % folders["events_error"]})
     events = None
     if folders["events"] is not None:
         events = [{"event": e, "step": s, "time": t} for e, s, t in folders["events"]]
@@ -152,5 +166,19 @@ def goodput_info(module: Any, cli: Any) -> Dict[str, Any]:
     result["accounting"] = accounting
     now = time.time()
     for run in runs:
-        result["runs"].append(run_goodput(run, jobs, accounting, params["event_log"], now))
+        try:
+            entry = run_goodput(run, jobs, accounting, params["event_log"], now)
+        # One run's fault stays that run's (as in remediation): its figures are unknown, with the reason.
+        except Exception as exc:  # pylint: disable=broad-except
+            entry = unknown_run(run, accounting, now, "%s: %s" % (type(exc).__name__, exc))
+        result["runs"].append(entry)
     return result
+
+
+def unknown_run(run: Dict[str, Any], accounting: Optional[bool], now: float, why: str) -> Dict[str, Any]:
+    """The entry of a run whose goodput could not be computed (``why``): every figure unknown, the
+    reason first in ``unknown`` (``{"figure": "run", "why": ...}``), the same keys as any run's."""
+    result = goodput([], {"resubmissions": [], "hang_cancels": []}, now, accounting=bool(accounting))
+    result["unknown"] = [{"figure": "run", "why": "cannot compute the run's goodput: %s" % why}] + result["unknown"]
+    result["timeline"] = timeline(None, None, {"resubmissions": [], "hang_cancels": []})
+    return dict({"name": run["name"], "owner": run["owner"], "finished": False}, **result)

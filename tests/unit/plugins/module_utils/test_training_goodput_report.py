@@ -104,6 +104,23 @@ def test_not_a_goodput_run_and_no_matplotlib_are_clear_errors(monkeypatch):
         goodput_report(recorded_run())
 
 
+@pytest.mark.parametrize("change", [
+    {"steps_lost": 10 ** 400}, {"effective_ratio": "most"}, {"failures": [{"time_to_training": "soon"}]},
+    {"timeline": {"progress": [[1e308 * 10, 10 ** 400]], "checkpoints": None, "actions": []}},
+], ids=["huge-int", "string-ratio", "failure-of-another-shape", "progress-out-of-range"])
+def test_figures_of_another_shape_are_the_filters_own_clear_error(change):
+    """Issue 38, part 3: whatever the page meets in a run's figures, the filter raises only its own
+    error, naming the run (never an OverflowError or a TypeError of the renderer in the play)."""
+    run = recorded_run()
+    run.update(change)
+    try:
+        page = goodput_report(run)
+    except AnsibleFilterError as exc:
+        assert str(exc).startswith("goodput_report: ") and repr(run["name"]) in str(exc), exc
+    else:
+        assert "<svg" in page   # rendered whole: the value was shown as it is
+
+
 def test_the_lost_work_spans_from_the_checkpoint_resumed_to_the_step_reached_again():
     run = recorded_run()
     (item,) = run["failures"]

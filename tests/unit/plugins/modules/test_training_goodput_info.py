@@ -168,3 +168,64 @@ def test_the_requeued_run_resumed_from_the_newest_checkpoint_before_its_start(ru
     (item,) = result["runs"][0]["failures"]
     assert (item["resumed_step"], item["resumed_source"], item["steps_lost"]) == (5, "checkpoints", 2)
     assert item["end_to_start"] == 1796042320 - END and item["queue"] == 8.0
+
+
+@pytest.mark.parametrize("record, problem", [
+    ({"event": "step", "step": 10 ** 400, "time": 1796042290.0}, "is not an integer of 0 to 2**53"),
+    ({"event": "step", "step": 2 ** 53 + 1, "time": 1796042290.0}, "is not an integer of 0 to 2**53"),
+    ({"event": "step", "step": -5, "time": 1796042290.0}, "is not an integer of 0 to 2**53"),
+    ({"event": "step", "step": True, "time": 1796042290.0}, "is not an integer of 0 to 2**53"),
+    ({"event": "save", "step": "5", "time": 1796042290.0}, "is not an integer of 0 to 2**53"),
+    ({"event": "step", "step": 5, "time": 10 ** 400}, "is not a number of seconds"),
+    ({"event": "step", "step": 5, "time": -1.0}, "is not a number of seconds"),
+    ({"event": "start", "step": 5, "time": "1796042290"}, "is not a number of seconds"),
+], ids=["step-10e400", "step-over-2e53", "step-negative", "step-bool", "step-string", "time-10e400",
+        "time-negative", "time-string"])
+def test_a_number_out_of_range_in_the_users_event_log_leaves_its_figures_unknown(run_module, tmp_path, record,
+                                                                                 problem):
+    """Issue 38, part 3: the event log is the user's; a step or time out of range (here after 7 good
+    records) is never read in part and never an exception: the run's figures from the log are unknown,
+    the reason names the file, the line and the value; what Slurm and the checkpoints say remains."""
+    events = [{"event": "step", "step": s, "time": 1796042283.0 + 3 * s} for s in range(1, 8)] + [record]
+    reg = registry(tmp_path, events=events, checkpoint_step=5)
+    result = run_module(training_goodput_info, args(reg, event_log="events.jsonl"), calls())
+    assert "failed" not in result, result
+    (run,) = result["runs"]
+    item = [u for u in run["unknown"] if u["figure"] == "events"][0]   # the reason first, then the figures it leaves
+    assert "events.jsonl line 8: " in item["why"] and problem in item["why"], run["unknown"]
+    assert run["timeline"]["progress"] is None and run["restarts"] == 1
+    assert run["failures"][0]["reached_step"] is None
+    assert run["timeline"]["checkpoints"] == [{"step": 5, "time": float(END - 10)}]
+
+
+def test_one_runs_fault_is_that_runs_own(run_module, tmp_path, monkeypatch):
+    """Issue 38, part 3: the goodput module has remediation's per-run boundary. A run whose figures
+    cannot be computed (here a fault inside the computation, as an unforeseen value would raise) gets
+    every figure unknown and the reason; the other runs are reported, and the module does not fail."""
+    from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import goodput_runner
+    reg = registry(tmp_path, checkpoint_step=5)
+    other = tmp_path / "runs" / "zz-second"
+    other.mkdir()
+    entry = json.loads((tmp_path / "runs" / RUN / training_registry.RUN_FILE).read_text())
+    entry["name"] = "zz-second"
+    (other / training_registry.RUN_FILE).write_text(json.dumps(entry))
+    real = goodput_runner.run_goodput
+
+    def faulty(run, *rest):
+        if run["name"] == RUN:
+            raise OverflowError("int too large to convert to float")
+        return real(run, *rest)
+    monkeypatch.setattr(goodput_runner, "run_goodput", faulty)
+    start = _options.parse_time_option(HISTORY)
+    both = [RUN, "zz-second"]
+    result = run_module(training_goodput_info, args(reg), [
+        (["/usr/bin/sacct"] + _slurm_commands.accounting(names=both, users=[USER], start=start)[1], 0,
+         as_user(recorded("sacct_node_fail_requeued.txt")), ""),
+        (["/usr/bin/squeue"] + _slurm_commands.queue(names=both, users=[USER])[1], 0,
+         as_user(recorded("squeue_node_fail_requeued.txt")), "")])
+    assert "failed" not in result, result
+    broken, fine = result["runs"]
+    assert broken["name"] == RUN and broken["unknown"][0] == {
+        "figure": "run", "why": "cannot compute the run's goodput: OverflowError: int too large to convert to float"}
+    assert broken["restarts"] == 0 and broken["wall_time"] is None and set(broken) == set(fine)
+    assert fine["name"] == "zz-second" and fine["timeline"]["checkpoints"] == [{"step": 5, "time": float(END - 10)}]
