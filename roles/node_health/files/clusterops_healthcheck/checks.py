@@ -68,7 +68,7 @@ def run_checks(config, ctx, deadline):
             detail = CHECKS[check["type"]](check, ctx, timeout)
         except OverallTimeout:
             raise
-        except Exception as exc:  # pylint: disable=broad-exception-caught  # one check's boundary
+        except Exception as exc:  # pylint: disable=broad-except  # one check's boundary
             # Whatever one check meets (an output of a shape it does not know included) is that
             # check's failure: the checks after it still run and report their own findings.
             detail = "check error: %s" % (exc if isinstance(exc, (OSError, ValueError)) else
