@@ -53,9 +53,10 @@ def recorded_events(node, since):
     return [line.split("|", 5) for line in out.splitlines() if line.strip()]
 
 
-def wait_for_accounting(node, since, what, predicate, timeout=30):
-    """slurmctld sends node events to slurmdbd asynchronously (a few seconds late under load): wait
-    until the accounting shows what happened before remediation reads it."""
+def wait_for_accounting(node, since, what, predicate, timeout=120):
+    """slurmctld sends node events to slurmdbd asynchronously (a few seconds late, more under load): wait
+    until the accounting shows what happened before remediation reads it (a poll of Slurm's record:
+    it ends as soon as the record is there)."""
     deadline = time.time() + timeout
     while True:
         events = recorded_events(node, since)
