@@ -489,8 +489,8 @@ def _delete_checkpoints(victims: List[Checkpoint], best: Optional[Checkpoint], r
             continue
         reached, available = _enough(freed, free, threshold, root_fd, result, dry_run)
         if reached:
-            reasons[ckpt.name] = "min_free %s reached (%s available)" % (result.policy["min_free"],
-                                                                        human_size(available))
+            reasons[ckpt.name] = "min_free %s reached (%s available)" % (
+                result.policy["min_free"], human_size(available))
             continue
         if best is None or ckpt is best or not ckpt.sort_key() < best.sort_key():  # never: the plan excludes it
             result.error = "internal error: refusing to delete %s (not older than the newest valid)" % ckpt.name

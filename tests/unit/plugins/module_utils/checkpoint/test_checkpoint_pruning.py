@@ -495,8 +495,8 @@ def test_min_free_is_reached_only_when_the_file_system_says_so(tmp_path, monkeyp
             with open(path, "wb") as handle:
                 handle.truncate(1 << 20)  # the size the manifest says, no block allocated
     manifest = os.stat(os.path.join(str(tmp_path), "step_000000100", "manifest.json")).st_blocks * 512
-    assert 0 < manifest <= 5000 and ck.pruning._unshared_blocks(os.open(str(tmp_path), os.O_RDONLY),
-                                                                 "step_000000100") == manifest
+    root_fd = os.open(str(tmp_path), os.O_RDONLY)
+    assert 0 < manifest <= 5000 and ck.pruning._unshared_blocks(root_fd, "step_000000100") == manifest
     monkeypatch.setattr(ck.pruning, "_free_space", lambda path: (100, 1 << 40))
     result = ck.prune(str(tmp_path), keep_last=1, min_free=100 + 10000)
     assert [d["step"] for d in result.deleted] == [100, 200, 300], result.deleted
