@@ -31,7 +31,6 @@ from conftest import (
 REMEDIATE = "playbooks/remediate.yml"
 ALL = ["-e", json.dumps({"remediate_nodes_max_percent": 100})]
 FLAPPING = "clusterops: flapping: healed 3 times in "
-REBOOT_REASON = "clusterops.slurm remediation: reboot"
 
 
 def drain(hostlist, reason):
