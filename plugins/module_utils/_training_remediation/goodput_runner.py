@@ -28,7 +28,11 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._training_remedia
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.goodput_timeline import timeline
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.policy import run_jobs
-from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry import RegistryError, read_state
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry import (
+    RegistryError,
+    empty_state,
+    read_state,
+)
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry_options import registered_runs
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.runner import (
     owner_call,
@@ -133,7 +137,7 @@ def run_goodput(run: Dict[str, Any], jobs: List[Dict[str, Any]], accounting: boo
         state = read_state(run["folder"])
     except RegistryError as exc:
         problems.append({"figure": "state", "why": str(exc)})
-        state = {"resubmissions": [], "hang_cancels": []}
+        state = empty_state()
     if folders.get("events_error"):
         problems.append({"figure": "events", "why": "the trainer's event log is not used: %s" % folders["events_error"]})
     events = None
@@ -178,7 +182,8 @@ def goodput_info(module: Any, cli: Any) -> Dict[str, Any]:
 def unknown_run(run: Dict[str, Any], accounting: Optional[bool], now: float, why: str) -> Dict[str, Any]:
     """The entry of a run whose goodput could not be computed (``why``): every figure unknown, the
     reason first in ``unknown`` (``{"figure": "run", "why": ...}``), the same keys as any run's."""
-    result = goodput([], {"resubmissions": [], "hang_cancels": []}, now, accounting=bool(accounting))
+    state = empty_state()
+    result = goodput([], state, now, accounting=bool(accounting))
     result["unknown"] = [{"figure": "run", "why": "cannot compute the run's goodput: %s" % why}] + result["unknown"]
-    result["timeline"] = timeline(None, None, {"resubmissions": [], "hang_cancels": []})
+    result["timeline"] = timeline(None, None, state)
     return dict({"name": run["name"], "owner": run["owner"], "finished": False}, **result)
