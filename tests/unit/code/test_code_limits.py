@@ -7,21 +7,14 @@ package), except for the offenders its KNOWN list still names; a mended one must
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import textwrap
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-
 
 @pytest.fixture(scope="module")
-def limits():
-    spec = importlib.util.spec_from_file_location("code_limits", os.path.join(ROOT, "tests", "code_limits.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def limits(tests_script):
+    return tests_script("code_limits")
 
 
 def test_no_offender_outside_the_known_list_and_none_of_it_mended(limits, capsys):

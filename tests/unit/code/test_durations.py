@@ -7,23 +7,16 @@
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-
 
 @pytest.fixture(scope="module")
-def durations():
-    spec = importlib.util.spec_from_file_location("durations", os.path.join(ROOT, "tests", "durations.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def durations(tests_script):
+    return tests_script("durations")
 
 
 def write_junit(tmp_path, name, source):
