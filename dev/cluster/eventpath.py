@@ -12,7 +12,8 @@ its wrappers, configuration and secret under ``<state dir>/events``, the three p
 the job-end program the dev cluster's EpilogSlurmctld runs once it is there) and starts ansible-rulebook
 (.venv-eda) with the collection's rulebook on a free port of 127.0.0.1, in the background. Its playbook is
 this repository's playbooks/remediate.yml over the dev cluster's inventory, whose variables ``--vars`` (a
-JSON object: the run registry, remediate_nodes_heal_since, ...) add to. A rulebook already running is
+JSON object: the run registry, remediate_nodes_heal_since, ...) add to; its ``remediate_training_registry`` is
+also the job-end program's ``slurm_events_registry`` (only its runs' ends are sent). A rulebook already running is
 stopped first. ``down`` stops the rulebook and clears the triggers (the files stay).
 
 Files under ``<state dir>/events``: ``secret`` (0600), ``inventory.yml``, ``vars.yml``, ``rulebook.log``,
@@ -60,11 +61,12 @@ def env() -> Dict[str, str]:
                 ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".collections"), LC_ALL="C.UTF-8")
 
 
-def role_vars(port: int, state: str = "present") -> Dict[str, Any]:
+def role_vars(port: int, state: str = "present", registry: str = "") -> Dict[str, Any]:
+    """The role's variables; ``registry``: the run registry (only its runs' job ends are sent), "" every job's."""
     return {"slurm_events_url": "http://127.0.0.1:%d/events" % port, "slurm_events_secret": secret(),
             "slurm_events_secret_file": os.path.join(EVENTS, "secret"), "slurm_events_dir": os.path.join(EVENTS, "libexec"),
             "slurm_events_config": os.path.join(EVENTS, "event.json"), "slurm_events_log_dir": os.path.join(EVENTS, "log"),
-            "slurm_events_job_end": True, "slurm_events_state": state}
+            "slurm_events_job_end": True, "slurm_events_registry": registry, "slurm_events_state": state}
 
 
 def secret() -> str:
@@ -77,13 +79,13 @@ def secret() -> str:
         return secrets.token_hex(32)
 
 
-def apply_role(port: int, state: str) -> None:
+def apply_role(port: int, state: str, registry: str = "") -> None:
     play = os.path.join(EVENTS, "role.yml")
     with open(play, "w") as handle:
         handle.write("- hosts: slurm_controller\n  gather_facts: false\n  roles:\n    - clusterops.slurm.slurm_events\n")
     with open(play + ".json", "w") as handle:
         os.fchmod(handle.fileno(), 0o600)  # it holds the secret
-        json.dump(role_vars(port, state), handle)
+        json.dump(role_vars(port, state, registry), handle)
     proc = subprocess.run(["ansible-playbook", "-i", os.path.join(STATE, "inventory.yml"), play, "-e", "@" + play + ".json"],
                           cwd=REPO, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
     if proc.returncode != 0:
@@ -148,7 +150,7 @@ def up(extra: Optional[Dict[str, Any]] = None, port: Optional[int] = None) -> in
     os.makedirs(EVENTS, mode=0o755, exist_ok=True)
     os.chmod(EVENTS, 0o755)  # nosec B103  # a folder, not a file: SlurmUser runs the programs under it; only root writes it
     port = port or int(os.environ.get("EVENTS_PORT") or free_port())
-    apply_role(port, "present")
+    apply_role(port, "present", (extra or {}).get("remediate_training_registry", ""))
     inventory = write_inventory(extra or {})
     with open(os.path.join(EVENTS, "vars.yml"), "w") as handle:
         json.dump({"slurm_events_port": port, "slurm_events_secret_file": os.path.join(EVENTS, "secret"),

@@ -11,10 +11,14 @@ once per cluster for a burst. Run by ``make events`` with .venv-eda's Python (an
 from __future__ import annotations
 
 import asyncio
+import itertools
 import importlib.machinery
 import importlib.util
 import json
+import logging
 import os
+import resource
+import selectors
 import socket
 import subprocess
 import sys
@@ -54,7 +58,7 @@ def free_port():
 class Receiver(object):
     """The source plugin's ``main`` on a free port, in a thread of its own; ``events`` is what it queued."""
 
-    def __init__(self, secret=SECRET):
+    def __init__(self, secret=SECRET, **settings):
         self.port = free_port()
         self.events = []
         self.loop = asyncio.new_event_loop()
@@ -66,8 +70,8 @@ class Receiver(object):
 
         def serve():
             asyncio.set_event_loop(self.loop)
-            self.task = self.loop.create_task(source.main(Queue(), {"secret": secret.decode(), "port": self.port,
-                                                                    "max_body": 4096}))
+            self.task = self.loop.create_task(source.main(Queue(), dict({"secret": secret.decode(), "port": self.port,
+                                                                         "max_body": 4096}, **settings)))
             try:
                 self.loop.run_until_complete(self.task)
             except asyncio.CancelledError:
@@ -107,9 +111,13 @@ def receiver():
     rec.stop()
 
 
+IDS = itertools.count(1)
+
+
 def event(**fields):
+    """An event body as the program writes one: sent now, with an id of its own."""
     base = dict(format="clusterops.slurm_event", format_version=1, kind="node_down", cluster="alpha", nodes="n[1-2]",
-                job=None, time=1796534050.5, id="alpha-1")
+                job=None, time=time.time(), id="alpha-%d-%d" % (int(time.time() * 1000), next(IDS)))
     base.update(fields)
     return json.dumps(base).encode()
 
@@ -122,7 +130,8 @@ def event(**fields):
 def test_the_program_builds_each_kind(kind, subject, nodes, job):
     body = json.loads(sender.event_body(kind, "alpha", subject, now=100.0))
     assert (body["kind"], body["nodes"], body["job"], body["cluster"], body["time"]) == (kind, nodes, job, "alpha", 100.0)
-    assert source.parse_event(SECRET, json.dumps(body).encode(), source.signature(SECRET, json.dumps(body).encode()))
+    raw = json.dumps(body).encode()
+    assert source.parse_event(SECRET, raw, source.signature(SECRET, raw), now=100.0)["kind"] == kind
 
 
 @pytest.mark.parametrize("kind, subject", [("job_fini", "n1"), ("job_fini", "0"), ("node_down", "n1; rm -rf /"),
@@ -138,11 +147,12 @@ def test_the_kind_is_required(tmp_path):
     assert proc.returncode == 2 and "--kind" in proc.stderr
 
 
-def config(tmp_path, port, secret=SECRET, timeout=3):
+def config(tmp_path, port, secret=SECRET, timeout=3, **more):
     (tmp_path / "secret").write_bytes(secret + b"\n")
     path = tmp_path / "event.json"
-    path.write_text(json.dumps({"url": "http://127.0.0.1:%d/events" % port, "cluster": "alpha", "timeout": timeout,
-                                "secret_file": str(tmp_path / "secret"), "log": str(tmp_path / "event.log")}))
+    path.write_text(json.dumps(dict({"url": "http://127.0.0.1:%d/events" % port, "cluster": "alpha", "timeout": timeout,
+                                     "secret_file": str(tmp_path / "secret"), "log": str(tmp_path / "event.log")},
+                                    **more)))
     return str(path)
 
 
@@ -162,7 +172,8 @@ def test_the_program_sends_a_signed_event_the_source_takes(tmp_path, receiver):
 def test_a_wrong_secret_is_refused_and_logged(tmp_path, receiver):
     proc = run_program(config(tmp_path, receiver.port, secret=b"another-secret-of-32-bytes-000000"), "node_down", "n1")
     assert proc.returncode == 1 and receiver.events == []
-    assert "401" in (tmp_path / "event.log").read_text()
+    # the receiver's proof does not match the program's secret: the body is not even sent
+    assert "did not prove that it holds the secret (HTTP 200)" in (tmp_path / "event.log").read_text()
 
 
 def test_the_program_gives_up_within_its_timeout_and_logs_the_event(tmp_path):
@@ -176,6 +187,105 @@ def test_the_program_gives_up_within_its_timeout_and_logs_the_event(tmp_path):
     assert proc.returncode == 1 and took < 5, took
     logged = (tmp_path / "event.log").read_text()
     assert "node_down n1: not sent" in logged and '"nodes": "n1"' in logged
+
+
+class Impostor(object):
+    """A program that took the receiver's port: ``answer(received_so_far)`` gives what to write back to each
+    connection and the seconds between its bytes; ``received`` is every byte it was sent."""
+
+    def __init__(self, answer, pause=0.0):
+        self.received = b""
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(5)
+        self.port = self.sock.getsockname()[1]
+        self.answer, self.pause = answer, pause
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                conn, dummy = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(30)
+                try:
+                    while b"\r\n\r\n" not in self.received:
+                        self.received += conn.recv(65536)
+                    for byte in self.answer:
+                        conn.sendall(bytes([byte]))
+                        time.sleep(self.pause)
+                    self.received += conn.recv(65536)
+                except OSError:
+                    pass
+
+    def close(self):
+        self.sock.close()
+
+
+def test_the_whole_send_has_one_deadline_however_slowly_the_peer_answers(tmp_path):
+    """Issue 38: a peer answering a byte a second held the program 43 s (its 3 s was per socket operation)."""
+    slow = Impostor(b"HTTP/1.1 200 OK\r\n" + b"X-Padding: yes\r\n" * 100, pause=0.2)
+    try:
+        start = time.monotonic()
+        proc = run_program(config(tmp_path, slow.port, timeout=1), "node_down", "n1")
+        took = time.monotonic() - start
+    finally:
+        slow.close()
+    assert proc.returncode == 1 and took < 1 + 1.5, took  # 1 s, and Python's start
+    assert "deadline" in (tmp_path / "event.log").read_text()
+
+
+@pytest.mark.parametrize("answer", [b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+                                    b"HTTP/1.1 200 OK\r\nX-Clusterops-Proof: sha256=" + b"0" * 64 + b"\r\n"
+                                    b"Content-Length: 0\r\n\r\n",
+                                    b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"])
+def test_a_program_that_took_the_receivers_port_gets_no_event(tmp_path, answer):
+    impostor = Impostor(answer)
+    try:
+        proc = run_program(config(tmp_path, impostor.port), "node_down", "n[1-2]")
+    finally:
+        impostor.close()
+    assert proc.returncode == 1
+    assert b"GET /events" in impostor.received and b"POST" not in impostor.received
+    assert b"n[1-2]" not in impostor.received and b"clusterops.slurm_event\"" not in impostor.received
+    assert "did not prove that it holds the secret" in (tmp_path / "event.log").read_text()
+
+
+def epilog(cfg, **env):
+    """The job_fini wrapper as EpilogSlurmctld runs it: no argument, the job in the environment."""
+    clean = dict({k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}, SLURM_JOB_ID="4242",
+                 SLURM_JOB_EXIT_CODE2="1:0", **env)
+    return subprocess.run([sys.executable, PROGRAM, "--kind", "job_fini", "--config", cfg], env=clean,
+                          capture_output=True, text=True, timeout=30, check=False)
+
+
+def test_only_registered_training_runs_send_their_end(tmp_path, receiver):
+    """With ``registry``, a failed job is sent only when its name is a registered run whose owner is its user:
+    another user's failing jobs do not start remediation."""
+    registry = tmp_path / "runs"
+    (registry / "llm").mkdir(parents=True)
+    (registry / "llm" / "run.json").write_text(json.dumps({"name": "llm", "owner": "alice"}))
+    (registry / "fifo").mkdir()
+    os.mkfifo(str(registry / "fifo" / "run.json"))
+    (registry / "link").mkdir()
+    os.symlink(str(registry / "llm" / "run.json"), str(registry / "link" / "run.json"))
+    cfg = config(tmp_path, receiver.port, registry=str(registry))
+    cases = [("llm", "alice", True), ("llm", "mallory", False), ("other", "alice", False), ("../runs/llm", "alice", False),
+             ("", "alice", False), ("llm", "", False), ("fifo", "alice", True), ("link", "alice", True)]
+    for name, user, dummy in cases:
+        start = time.monotonic()
+        proc = epilog(cfg, SLURM_JOB_NAME=name, SLURM_JOB_USER=user)
+        assert proc.returncode == 0 and time.monotonic() - start < 10, (name, user, proc.stderr)
+    assert len(receiver.events) == sum(sent for dummy, dummy, sent in cases)
+    logged = (tmp_path / "event.log").read_text()
+    assert "cannot tell whether job 'fifo'" in logged and "cannot tell whether job 'link'" in logged
+    # a registry that is not there: it cannot tell, so it sends (the remediation decides) and says so
+    proc = epilog(config(tmp_path, receiver.port, registry=str(tmp_path / "nowhere")), SLURM_JOB_NAME="x",
+                  SLURM_JOB_USER="bob")
+    assert proc.returncode == 0 and len(receiver.events) == 1 + sum(sent for dummy, dummy, sent in cases)
+    assert "is not a folder" in (tmp_path / "event.log").read_text()
 
 
 def test_no_receiver_is_a_logged_failure_too(tmp_path):
@@ -207,37 +317,198 @@ def test_without_a_subject_only_job_fini_takes_the_job_from_the_environment(tmp_
 
 # ---- the source plugin --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("body, signature, status", [
-    (event(), None, 202),
-    (event(kind="job_fini", nodes=None, job=7), None, 202),
-    (event(), False, 401),
-    (event(), "sha256=" + "0" * 64, 401),
-    (event(kind="reboot"), None, 400),
-    (event(cluster="../etc"), None, 400),
-    (event(nodes="n1 n2"), None, 400),
-    (event(job=5), None, 400),               # nodes and a job
-    (event(nodes=None), None, 400),          # neither
-    (event(format_version=2), None, 400),
-    (event(time="now"), None, 400),
+@pytest.mark.parametrize("fields, signature, status", [
+    ({}, None, 202),
+    (dict(kind="job_fini", nodes=None, job=7), None, 202),
+    ({}, False, 401),
+    ({}, "sha256=" + "0" * 64, 401),
+    (dict(kind="reboot"), None, 400),
+    (dict(cluster="../etc"), None, 400),
+    (dict(nodes="n1 n2"), None, 400),
+    (dict(job=5), None, 400),               # nodes and a job
+    (dict(nodes=None), None, 400),          # neither
+    (dict(format_version=2), None, 400),
+    (dict(time="now"), None, 400),
+    (dict(id=None), None, 400),             # no id: a replay could not be told
+    (dict(id="a b"), None, 400),
     (b"\xff\xfe not json", None, 400),
     (b"[]", None, 400),
     (b"x" * 5000, None, 413),
 ])
-def test_the_source_takes_signed_events_and_refuses_the_rest(receiver, body, signature, status):
+def test_the_source_takes_signed_events_and_refuses_the_rest(receiver, fields, signature, status):
+    body = fields if isinstance(fields, bytes) else event(**fields)
     assert receiver.post(body, signature) == status
     assert len(receiver.events) == (1 if status == 202 else 0)
 
 
 def test_other_paths_and_methods_are_refused(receiver):
     assert receiver.post(event(), path="/") == 404
-    assert receiver.post(event(), method="GET") == 405
+    assert receiver.post(event(), method="PUT") == 405
+    assert receiver.post(event(), method="GET") == 400  # a GET is a challenge: without one, refused
     assert receiver.events == []
+
+
+def raw_request(port, head, parts, pause=0.3, source_address=None):
+    """One request written by hand: ``head`` (the request line and headers, bytes) and then the body in
+    ``parts``, ``pause`` seconds apart; returns the answer's status (0: none)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10, source_address=source_address) as sock:
+        sock.sendall(head)
+        for number, part in enumerate(parts):
+            if number:
+                time.sleep(pause)
+            sock.sendall(part)
+        answer = sock.recv(4096)
+    return int(answer.split()[1]) if answer.startswith(b"HTTP/") else 0
+
+
+def signed_head(body, signature=None, chunked=False, extra=b""):
+    length = b"Transfer-Encoding: chunked\r\n" if chunked else b"Content-Length: %d\r\n" % len(body)
+    sign = signature if signature is not None else source.signature(SECRET, body).encode()
+    return (b"POST /events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n" + length
+            + b"X-Clusterops-Signature: " + sign + b"\r\n" + extra + b"\r\n")
+
+
+def test_a_body_in_two_segments_is_read_whole_before_its_signature_is_checked(receiver):
+    """Issue 38: a few KB arriving in two TCP segments 0.3 s apart was answered 401 (the source HMACed what
+    had been buffered)."""
+    body = event(nodes="n[" + ",".join(str(n) for n in range(1, 880)) + "]")
+    assert 3000 < len(body) < 4096
+    assert raw_request(receiver.port, signed_head(body), [body[:1000], body[1000:]]) == 202
+    replay_free = event(nodes="n[" + ",".join(str(n) for n in range(1, 870)) + "]")
+    chunks = [b"%x\r\n%s\r\n" % (len(part), part) for part in (replay_free[:1500], replay_free[1500:])] + [b"0\r\n\r\n"]
+    assert raw_request(receiver.port, signed_head(replay_free, chunked=True), chunks) == 202
+    assert len(receiver.events) == 2
+
+
+@pytest.mark.parametrize("header", [b"sha256=\xc3\xa9\xc3\xa9", b"\xff\xfe", b"sha256=" + b"\xe2\x82\xac" * 30, b""])
+def test_a_malformed_signature_header_is_a_clean_401(receiver, header):
+    body = event()
+    assert raw_request(receiver.port, signed_head(body, signature=header), [body]) == 401
+    assert receiver.events == []
+
+
+@pytest.mark.parametrize("age, status", [(0, 202), (250, 202), (-250, 202), (301, 400), (-301, 400),
+                                         (24 * 3600, 400), (None, 400)])
+def test_only_fresh_events_are_taken(receiver, age, status):
+    """The signed time within max_age (300 s) of this host's clock, either way; None: dated 1970."""
+    when = 1.0 if age is None else time.time() - age
+    assert receiver.post(event(time=when)) == status
+    assert len(receiver.events) == (status == 202)
+
+
+def test_a_replayed_event_is_refused_and_logged(receiver, caplog):
+    body = event()
+    with caplog.at_level(logging.WARNING):
+        assert [receiver.post(body), receiver.post(body), receiver.post(event())] == [202, 409, 202]
+    assert len(receiver.events) == 2
+    assert "a replay" in caplog.text
+
+
+def test_the_memory_of_ids_is_bounded_and_forgets_the_oldest_or_the_stale_first():
+    seen = source.SeenIds(window=300, capacity=3)
+    now = 10000.0
+    assert [seen.take(i, now, now) for i in ("a", "b", "a")] == [True, True, False]
+    assert seen.take("c", now, now) and seen.take("d", now, now)  # over capacity: "a", the oldest, forgotten
+    assert seen.forgotten == 1 and not seen.take("d", now, now) and seen.forgotten == 1
+    assert seen.take("a", now, now) and seen.forgotten == 2  # "a" taken anew, "b" forgotten (logged)
+    later = now + 301  # "c", "d", "a" are stale now: their events themselves would be refused; forgotten silently
+    assert seen.take("e", later, later) and seen.forgotten == 2 and list(seen._ids) == ["e"]
+
+
+def test_a_receiver_proves_it_holds_the_secret(receiver):
+    challenge = "ab" * 32
+    request = urllib.request.Request("http://127.0.0.1:%d/events" % receiver.port,
+                                     headers={source.CHALLENGE_HEADER: challenge})
+    with urllib.request.urlopen(request, timeout=5) as answer:
+        assert answer.headers[source.PROOF_HEADER] == source.proof(SECRET, challenge)
+    assert source.proof(SECRET, challenge) != source.proof(b"another-secret-of-32-bytes-000000", challenge)
+    for bad in ("xyz", "ab" * 100, ""):
+        request = urllib.request.Request("http://127.0.0.1:%d/events" % receiver.port,
+                                         headers={source.CHALLENGE_HEADER: bad})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=5)
+        assert refused.value.code == 400
+
+
+@pytest.fixture
+def guarded():
+    rec = Receiver(request_timeout=1, max_connections=64, max_connections_per_peer=16)
+    yield rec
+    rec.stop()
+
+
+def test_a_slow_client_is_closed_at_its_deadline_while_events_go_on(guarded):
+    """Half a request's headers, then nothing: closed after request_timeout (1 s), and a valid event meanwhile is
+    taken at once."""
+    with socket.create_connection(("127.0.0.1", guarded.port), timeout=10) as slow:
+        slow.sendall(b"POST /events HTTP/1.1\r\nHost: x\r\nContent-Le")
+        start = time.monotonic()
+        assert guarded.post(event()) == 202
+        try:
+            closed = slow.recv(100)  # EOF, or a reset: the deadline closed it
+        except ConnectionResetError:
+            closed = b""
+        took = time.monotonic() - start
+    assert closed == b""
+    assert 0.8 < took < 3, took
+    assert len(guarded.events) == 1
+
+
+def test_a_flood_of_half_open_requests_does_not_hold_the_port(guarded):
+    """Issue 38: about a thousand half-open requests from one address starved valid events. Past 16 from one
+    address they are closed at once, the rest at the deadline; an event from another address is taken at once."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))
+    flood = []
+    try:
+        for dummy in range(1000):
+            sock = socket.create_connection(("127.0.0.1", guarded.port), timeout=5)
+            sock.sendall(b"POST /events HTTP/1.1\r\nHost: x\r\n")
+            flood.append(sock)
+        start = time.monotonic()
+        body = event()
+        assert raw_request(guarded.port, signed_head(body), [body], source_address=("127.0.0.2", 0)) == 202
+        assert time.monotonic() - start < 1.5
+        closed, waiting, deadline = 0, selectors.DefaultSelector(), time.monotonic() + 4
+        for sock in flood:
+            waiting.register(sock, selectors.EVENT_READ)
+        while waiting.get_map() and time.monotonic() < deadline:  # the peer's close, seen as EOF or a reset
+            for key, dummy in waiting.select(0.2):
+                sock = key.fileobj
+                waiting.unregister(sock)
+                try:
+                    closed += sock.recv(100) == b""
+                except ConnectionResetError:
+                    closed += 1
+        assert closed == 1000  # 984 at once, the 16 admitted at their deadline
+    finally:
+        for sock in flood:
+            sock.close()
+    assert len(guarded.events) == 1
+
+
+@pytest.mark.parametrize("mode, shared, refused", [(0o600, False, False), (0o400, False, False), (0o640, False, True),
+                                                   (0o644, False, True), (0o606, False, True), (0o620, False, True),
+                                                   (0o644, True, False)])
+def test_a_secret_others_can_read_is_refused_unless_declared_shared(tmp_path, caplog, mode, shared, refused):
+    path = tmp_path / "secret"
+    path.write_bytes(SECRET + b"\n")
+    path.chmod(mode)
+    args = {"secret_file": str(path), "secret_file_shared": shared}
+    if refused:
+        with pytest.raises(ValueError, match="mode %04o" % mode):
+            source.read_secret(args)
+    else:
+        with caplog.at_level(logging.WARNING):
+            assert source.read_secret(args) == SECRET
+        assert ("secret_file_shared is set" in caplog.text) == shared
 
 
 def test_an_unsigned_listener_is_refused(tmp_path):
     with pytest.raises(ValueError, match="unsigned listener"):
         source.read_secret({})
     (tmp_path / "short").write_text("short\n")
+    (tmp_path / "short").chmod(0o600)
     with pytest.raises(ValueError, match="shorter than 16"):
         source.read_secret({"secret_file": str(tmp_path / "short")})
 
@@ -249,6 +520,7 @@ def test_the_rulebook_runs_the_playbook_once_per_cluster_for_a_burst(tmp_path):
     badly signed one of gamma none; an alpha event after the 10 s window runs it again."""
     port = free_port()
     (tmp_path / "secret").write_bytes(SECRET + b"\n")
+    (tmp_path / "secret").chmod(0o600)
     runs = tmp_path / "runs.jsonl"
     (tmp_path / "stub.yml").write_text(
         "- hosts: localhost\n  gather_facts: false\n  tasks:\n"

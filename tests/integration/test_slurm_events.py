@@ -10,6 +10,7 @@ outside ansible-rulebook: tests/events runs it inside) within SlurmdTimeout plus
 from __future__ import annotations
 
 import asyncio
+import glob
 import importlib.machinery
 import importlib.util
 import json
@@ -142,15 +143,20 @@ def test_a_crashed_node_reaches_the_receiver_through_slurms_trigger(healthy):
 def test_a_failed_job_reaches_the_receiver_through_epilog_slurmctld(healthy):
     """The end of a job: slurmctld runs EpilogSlurmctld at the end of every job; the dev cluster's calls the role's
     job-end program from <state dir>/events/libexec once it is there (slurm_events_job_end). A job that failed
-    sends job_fini at once; one that completed sends nothing."""
+    sends job_fini at once; one that completed sends nothing; with slurm_events_registry, a failed job that is not a
+    registered run (its name, its user: SLURM_JOB_NAME and SLURM_JOB_USER as slurmctld sets them) sends nothing."""
     receiver = Receiver()
     events = os.path.join(STATE_DIR, "events-test")
     libexec = os.path.join(STATE_DIR, "events", "libexec")  # where the dev cluster's EpilogSlurmctld looks
     variables = {"slurm_events_url": "http://127.0.0.1:%d/events" % receiver.port, "slurm_events_secret": SECRET,
                  "slurm_events_secret_file": os.path.join(events, "secret"), "slurm_events_dir": libexec,
                  "slurm_events_config": os.path.join(events, "event.json"), "slurm_events_job_end": True,
-                 "slurm_events_log_dir": os.path.join(events, "log"), "slurm_events_events": []}
-    os.makedirs(events, exist_ok=True)
+                 "slurm_events_log_dir": os.path.join(events, "log"), "slurm_events_events": [],
+                 "slurm_events_registry": os.path.join(events, "registry")}
+    os.makedirs(os.path.join(events, "registry", "registered-fail"), mode=0o755, exist_ok=True)
+    with open(os.path.join(events, "registry", "registered-fail", "run.json"), "w") as handle:
+        json.dump({"format": "clusterops.training_run", "format_version": 1, "name": "registered-fail", "owner": "root"},
+                  handle)  # who submits below: the registry file is the admin's, the job's user its owner
     play = os.path.join(events, "events.yml")
     with open(play, "w") as handle:
         handle.write("- hosts: slurm_controller\n  gather_facts: false\n  roles:\n    - clusterops.slurm.slurm_events\n")
@@ -159,12 +165,16 @@ def test_a_failed_job_reaches_the_receiver_through_epilog_slurmctld(healthy):
         proc, recap = playbook(play, "-e", json.dumps(variables))
         assert recap.get("failed") == 0 and os.access(program, os.X_OK), proc.stdout
         assert "set it to %s" % program in proc.stdout  # the role says what slurm.conf needs
-        completed = run(["sbatch", "--parsable", "-o", "/dev/null", "--wrap", "true"]).stdout.strip()
-        failed = run(["sbatch", "--parsable", "-o", "/dev/null", "--wrap", "exit 3"]).stdout.strip()
+        completed = run(["sbatch", "--parsable", "-J", "registered-fail", "-o", "/dev/null", "--wrap", "true"]).stdout.strip()
+        other = run(["sbatch", "--parsable", "-J", "not-a-run", "-o", "/dev/null", "--wrap", "exit 3"]).stdout.strip()
+        failed = run(["sbatch", "--parsable", "-J", "registered-fail", "-o", "/dev/null", "--wrap", "exit 3"]).stdout.strip()
         ended = until(lambda: [(t, e) for t, e in receiver.events if e["kind"] == "job_fini"], "the job_fini event", 60,
                       interval=0.2)
-        time.sleep(2)  # the completed job, had it sent anything, would be here by now
-        assert [e["job"] for t, e in receiver.events] == [int(failed)], (completed, receiver.events)
+        time.sleep(2)  # the completed job and the other one, had they sent anything, would be here by now
+        assert [e["job"] for t, e in receiver.events] == [int(failed)], (completed, other, receiver.events)
+        logged = "".join(open(path, errors="replace").read()
+                         for path in glob.glob(os.path.join(events, "log", "*", "slurm-event.log")))
+        assert "cannot tell" not in logged, logged  # it read the registry: the other job was told apart, not lost
         print("job %s ended FAILED; its event came %.1f s after the program sent it" % (failed, ended[0][0] - ended[0][1]["time"]))
     finally:
         receiver.stop()

@@ -18,15 +18,22 @@ It reads its configuration (JSON) from ``--config`` (default ``$CLUSTEROPS_SLURM
 ``/etc/clusterops/slurm-event.json``): ``url`` (the receiver, ``http://host:port/events``),
 ``cluster`` (this cluster's name), ``secret_file`` (the shared HMAC secret, first line), ``timeout``
 (seconds for the whole send, default 3), ``log`` (a file for what could not be sent; default
-``/var/log/clusterops/slurm-event.log``, rotated at 1 MiB, 3 kept).
+``/var/log/clusterops/slurm-event.log``, rotated at 1 MiB, 3 kept), ``registry`` (optional: the run
+registry; then ``job_fini`` is sent only for a job that is a registered training run, one whose
+``SLURM_JOB_NAME`` has ``<registry>/<name>/run.json`` with ``SLURM_JOB_USER`` as its owner).
 
 The body is one JSON object (format clusterops.slurm_event, version 1: kind, cluster, nodes or job,
-time, id) signed with HMAC-SHA256 in ``X-Clusterops-Signature: sha256=<hex>``. It never waits longer
-than ``timeout`` (slurmctld must not wait on the receiver), never retries (the next event, or the
-scheduled sweep, covers a lost one), and writes every failure to the log with the event.
+time, id) signed with HMAC-SHA256 in ``X-Clusterops-Signature: sha256=<hex>``. Before the body, on the
+same connection, the receiver proves that it holds the secret (``GET`` with a random challenge, answered
+with its HMAC): a program that took the receiver's port gets nothing and the failure is logged. The
+whole exchange (connect, both requests, both answers) has one deadline, ``timeout``, enforced by a
+timer signal however slowly the peer trickles its answer: slurmctld never waits on the receiver. It
+never retries (the next event, or the scheduled sweep, covers a lost one), and writes every failure
+to the log with the event.
 
-Exit status: 0 sent (the receiver answered 2xx); 1 not sent (logged); 2 a usage or configuration error
-(logged when the log can be opened, else on stderr).
+Exit status: 0 sent (the receiver answered 2xx), or nothing to send (a job that completed, or that is
+no registered run); 1 not sent (logged); 2 a usage or configuration error (logged when the log can be
+opened, else on stderr).
 """
 
 from __future__ import annotations
@@ -34,21 +41,29 @@ from __future__ import annotations
 import argparse
 import hashlib
 import hmac
+import http.client
 import json
 import logging
 import logging.handlers
 import os
 import re
+import secrets
+import signal
+import ssl
+import stat
 import sys
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
 
 KINDS = ("node_down", "node_drained", "node_fail", "job_fini")
 PROGRAM = "clusterops-slurm-event"
 DEFAULT_CONFIG = "/etc/clusterops/slurm-event.json"
 DEFAULT_LOG = "/var/log/clusterops/slurm-event.log"
 HOSTLIST = re.compile(r"^[A-Za-z0-9_.,\[\]-]{1,65536}$")
+#: A registered run's name (the registry's folder name; the job's name).
+RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
+#: What the receiver signs to prove it holds the secret, before the challenge (the source plugin's PROOF_PREFIX).
+PROOF_PREFIX = b"clusterops.slurm_event receiver proof:"
 
 
 def load_config(path):
@@ -91,13 +106,92 @@ def event_body(kind, cluster, subject, now=None):
     return json.dumps(event, sort_keys=True).encode("utf-8")
 
 
-def send(url, secret, body, timeout):
-    """POST ``body`` signed; returns the HTTP status. Raises OSError/urllib errors on failure."""
-    request = urllib.request.Request(url, data=body, method="POST", headers={
-        "Content-Type": "application/json",
-        "X-Clusterops-Signature": "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()})
-    with urllib.request.urlopen(request, timeout=timeout) as answer:  # nosec B310 - http(s) checked in load_config
+class DeadlineExceeded(OSError):
+    """The whole send took longer than its timeout."""
+
+
+class NotTheReceiver(OSError):
+    """What answered at the receiver's address did not prove that it holds the secret."""
+
+
+def _hmac(secret, data):
+    return "sha256=" + hmac.new(secret, data, hashlib.sha256).hexdigest()
+
+
+def _exchange(url, secret, body, timeout):
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme == "https":
+        conn = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout,
+                                           context=ssl.create_default_context())
+    else:
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    path = parts.path or "/events"
+    try:
+        challenge = secrets.token_hex(32)
+        conn.request("GET", path, headers={"X-Clusterops-Challenge": challenge})
+        answer = conn.getresponse()
+        answer.read(65536)
+        got = (answer.getheader("X-Clusterops-Proof") or "").strip().encode("utf-8", "replace")
+        if answer.status != 200 or not hmac.compare_digest(got, _hmac(secret, PROOF_PREFIX + challenge.encode())
+                                                           .encode()):
+            raise NotTheReceiver("what answers at %s did not prove that it holds the secret (HTTP %d): another program "
+                                 "may hold the receiver's port, or the secrets differ" % (url, answer.status))
+        conn.request("POST", path, body=body, headers={"Content-Type": "application/json",
+                                                       "X-Clusterops-Signature": _hmac(secret, body)})
+        answer = conn.getresponse()
+        answer.read(65536)
         return answer.status
+    finally:
+        conn.close()
+
+
+def _deadline(signum, frame):
+    raise DeadlineExceeded("no answer within the whole send's deadline")
+
+
+def send(url, secret, body, timeout):
+    """POST ``body`` signed to the receiver at ``url`` once it proved that it holds ``secret``; all of it within
+    ``timeout`` seconds (a timer signal ends it). Returns the HTTP status.
+
+    Raises:
+        DeadlineExceeded: the whole exchange took longer than ``timeout``.
+        NotTheReceiver: the peer did not prove that it holds the secret (the body was not sent).
+        OSError, http.client.HTTPException: the connection failed.
+    """
+    previous = signal.signal(signal.SIGALRM, _deadline)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        return _exchange(url, secret, body, timeout)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def registered_run(registry, name, user):
+    """Whether the job ``name`` of ``user`` is a registered training run: ``<registry>/<name>/run.json``
+    names ``user`` as its ``owner``. The file is read without following a link or blocking on a FIFO, at
+    most 64 KiB.
+
+    Raises:
+        OSError, ValueError: it cannot tell (the registry is not there or not readable, run.json is not a
+            regular JSON file of at most 64 KiB).
+    """
+    if not os.path.isdir(registry):
+        raise ValueError("the registry %s is not a folder" % registry)
+    if not name or not RUN_NAME.match(name) or not user:
+        return False
+    try:
+        fd = os.open(os.path.join(registry, name, "run.json"), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise ValueError("%s/%s/run.json is not a regular file" % (registry, name))
+        data = handle.read(65537)
+    if len(data) > 65536:
+        raise ValueError("%s/%s/run.json is over 64 KiB" % (registry, name))
+    run = json.loads(data.decode("utf-8"))
+    return isinstance(run, dict) and run.get("owner") == user
 
 
 def logger(path):
@@ -126,12 +220,23 @@ def main(argv=None):
         if os.environ.get("SLURM_JOB_EXIT_CODE2") == "0:0":
             return 0  # EpilogSlurmctld of a job that completed: nothing to remediate
         args.subject = os.environ.get("SLURM_JOB_ID", "")
+        from_epilog = True
+    else:
+        from_epilog = False
     try:
         config = load_config(args.config)
     except (OSError, ValueError) as exc:
         sys.stderr.write("%s: configuration: %s\n" % (PROGRAM, exc))
         return 2
     log = logger(config.get("log") or DEFAULT_LOG)
+    if from_epilog and config.get("registry"):
+        name, user = os.environ.get("SLURM_JOB_NAME", ""), os.environ.get("SLURM_JOB_USER", "")
+        try:
+            if not registered_run(config["registry"], name, user):
+                return 0  # another job than a registered training run's: remediation has nothing to do for it
+        except (OSError, ValueError) as exc:
+            log.warning("job_fini %s: cannot tell whether job %r of %r is a registered run (%s): sent", args.subject,
+                        name, user, exc)
     try:
         body = event_body(kind, config["cluster"], args.subject)
         secret = read_secret(config["secret_file"])
@@ -142,7 +247,7 @@ def main(argv=None):
     start = time.monotonic()
     try:
         status = send(config["url"], secret, body, timeout)
-    except (OSError, ValueError, urllib.error.URLError) as exc:
+    except (OSError, ValueError, http.client.HTTPException) as exc:
         log.error("%s %s: not sent to %s after %.1f s: %s; event %s", kind, args.subject, config["url"],
                   time.monotonic() - start, exc, body.decode("utf-8"))
         return 1
