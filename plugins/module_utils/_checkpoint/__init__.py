@@ -20,7 +20,8 @@ Modules, one job each (this file re-exports the public API):
 ==============  =================================================================================
 ``common``      constants, :class:`CheckpointError`, :class:`Checkpoint`, :class:`Report`
 ``names``       entry names of each layout, Lightning names and name templates
-``fsutil``      hashing, fsync, atomic JSON files, flock, bounded JSON reads, walks inside a folder
+``fsutil``      hashing, fsync, flock, bounded JSON reads, walks inside a folder
+``atomic``      files replaced atomically in their own folder, and a killed writer's leftovers removed
 ``formats``     torch.save zips, safetensors headers, torch.distributed.checkpoint metadata
 ``layouts``     the checks of each layout at each validation level
 ``runs``        run folders: :func:`inspect`, :func:`scan`, :func:`latest_valid`, :func:`verify`
@@ -116,8 +117,8 @@ from .names import (  # noqa: F401
     parse_lightning_name,
     parse_name,
 )
+from .atomic import atomic_write_json  # noqa: F401
 from .fsutil import (  # noqa: F401
-    atomic_write_json,
     hash_file,
     open_lock_file,
     try_flock,

@@ -6,13 +6,13 @@
 # Note: this module is private to the clusterops.slurm collection. Its API may change
 # at any time without notice; do not use it from outside the collection.
 
-"""File-system helpers of the checkpoint library: hashing, directory fsync, atomic JSON files, flock,
-bounded JSON reads, walks that stay inside a folder, folders opened without following symlinks and
-trees removed relative to a descriptor.
+"""File-system helpers of the checkpoint library: hashing, directory fsync, flock, bounded JSON reads,
+walks that stay inside a folder, folders opened without following symlinks and trees removed
+relative to a descriptor (files replaced atomically: :mod:`.atomic`).
 
-:func:`atomic_write_json`, :func:`open_lock_file` and :func:`try_flock` are meant for every writer of
-small state files in the collection (the checkpoint ``FINISHED`` marker and the prune lock here; the
-training registry's ``state.json`` and lock can use the same ones).
+:func:`open_lock_file`, :func:`try_flock` and :class:`FileLock` are meant for every writer of small
+state files in the collection (the prune lock here; the training registry's and the heal journal's
+locks), with :mod:`.atomic`'s writes.
 
 :func:`open_dir_nofollow`, :func:`names_folder` and :func:`remove_tree_at` are for code that acts in a
 folder other users can write to, or whose path they can change (the prune, which may run as another
@@ -27,7 +27,6 @@ import hashlib
 import json
 import os
 import stat
-import tempfile
 import time
 
 try:
@@ -89,43 +88,6 @@ def fsync_dir(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def atomic_write_json(path: str, data: Any, tmp: Optional[str] = None, indent: Optional[int] = None, mode: Optional[int] = None, fsync: bool = True) -> str:
-    """Replace the file ``path`` with ``data`` as JSON (sorted keys, a final newline), atomically.
-
-    Written to ``tmp`` (a path in the same folder; default a fresh ``.<name>.*.tmp`` from
-    :func:`tempfile.mkstemp`), flushed and fsynced, given ``mode`` (e.g. ``0o644``; None keeps what
-    the umask gave), renamed over ``path``, then the folder is fsynced; ``fsync=False`` skips both
-    fsyncs (tests, benchmarks). A reader sees the old file or the new one, never a part. On an
-    exception the temporary file is removed. Returns ``path``.
-
-    Raises:
-        OSError: from the file system (the folder is missing or not writable, the disk is full).
-    """
-    folder = os.path.dirname(path) or "."
-    if tmp is None:
-        fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), suffix=".tmp", dir=folder)
-        handle = os.fdopen(fd, "w")
-    else:
-        handle = open(tmp, "w")
-    try:
-        with handle:
-            json.dump(data, handle, indent=indent, sort_keys=True)
-            handle.write("\n")
-            handle.flush()
-            if fsync:
-                os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.rename(tmp, path)
-    except BaseException:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-        raise
-    if fsync:
-        fsync_dir(folder)
-    return path
 
 
 def open_lock_file(path: str, dir_fd: Optional[int] = None) -> int:

@@ -21,7 +21,8 @@ except ImportError:  # pragma: no cover
     pass
 
 from .common import CheckpointError, REPLICA_INDEX
-from .fsutil import atomic_write_json, load_json_bounded
+from .atomic import atomic_write_json
+from .fsutil import load_json_bounded
 
 REPLICA_FORMAT = "clusterops.replica"
 REPLICA_FORMAT_VERSION = 1

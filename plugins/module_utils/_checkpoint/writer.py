@@ -25,7 +25,8 @@ except ImportError:  # pragma: no cover
 
 from .common import FINISHED, FORMAT, FORMAT_VERSION, MANIFEST, SIZES, TMP_PREFIX
 from .names import checkpoint_name, is_temporary
-from .fsutil import atomic_write_json, fsync_dir, hash_file
+from .atomic import atomic_write_json
+from .fsutil import fsync_dir, hash_file
 from .runs import verify
 
 

@@ -34,9 +34,9 @@ from __future__ import annotations
 
 import os
 
+from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.atomic import atomic_write_json
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.fsutil import (
     FileLock,
-    atomic_write_json,
     load_json_bounded,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.settings import RemediationError

@@ -47,10 +47,10 @@ import stat
 import time
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import LEVELS, compile_name_template
+from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.atomic import atomic_write_json
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.fsutil import (
     MAX_STATE_BYTES,
     FileLock,
-    atomic_write_json,
     load_json_bounded,
     parse_json_bytes,
     read_bounded_stat,
@@ -421,7 +421,7 @@ def state_problem(data: Any) -> Optional[str]:
 
 
 def write_state(entry: str, state: Dict[str, Any]) -> None:
-    """Replace the run's ``state.json`` in ``entry`` (its folder in the registry) atomically (``_checkpoint.fsutil.atomic_write_json``: a
+    """Replace the run's ``state.json`` in ``entry`` (its folder in the registry) atomically (``_checkpoint.atomic.atomic_write_json``: a
     temporary file in the folder, fsync, mode 0644, rename, fsync of the folder)."""
     atomic_write_json(os.path.join(entry, STATE_FILE), state, indent=1, mode=0o644)
 

@@ -150,12 +150,27 @@ def test_fleet_totals_summary_lines_and_textfile(played):
 
 
 def test_textfile_passes_promtool_check_metrics(played, promtool):
-    """The textfile as Ansible's template module writes it (its trailing line feed included)."""
+    """The textfile as the role writes it (its trailing line feed included)."""
     _rc, _result, prom = played
     with open(str(prom) % "green") as handle:
         proc = subprocess.run([promtool, "check", "metrics"], stdin=handle, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, universal_newlines=True, check=False)
     assert (proc.returncode, proc.stdout) == (0, "")
+
+
+def test_textfile_written_atomically_by_prometheus_textfile(played):
+    """Each acting host's textfile is written by clusterops.slurm.prometheus_textfile (a temporary in
+    the folder, renamed; tests/unit/plugins/modules/test_prometheus_textfile.py): the folder holds the
+    four textfiles and no temporary; the task reports no change (a report, not a change)."""
+    _rc, result, prom = played
+    written = task(result, "Write the Prometheus textfile")
+    assert sorted(written) == ["green", "items", "report", "suspect"]
+    for cluster, outcome in written.items():
+        assert outcome["textfile"] == str(prom) % cluster and outcome["written"] is True
+        assert outcome["changed"] is False and outcome["leftovers_removed"] == []
+    names = os.listdir(os.path.dirname(str(prom)))
+    assert sorted(n for n in names if n.endswith(".prom")) == ["remediate-%s.prom" % c for c in sorted(written)]
+    assert [n for n in names if n.endswith(".tmp")] == []
 
 
 def published_keys(role, fact):
