@@ -159,6 +159,8 @@ def send(url, secret, body, timeout):
         OSError, http.client.HTTPException: the connection failed.
     """
     previous = signal.signal(signal.SIGALRM, _deadline)
+    # A program started by a daemon inherits its signal mask: SIGALRM blocked there would never end the send.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGALRM])
     signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
         return _exchange(url, secret, body, timeout)
