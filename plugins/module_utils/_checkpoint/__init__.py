@@ -19,6 +19,7 @@ Modules, one job each (this file re-exports the public API):
 
 ==============  =================================================================================
 ``common``      constants, :class:`CheckpointError`, :class:`Checkpoint`, :class:`Report`
+``bounds``      the bounds of every number a user writes (steps, times, sizes), checked where read
 ``names``       entry names of each layout, Lightning names and name templates
 ``fsutil``      hashing, fsync, flock, bounded JSON reads, walks inside a folder
 ``atomic``      files replaced atomically in their own folder, and a killed writer's leftovers removed

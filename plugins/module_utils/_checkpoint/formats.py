@@ -20,6 +20,7 @@ try:
 except ImportError:  # pragma: no cover
     pass
 
+from .bounds import bytes_problem
 from .common import CHUNK_SIZE, Invalid, MAX_MANIFEST_BYTES
 
 
@@ -175,7 +176,8 @@ def dcp_storage(metadata_path: str) -> List[Tuple[str, int, int]]:
     """``(relative_path, offset, length)`` of every item a torch.distributed.checkpoint ``.metadata``
     (``Metadata.storage_data``, ``_StorageInfo`` records) says is stored; [] when it names none.
 
-    Raises Invalid when the pickle is cut short or corrupt. A pickle that is whole but shaped in a
+    Raises Invalid when the pickle is cut short or corrupt, or an offset or length is out of range
+    (:mod:`.bounds`: an integer of 0 to 2**63-1). A pickle that is whole but shaped in a
     way this reader does not know gives [] (the sizes are then not checked), never invalid.
     """
     with open(metadata_path, "rb") as handle:
@@ -195,5 +197,8 @@ def dcp_storage(metadata_path: str) -> List[Tuple[str, int, int]]:
         rel, offset, length = (getattr(info, "relative_path", None), getattr(info, "offset", None),
                                getattr(info, "length", None))
         if isinstance(rel, str) and isinstance(offset, int) and isinstance(length, int):
+            problem = bytes_problem(offset, "offset") or bytes_problem(length, "length")
+            if problem:   # a pickle holds integers of any length: one too long even to print stops here
+                raise Invalid(".metadata says %s for %s" % (problem, rel[:200]))
             found.append((rel, offset, length))
     return found

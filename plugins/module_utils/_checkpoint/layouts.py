@@ -16,10 +16,11 @@ import re
 import stat
 
 try:
-    from typing import Any, Callable, Dict, List, Sequence, Tuple  # noqa: F401
+    from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple  # noqa: F401
 except ImportError:  # pragma: no cover
     pass
 
+from .bounds import bytes_problem, number_problem, step_problem
 from .common import (
     ACCELERATE,
     AUTOMODEL,
@@ -103,8 +104,8 @@ def _check_contract(ckpt: Checkpoint, level: str, base_real: str) -> None:
         if rel in seen:
             raise Invalid("%s lists %s twice" % (MANIFEST, rel))
         seen.add(rel)
-        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-            raise Invalid("%s: bad size for %s" % (MANIFEST, rel))
+        if not isinstance(size, int) or bytes_problem(size):
+            raise Invalid("%s: bad size for %s: %s" % (MANIFEST, rel, bytes_problem(size)))
         if not isinstance(digest, str) or not _SHA256_HEX.match(digest):
             raise Invalid("%s: bad sha256 for %s" % (MANIFEST, rel))
         checked.append((rel, os.path.join(ckpt.path, *rel.split("/")), size, digest))
@@ -474,13 +475,30 @@ def _check_loadable(ckpt: Checkpoint, base_real: str) -> None:
             raise Invalid("%s: torch.load(weights_only=True) fails: %s" % (rel, load_error(exc)))
 
 
+def _numbers_problem(ckpt: Checkpoint) -> Optional[str]:
+    """Why the step and epoch that the checkpoint's name or files say are out of range (:mod:`.bounds`: a
+    user names the folder and writes the files), or None. A step of -1 is :func:`verify`'s for a Lightning
+    file whose step nothing says."""
+    return ((step_problem(ckpt.step) if ckpt.step != -1 else None)
+            or (step_problem(ckpt.name_epoch, "epoch") if ckpt.name_epoch is not None else None)
+            or (number_problem(ckpt.epoch, "epoch") if ckpt.epoch is not None else None))
+
+
 def check_checkpoint(ckpt: Checkpoint, level: str, base_real: str) -> Checkpoint:
+    """``ckpt`` checked at ``level`` (``valid``, ``why_invalid``, ``checked`` set): its step and epoch in range
+    (:func:`_numbers_problem`), its layout's check, and at ``load`` torch's. Returns ``ckpt``."""
     ckpt.valid, ckpt.why_invalid = True, None
     try:
         if ckpt.is_dir != os.path.isdir(ckpt.path):
             raise Invalid("is a %s, the layout needs a %s" % (
                 "folder" if not ckpt.is_dir else "file", "file" if not ckpt.is_dir else "folder"))
+        problem = _numbers_problem(ckpt)
+        if problem:
+            raise Invalid(problem)
         _CHECKS[ckpt.layout](ckpt, level, base_real)
+        problem = _numbers_problem(ckpt)   # the epoch a manifest or trainer_state.json says
+        if problem:
+            raise Invalid(problem)
         if level == LOAD:
             _check_loadable(ckpt, base_real)
     except Invalid as exc:

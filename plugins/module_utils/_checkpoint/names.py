@@ -20,6 +20,7 @@ try:
 except ImportError:  # pragma: no cover
     pass
 
+from .bounds import step_problem
 from .common import (
     ACCELERATE,
     AUTOMODEL,
@@ -254,7 +255,8 @@ def lightning_progress(path: str) -> Tuple[int, Optional[int]]:
     an inert stand-in and tensors are left out, so nothing is imported or run from the file.
 
     Raises:
-        Invalid: the file is not a whole torch.save zip (it is broken whatever its step).
+        Invalid: the file is not a whole torch.save zip (it is broken whatever its step), or its step or
+            epoch is out of range (:mod:`.bounds`: an integer of 0 to 2**53).
         ValueError: it is whole but does not say its step (not a Lightning checkpoint, a legacy
             pickle-format file, a ``data.pkl`` over :data:`MAX_PICKLE_BYTES`).
     """
@@ -281,4 +283,7 @@ def lightning_progress(path: str) -> Tuple[int, Optional[int]]:
         raise ValueError("no global_step inside (not a Lightning checkpoint?)")
     if not isinstance(epoch, int) or isinstance(epoch, bool):
         epoch = None
+    problem = step_problem(step, "global_step") or (step_problem(epoch, "epoch") if epoch is not None else None)
+    if problem:   # a pickle holds integers of any length: one too long even to print stops here
+        raise Invalid("data.pkl says %s" % problem)
     return step, epoch

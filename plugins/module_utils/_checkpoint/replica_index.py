@@ -20,6 +20,7 @@ try:
 except ImportError:  # pragma: no cover
     pass
 
+from .bounds import bytes_problem, number_problem, step_problem
 from .common import CheckpointError, REPLICA_INDEX
 from .atomic import atomic_write_json
 from .fsutil import load_json_bounded
@@ -35,10 +36,12 @@ def read_index(replica: str, primary: Optional[str] = None) -> Dict[str, Dict[st
     when the folder has no index yet. With ``primary`` (a run folder), the index must be that run
     folder's: a replica shared by two runs would mix their checkpoints.
 
-    Every entry is checked: ``step`` an integer, ``is_dir`` a boolean, ``files`` a non-empty list of
-    ``{"path", "size", "sha256"}`` whose paths are relative, normalised, without NUL (a file
-    checkpoint's one path its own name). The index is written by replication alone: anything else in it
-    makes the whole replica unreadable, never partly trusted.
+    Every entry is checked: ``step`` an integer of 0 to 2**53 (``name_epoch`` too, ``epoch`` a number of 0
+    to 2**53, ``bytes`` an integer of 0 to 2**63-1, each when present: :mod:`.bounds`), ``is_dir`` a boolean,
+    ``files`` a non-empty list of ``{"path", "size", "sha256"}`` whose sizes are integers of 0 to 2**63-1
+    and whose paths are relative, normalised, without NUL (a file checkpoint's one path its own name).
+    The index is written by replication alone (as the folder's owner, who may also write it by hand):
+    anything else in it makes the whole replica unreadable, never partly trusted.
 
     Raises:
         CheckpointError: the index cannot be read, is larger than :data:`MAX_INDEX_BYTES`, is no JSON,
@@ -77,8 +80,12 @@ def entry_problem(name: str, entry: Any) -> Optional[str]:
     """What is wrong with one index entry, or None."""
     if not isinstance(entry, dict):
         return "is no object"
-    if not isinstance(entry.get("step"), int) or isinstance(entry.get("step"), bool):
-        return "has no integer step"
+    problem = step_problem(entry.get("step")) or (
+        entry.get("name_epoch") is not None and step_problem(entry["name_epoch"], "name_epoch")) or (
+        entry.get("epoch") is not None and number_problem(entry["epoch"], "epoch")) or (
+        entry.get("bytes") is not None and bytes_problem(entry["bytes"], "bytes"))
+    if problem:
+        return "says %s" % problem
     if not isinstance(entry.get("is_dir"), bool):
         return "has no boolean is_dir"
     files = entry.get("files")
@@ -88,8 +95,8 @@ def entry_problem(name: str, entry: Any) -> Optional[str]:
         if not isinstance(item, dict) or not isinstance(item.get("path"), str) or not isinstance(item.get("sha256"), str):
             return "lists a file without path or sha256"
         size, rel = item.get("size"), item["path"]
-        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-            return "lists %r without a size" % rel
+        if bytes_problem(size):
+            return "lists %r with %s" % (rel[:200], bytes_problem(size))
         if ("\0" in rel or rel.startswith("/") or rel != os.path.normpath(rel) or rel.split("/")[0] == ".."
                 or (not entry["is_dir"] and rel != name)):
             return "lists the path %r, not one inside the copy" % rel

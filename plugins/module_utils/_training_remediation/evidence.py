@@ -67,7 +67,9 @@ def evidence_commands(cli, run, decision):
 
 
 #: A line of ``srun --label`` output: the task number (padded with blanks to the widest), ": ", the line.
-_TASK_LINE = re.compile(r"^ *(\d+): ?(.*)$")
+#: At most 9 digits: the owner's py-spy command writes what follows the label, and a line that starts
+#: with a longer number is kept as a line without a label, never read as an integer too long to print.
+_TASK_LINE = re.compile(r"^ *(\d{1,9}): ?(.*)$")
 
 
 def group_by_task(text):

@@ -20,6 +20,8 @@ why: nothing is guessed. See docs/goodput.md for the definitions.
 
 from __future__ import annotations
 
+from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.bounds import record_value_problem
+
 try:
     from typing import Any, Dict, List, Optional, Tuple  # noqa: F401 pylint: disable=unused-import
 except ImportError:  # pragma: no cover
@@ -42,24 +44,6 @@ CAUSE_NAMES = ("node_failure", "hang", "time_limit", "preemption", "program_erro
 
 #: Trainer events that carry the step reached at their ``time`` (the reference trainer's names).
 STEP_EVENTS = ("start", "step", "save", "signal", "finished")
-
-#: The largest step a trainer's record may say: every integer up to it is exact as a float (2**53).
-MAX_STEP = 1 << 53
-#: The latest time a record may say (Unix seconds): 2100-01-01. A time is also never negative.
-MAX_TIME = 4102444800.0
-
-
-def record_value_problem(step: Any, when: Any) -> Optional[str]:
-    """Why a trainer record's ``step`` and ``time`` cannot be used, or None when they can (each may be
-    absent, None). A user writes these numbers (their event log is theirs): a step is an integer of
-    0 to :data:`MAX_STEP`, a time a finite number of 0 to :data:`MAX_TIME`; booleans are neither."""
-    if step is not None and (not isinstance(step, int) or isinstance(step, bool) or not 0 <= step <= MAX_STEP):
-        return "step %.40s is not an integer of 0 to 2**53" % (step,)
-    if when is not None and (not isinstance(when, (int, float)) or isinstance(when, bool)
-                             or not 0 <= when <= MAX_TIME):   # NaN compares false: refused too
-        return "time %.40s is not a number of seconds of 0 to %d" % (when, MAX_TIME)
-    return None
-
 
 #: Figures of the result that are durations (seconds), summed over the run.
 TOTALS = ("wall_time", "queued_time", "running_time", "between_jobs_time", "recompute_time",

@@ -18,13 +18,13 @@ import os
 import time
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import CheckpointError, STRUCTURE, inspect
+from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.bounds import record_value_problem
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.fsutil import read_bounded
 from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import read_jobs
 from ansible_collections.clusterops.slurm.plugins.module_utils._privsep import PrivsepError
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.goodput import (
     STEP_EVENTS,
     goodput,
-    record_value_problem,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.goodput_timeline import timeline
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.policy import run_jobs
@@ -35,6 +35,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._training_remedia
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry_options import registered_runs
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.runner import (
+    folder_progress,
     owner_call,
     read_folders,
 )
@@ -78,7 +79,7 @@ def read_events(run: Dict[str, Any], event_log: Optional[str]) -> Optional[List[
 
     Raises:
         OSError: the file exists but cannot be read, or is too large.
-        ValueError: a step record's step or time is out of range (``goodput.record_value_problem``):
+        ValueError: a step record's step or time is out of range (``_checkpoint.bounds.record_value_problem``):
             the user's numbers are not read in part, the run's figures from the log are unknown.
     """
     if not event_log:
@@ -102,9 +103,15 @@ def read_events(run: Dict[str, Any], event_log: Optional[str]) -> Optional[List[
 
 def read_goodput_folders(run: Dict[str, Any], job_id_raw: Optional[Any], event_log: Optional[str]) -> Dict[str, Any]:
     """What goodput needs from the run's folders, read as its owner (through
-    ``runner.owner_call``): ``runner.read_folders`` (``ckpt``, ``progress``), ``checkpoints``
-    (:func:`checkpoint_times`) and ``events`` (:func:`read_events`)."""
-    out = read_folders(run, job_id_raw)
+    ``runner.owner_call``): ``runner.read_folders`` (``ckpt``), ``progress``
+    (``runner.folder_progress``; None with ``progress_error`` when it cannot be used: a folder that
+    resolves elsewhere, a heartbeat step out of range), ``checkpoints`` (:func:`checkpoint_times`) and
+    ``events`` (:func:`read_events`; None with ``events_error``)."""
+    out = read_folders(run, job_id_raw, progress=False)
+    try:
+        out["progress"] = folder_progress(run, job_id_raw)
+    except ValueError as exc:
+        out["progress"], out["progress_error"] = None, str(exc)
     out["checkpoints"] = checkpoint_times(run) if out["ckpt"]["status"] not in ("missing", "error") else None
     try:
         out["events"] = read_events(run, event_log)
@@ -138,6 +145,8 @@ def run_goodput(run: Dict[str, Any], jobs: List[Dict[str, Any]], accounting: boo
     except RegistryError as exc:
         problems.append({"figure": "state", "why": str(exc)})
         state = empty_state()
+    if folders.get("progress_error"):
+        problems.append({"figure": "progress", "why": "the run's progress is not used: %s" % folders["progress_error"]})
     if folders.get("events_error"):
         problems.append({"figure": "events", "why": "the trainer's event log is not used: %s" % folders["events_error"]})
     events = None

@@ -48,6 +48,7 @@ import time
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import LEVELS, compile_name_template
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.atomic import atomic_write_json
+from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.bounds import STEP_BOUND, shown, step_problem, time_problem
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.fsutil import (
     MAX_STATE_BYTES,
     FileLock,
@@ -135,10 +136,10 @@ def validate_run(spec: Any, folder: str) -> Dict[str, Any]:
         if not os.path.isabs(run[field]):
             raise RegistryError("%s: %s %r is not an absolute path" % (folder, field, run[field]))
     for field in ("max_resubmissions", "no_progress_limit", "hang_timeout", "suspect_after"):
-        if not _is_int(run[field]) or run[field] < 0:
-            raise RegistryError("%s: %s must be an integer, 0 or more" % (folder, field))
-    if run["nodes"] is not None and (not _is_int(run["nodes"]) or run["nodes"] < 1):
-        raise RegistryError("%s: nodes must be an integer, 1 or more" % folder)
+        if step_problem(run[field]):   # the owner may write run.json: bounded (_checkpoint.bounds)
+            raise RegistryError("%s: %s must be %s, not %s" % (folder, field, STEP_BOUND, shown(run[field])))
+    if run["nodes"] is not None and (step_problem(run["nodes"]) or run["nodes"] < 1):
+        raise RegistryError("%s: nodes must be an integer of 1 to 2**53, not %s" % (folder, shown(run["nodes"])))
     for field in ("enabled", "suspect_nodes", "requeue"):
         if not isinstance(run[field], bool):
             raise RegistryError("%s: %s must be true or false" % (folder, field))
@@ -374,21 +375,26 @@ def read_state(entry: str) -> Dict[str, Any]:
     return state
 
 
-def _number_or_none(value: Any) -> bool:
-    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+def _time(value: Any, what: str) -> Optional[str]:
+    return None if value is None else time_problem(value, what)
 
 
-def _job_id(value: Any) -> bool:
-    return value is None or _is_int(value) or (isinstance(value, str) and len(value) < 64)
+def _step(value: Any, what: str) -> Optional[str]:
+    return None if value is None else step_problem(value, what)
 
 
-#: The fields of each list entry of ``state.json`` and what each must be (None allowed everywhere:
-#: older writers left some out).
+def _job_id(value: Any, what: str) -> Optional[str]:
+    if value is None or (isinstance(value, str) and len(value) < 64):
+        return None
+    return step_problem(value, what)
+
+
+#: The fields of each list entry of ``state.json`` and the check of each (``_checkpoint.bounds``: a time
+#: or ``idle`` a number of seconds of 0 to 2100-01-01, a step an integer of 0 to 2**53, a job id such an
+#: integer or a string of under 64 characters). None is allowed everywhere: older writers left some out.
 _STATE_ENTRY_FIELDS = {
-    "resubmissions": {"time": _number_or_none, "job_id": _job_id, "after_job": _job_id,
-                      "step": _number_or_none, "hang_step": _number_or_none},
-    "hang_cancels": {"time": _number_or_none, "job_id": _job_id, "step": _number_or_none,
-                     "idle": _number_or_none},
+    "resubmissions": {"time": _time, "job_id": _job_id, "after_job": _job_id, "step": _step, "hang_step": _step},
+    "hang_cancels": {"time": _time, "job_id": _job_id, "step": _step, "idle": _time},
 }
 
 
@@ -396,8 +402,11 @@ def state_problem(data: Any) -> Optional[str]:
     """Why ``data`` (a parsed ``state.json``) is not a state this reader can act on, or None.
 
     The shape the policy reads: a JSON object of format ``clusterops.training_state``;
-    ``resubmissions`` and ``hang_cancels`` lists of objects whose ids, times and steps are numbers
-    or ids (:data:`_STATE_ENTRY_FIELDS`); ``stopped`` null or an object.
+    ``resubmissions`` and ``hang_cancels`` lists of objects whose ids, times and steps are in range
+    (:data:`_STATE_ENTRY_FIELDS`); ``stopped`` null or an object. ``state.json`` is remediation's, but in
+    a registry users may write, a run's owner can change it: every number the policy and goodput read is
+    bounded here, so that a value out of range (``1e999``, ``NaN``, ``10**400``) makes this run need a
+    human, never an exception further on.
     """
     if not isinstance(data, dict):
         return "not a JSON object"
@@ -415,8 +424,9 @@ def state_problem(data: Any) -> Optional[str]:
             if not isinstance(item, dict):
                 return "%s[%d] is not an object" % (field, index)
             for key, check in checks.items():
-                if not check(item.get(key)):
-                    return "%s[%d].%s is %r" % (field, index, key, item.get(key))
+                problem = check(item.get(key), "%s[%d].%s" % (field, index, key))
+                if problem:
+                    return problem
     return None
 
 

@@ -18,6 +18,7 @@ import os
 import time
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import CheckpointError, best_copy
+from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.bounds import record_value_problem, time_problem
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.fsutil import load_json_bounded
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._job_actions import SubmitError, submit
@@ -150,10 +151,42 @@ def _why_none(result: Dict[str, Any], report: Any, checkpoint_dir: str, validate
 
 
 def _mtime(path: str) -> Optional[float]:
+    """``path``'s mtime, None when it cannot be stat'ed.
+
+    Raises:
+        ValueError: the mtime is out of range (``_checkpoint.bounds.time_problem``: a user sets it with
+            ``touch -d``), naming the file.
+    """
     try:
-        return os.stat(path).st_mtime
+        when = os.stat(path).st_mtime
     except OSError:
         return None
+    problem = time_problem(when, "mtime")
+    if problem:
+        raise ValueError("%s: %s" % (path, problem))
+    return when
+
+
+def read_heartbeat(path: str) -> Optional[int]:
+    """The ``step`` of the heartbeat file (JSON ``{"step", "time"}``, at most :data:`HEARTBEAT_MAX_BYTES`,
+    the owner's: followed as the owner), None when it says none: it is missing, unreadable, not JSON, not
+    an object, or has no ``step``.
+
+    Raises:
+        ValueError: its ``step`` or ``time`` is out of range (``_checkpoint.bounds.record_value_problem``:
+            not an integer of 0 to 2**53, not a number of seconds of 0 to 2100-01-01), naming the file
+            and the field: the user's number is never used in part.
+    """
+    try:
+        beat = load_json_bounded(path, HEARTBEAT_MAX_BYTES, follow=True)
+    except (OSError, IOError, ValueError):
+        return None
+    if not isinstance(beat, dict):
+        return None
+    problem = record_value_problem(beat.get("step"), beat.get("time"))
+    if problem:
+        raise ValueError("heartbeat %s: %s" % (path, problem))
+    return beat.get("step")
 
 
 def read_progress(run: Dict[str, Any], job_id_raw: Optional[Any] = None) -> Dict[str, Any]:
@@ -161,10 +194,14 @@ def read_progress(run: Dict[str, Any], job_id_raw: Optional[Any] = None) -> Dict
 
     Returns:
         ``{"source", "path", "time": float|None (Unix seconds; None: nothing yet), "step":
-        int|None}``. ``heartbeat``: the mtime of ``heartbeat_file`` and the ``step`` it holds;
-        ``checkpoint``: the newest mtime of ``checkpoint_dir`` and its entries (a staging
-        folder being written counts); ``log``: the newest mtime of ``<log_dir>/<name>-<job
+        int|None}``. ``heartbeat``: the mtime of ``heartbeat_file`` and the ``step`` it holds
+        (:func:`read_heartbeat`); ``checkpoint``: the newest mtime of ``checkpoint_dir`` and its
+        entries (a staging folder being written counts); ``log``: the newest mtime of ``<log_dir>/<name>-<job
         id>*`` (the launcher's batch log and its per-node logs).
+
+    Raises:
+        ValueError: a number the user wrote is out of range: the heartbeat's ``step`` or ``time``, an
+            mtime before 1970 or after 2100 (the message names the file and the field).
     """
     source = run.get("progress") or "log"
     out: Dict[str, Any] = {"source": source, "path": None, "time": None, "step": None}
@@ -173,13 +210,7 @@ def read_progress(run: Dict[str, Any], job_id_raw: Optional[Any] = None) -> Dict
         out["path"] = path
         if path:
             out["time"] = _mtime(path)
-            try:
-                beat = load_json_bounded(path, HEARTBEAT_MAX_BYTES, follow=True)
-                step = beat.get("step") if isinstance(beat, dict) else None
-                if isinstance(step, int) and not isinstance(step, bool):
-                    out["step"] = step
-            except (OSError, IOError, ValueError):
-                pass
+            out["step"] = read_heartbeat(path)
         return out
     if source == "checkpoint":
         folder = run["checkpoint_dir"]
@@ -205,20 +236,34 @@ def read_progress(run: Dict[str, Any], job_id_raw: Optional[Any] = None) -> Dict
 HEARTBEAT_MAX_BYTES = 64 << 10
 
 
+def folder_progress(run: Dict[str, Any], job_id_raw: Optional[Any]) -> Dict[str, Any]:
+    """:func:`read_progress`, once the log folder and the heartbeat's folder are known to be where the
+    registry says (:func:`real_path_problem`).
+
+    Raises:
+        ValueError: one of them resolves elsewhere, or :func:`read_progress`'s.
+    """
+    beat = run.get("heartbeat_file")
+    problem = real_path_problem(run.get("log_dir"), "log_dir") or real_path_problem(
+        os.path.dirname(beat) if beat else None, "the folder of heartbeat_file")
+    if problem:
+        raise ValueError(problem)
+    return read_progress(run, job_id_raw)
+
+
 def read_folders(run: Dict[str, Any], job_id_raw: Optional[Any], progress: bool = True) -> Dict[str, Any]:
     """What the run's own folders say, read as the run's owner (:func:`owner_call`):
-    ``{"ckpt": checkpoint_status(...), "progress": read_progress(...) | None}``. A log folder or
-    heartbeat folder that resolves elsewhere (:func:`real_path_problem`) gives no progress."""
+    ``{"ckpt": checkpoint_status(...), "progress": folder_progress(...) | None}``.
+
+    Raises:
+        ValueError: :func:`folder_progress`'s (a folder that resolves elsewhere, a number out of range):
+            the run gets no decision but a human's.
+    """
     out: Dict[str, Any] = {"ckpt": checkpoint_status(run["checkpoint_dir"], run["checkpoint_validate"],
                                                      run.get("checkpoint_name_template"),
                                                      run.get("checkpoint_replicas") or ()), "progress": None}
     if progress:
-        beat = run.get("heartbeat_file")
-        problem = real_path_problem(run.get("log_dir"), "log_dir") or real_path_problem(
-            os.path.dirname(beat) if beat else None, "the folder of heartbeat_file")
-        if problem:
-            raise ValueError(problem)
-        out["progress"] = read_progress(run, job_id_raw)
+        out["progress"] = folder_progress(run, job_id_raw)
     return out
 
 

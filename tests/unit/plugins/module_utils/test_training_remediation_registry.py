@@ -260,7 +260,7 @@ def test_a_hostile_run_json_is_one_error_and_the_others_are_read(tmp_path):
 @pytest.mark.parametrize("content, problem", [
     ({"resubmissions": ["x"]}, "resubmissions[0] is not an object"),
     ({"resubmissions": [{"job_id": {"a": 1}}]}, "resubmissions[0].job_id"),
-    ({"resubmissions": [{"step": "40"}]}, "resubmissions[0].step is '40'"),
+    ({"resubmissions": [{"step": "40"}]}, "resubmissions[0].step '40' is not an integer of 0 to 2**53"),
     ({"resubmissions": [], "hang_cancels": {"a": 1}}, "hang_cancels is not a list"),
     ({"resubmissions": [], "stopped": "yes"}, "stopped is neither null nor an object"),
     ({"resubmissions": {}}, "resubmissions is not a list"),

@@ -82,7 +82,7 @@ def test_check_mode_and_diff_show_the_change_without_writing(run_module, tmp_pat
     ("checkpoint_validate", "full", "checkpoint_validate 'full' is not a validation level"),
     ("progress", "stdout", "progress 'stdout' is not one of heartbeat, checkpoint, log"),
     ("checkpoint_dir", "relative/ckpt", "checkpoint_dir 'relative/ckpt' is not an absolute path"),
-    ("max_resubmissions", -1, "max_resubmissions must be an integer, 0 or more"),
+    ("max_resubmissions", -1, "max_resubmissions must be an integer of 0 to 2**53, not -1"),
     ("checkpoint_name_template", "{epoch}", "checkpoint_name_template"),
     ("progress", "heartbeat", "progress is heartbeat but heartbeat_file is not set"),
 ])
