@@ -26,6 +26,7 @@ import subprocess
 
 from ansible.module_utils.common.text.converters import to_native
 
+from ansible_collections.clusterops.slurm.plugins.module_utils import _causes as causes
 from ansible_collections.clusterops.slurm.plugins.module_utils._options import ArgumentSpec
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_commands import version
 from ansible_collections.clusterops.slurm.plugins.module_utils._task import TaskFailure, run_task
@@ -165,19 +166,22 @@ def effective_user() -> str:
 
 
 class SlurmCommandError(Exception):
-    """A Slurm command failed; carries cmd, rc, stdout and stderr."""
+    """A Slurm command failed; carries cmd, rc, stdout, stderr and ``cause`` (``_causes``: what
+    Slurm's words, the rc and the kind of command say, unless the caller knows better)."""
 
-    def __init__(self, msg: str, cmd: List[str], rc: int, stdout: str, stderr: str) -> None:
+    def __init__(self, msg: str, cmd: List[str], rc: int, stdout: str, stderr: str,
+                 cause: Optional[str] = None) -> None:
         super(SlurmCommandError, self).__init__(msg)
         self.msg = msg
         self.cmd = cmd
         self.rc = rc
         self.stdout = stdout
         self.stderr = stderr
+        self.cause = cause or causes.of_slurm_command(cmd, rc, stdout, stderr)
 
     def result(self) -> Dict[str, Any]:
-        """``cmd``, ``rc``, ``stdout`` and ``stderr``, the keys a module's failure reports."""
-        return dict(cmd=self.cmd, rc=self.rc, stdout=self.stdout, stderr=self.stderr)
+        """``cmd``, ``rc``, ``stdout``, ``stderr`` and ``failed_cause``, the keys a module's failure reports."""
+        return dict(cmd=self.cmd, rc=self.rc, stdout=self.stdout, stderr=self.stderr, failed_cause=self.cause)
 
 
 class SlurmAnswerError(ValueError):
@@ -331,7 +335,7 @@ class SlurmCLI(object):
         if rc == TIMEOUT_RC and wrapped:
             raise SlurmCommandError(
                 "%s did not answer within %s seconds (command_timeout) while trying to %s"
-                % (name, self.timeout, what or "run it"), cmd, rc, out, err)
+                % (name, self.timeout, what or "run it"), cmd, rc, out, err, cause=causes.SLURM_UNREADABLE)
         if check and rc != 0:
             raise self.failure(name, rc, out, err, what)
         return rc, out, err
@@ -414,9 +418,10 @@ def run_module(module: AnsibleModule, task: Callable[[Any, SlurmCLI], Dict[str, 
     command the task ran), or fails the one way every module of this collection fails, with
     ``commands`` too:
 
-    - :class:`SlurmCommandError`: its message, ``cmd``, ``rc``, ``stdout`` and ``stderr``;
-    - :class:`SlurmAnswerError` (an answer that could not be read) and ``errors`` (e.g. a
-      module's policy errors): the error's text;
+    - :class:`SlurmCommandError`: its message, ``cmd``, ``rc``, ``stdout``, ``stderr`` and its
+      ``failed_cause``;
+    - :class:`SlurmAnswerError` (an answer that could not be read): the error's text, cause
+      ``slurm_unreadable``; ``errors`` (e.g. a module's policy errors): the error's text;
     - ``TaskFailure``: its message and result keys.
 
     Never returns: ``exit_json`` and ``fail_json`` end the module.
@@ -430,5 +435,5 @@ def run_module(module: AnsibleModule, task: Callable[[Any, SlurmCLI], Dict[str, 
         except SlurmCommandError as exc:
             raise TaskFailure(exc.msg, **exc.result())
         except SlurmAnswerError as exc:
-            raise TaskFailure(str(exc))
+            raise TaskFailure(str(exc), failed_cause=causes.SLURM_UNREADABLE)
     run_task(module, slurm_task, errors, always=lambda: {"commands": clis[0].calls if clis else []})

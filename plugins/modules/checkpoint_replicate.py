@@ -147,6 +147,14 @@ lag:
       description: Seconds since the oldest of those was written (modification time); 0 when none.
       type: float
   sample: {"primary_step": 3000, "replica_step": 2000, "checkpoints_behind": 1, "seconds_behind": 312.5}
+failed_cause:
+  description:
+    - Why the task failed, one of C(configuration) (a setting or the host's set-up), C(permission) (the account
+      may not do what it needs), C(accounting) (slurmdbd unreachable or no accounting storage), C(slurm_unreadable)
+      (the controller did not answer, in time or in full), C(slurm_refused) (Slurm refused a change).
+  returned: failure
+  type: str
+  sample: permission
 '''
 
 from typing import List  # noqa: F401

@@ -123,6 +123,14 @@ leftovers_removed:
   type: list
   elements: str
   sample: [".remediate.prom.k3j9x0_a.tmp"]
+failed_cause:
+  description:
+    - Why the task failed, one of C(configuration) (a setting or the host's set-up), C(permission) (the account
+      may not do what it needs), C(accounting) (slurmdbd unreachable or no accounting storage), C(slurm_unreadable)
+      (the controller did not answer, in time or in full), C(slurm_refused) (Slurm refused a change).
+  returned: failure
+  type: str
+  sample: permission
 '''
 
 from ansible.module_utils.basic import AnsibleModule

@@ -308,6 +308,14 @@ commands:
   returned: always
   type: list
   elements: list
+failed_cause:
+  description:
+    - Why the task failed, one of C(configuration) (a setting or the host's set-up), C(permission) (the account
+      may not do what it needs), C(accounting) (slurmdbd unreachable or no accounting storage), C(slurm_unreadable)
+      (the controller did not answer, in time or in full), C(slurm_refused) (Slurm refused a change).
+  returned: failure
+  type: str
+  sample: permission
 '''
 
 import os
@@ -315,6 +323,7 @@ import re
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.clusterops.slurm.plugins.module_utils import _causes as causes
 from ansible_collections.clusterops.slurm.plugins.module_utils._job_actions import (
     SUBMIT_RETRY_OPTIONS,
     ENV_NAME_RE,
@@ -406,7 +415,7 @@ def present(module, cli, user):
                       retries=max(params["submit_retries"], 0), delay=max(params["retry_delay"], 0))
     except SubmitError as exc:
         raise TaskFailure(exc.msg, maybe_accepted=exc.maybe_accepted, errors=exc.errors,
-                          **(exc.exc.result() if exc.exc is not None else {}))
+                          **(exc.exc.result() if exc.exc is not None else {"failed_cause": causes.SLURM_REFUSED}))
     for error in done["errors"]:
         module.warn(error)
     result.update(submitted=True, recovered=done["recovered"], attempts=done["attempts"],

@@ -168,10 +168,19 @@ commands:
   returned: always
   type: list
   elements: list
+failed_cause:
+  description:
+    - Why the task failed, one of C(configuration) (a setting or the host's set-up), C(permission) (the account
+      may not do what it needs), C(accounting) (slurmdbd unreachable or no accounting storage), C(slurm_unreadable)
+      (the controller did not answer, in time or in full), C(slurm_refused) (Slurm refused a change).
+  returned: failure
+  type: str
+  sample: permission
 '''
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.clusterops.slurm.plugins.module_utils._causes import refused_cause
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_actions import (
     NODE_ACTIONS,
     apply_node_changes,
@@ -216,7 +225,7 @@ def change(module, cli):
     if failed:
         raise TaskFailure("Slurm did not change %d node(s): %s" % (
             len(failed), "; ".join("%s: %s" % (k, v) for k, v in sorted(failed.items()))),
-            failed_nodes=failed, **result)
+            failed_nodes=failed, failed_cause=refused_cause(failed.values()), **result)
     return result
 
 

@@ -133,6 +133,13 @@ errors:
   returned: success
   type: list
   elements: str
+errors_cause:
+  description: >-
+    Why Slurm refused the changes in RV(errors): C(permission) when its words say the account may not make
+    them (not an operator, not SlurmUser or root), else C(slurm_refused); null when nothing was refused.
+  returned: success
+  type: str
+  sample: slurm_refused
 changes:
   description: Every scontrol call it ran (or would run in check mode), as M(clusterops.slurm.slurm_node) returns them.
   returned: success
@@ -143,6 +150,14 @@ commands:
   returned: always
   type: list
   elements: list
+failed_cause:
+  description:
+    - Why the task failed, one of C(configuration) (a setting or the host's set-up), C(permission) (the account
+      may not do what it needs), C(accounting) (slurmdbd unreachable or no accounting storage), C(slurm_unreadable)
+      (the controller did not answer, in time or in full), C(slurm_refused) (Slurm refused a change).
+  returned: failure
+  type: str
+  sample: permission
 '''
 
 from ansible.module_utils.basic import AnsibleModule

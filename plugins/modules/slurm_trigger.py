@@ -86,6 +86,14 @@ commands:
   returned: always
   type: list
   elements: list
+failed_cause:
+  description:
+    - Why the task failed, one of C(configuration) (a setting or the host's set-up), C(permission) (the account
+      may not do what it needs), C(accounting) (slurmdbd unreachable or no accounting storage), C(slurm_unreadable)
+      (the controller did not answer, in time or in full), C(slurm_refused) (Slurm refused a change).
+  returned: failure
+  type: str
+  sample: permission
 '''
 
 import grp
@@ -94,6 +102,7 @@ import pwd
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.clusterops.slurm.plugins.module_utils import _causes as causes
 from ansible_collections.clusterops.slurm.plugins.module_utils._options import ArgumentSpec
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import SLURM_COMMAND_OPTIONS, run_module
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_commands import (
@@ -153,7 +162,8 @@ def manage(module, cli):
             runner.run(*form, what="change the triggers")
         after = own(parse_triggers(runner.run(*triggers(), what="read the triggers")[1]), event, program)
         if (params["state"] == "present") != bool(after) or len(after) > 1:
-            raise TaskFailure("strigger did not leave one %s trigger for %s (%d now)" % (event, program, len(after)))
+            raise TaskFailure("strigger did not leave one %s trigger for %s (%d now)" % (event, program, len(after)),
+                              failed_cause=causes.SLURM_REFUSED)
     elif planned:
         kind = TRIGGER_EVENTS[event].lstrip("-")
         after = [] if params["state"] == "absent" else (before[:1] or [dict(

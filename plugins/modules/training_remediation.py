@@ -340,6 +340,14 @@ commands:
   returned: always
   type: list
   elements: list
+failed_cause:
+  description:
+    - Why the task failed, one of C(configuration) (a setting or the host's set-up), C(permission) (the account
+      may not do what it needs), C(accounting) (slurmdbd unreachable or no accounting storage), C(slurm_unreadable)
+      (the controller did not answer, in time or in full), C(slurm_refused) (Slurm refused a change).
+  returned: failure
+  type: str
+  sample: permission
 '''
 
 from ansible.module_utils.basic import AnsibleModule

@@ -214,6 +214,14 @@ run:
   sample: {"format": "clusterops.training_run", "format_version": 1, "name": "llama-8b", "owner": "alice",
            "launcher": "/var/lib/clusterops/runs/llama-8b/launcher.sbatch", "checkpoint_dir": "/srv/ckpt/llama-8b",
            "checkpoint_validate": "sizes", "max_resubmissions": 5, "no_progress_limit": 2, "enabled": true}
+failed_cause:
+  description:
+    - Why the task failed, one of C(configuration) (a setting or the host's set-up), C(permission) (the account
+      may not do what it needs), C(accounting) (slurmdbd unreachable or no accounting storage), C(slurm_unreadable)
+      (the controller did not answer, in time or in full), C(slurm_refused) (Slurm refused a change).
+  returned: failure
+  type: str
+  sample: permission
 '''
 
 import json

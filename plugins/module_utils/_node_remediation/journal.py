@@ -34,12 +34,14 @@ from __future__ import annotations
 
 import os
 
+from ansible_collections.clusterops.slurm.plugins.module_utils import _causes as causes
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.atomic import atomic_write_json
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.fsutil import (
     FileLock,
     load_json_bounded,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.settings import RemediationError
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import effective_user
 
 try:
     from typing import Any, Dict, List, Optional, Sequence  # noqa: F401 pylint: disable=unused-import
@@ -227,8 +229,13 @@ def journal_lock(path: str, timeout: float) -> FileLock:
             os.makedirs(folder, 0o700)
         held = lock.acquire()
     except OSError as exc:
-        raise RemediationError("cannot lock the heal journal %s: %s" % (lock.path, exc))
+        cause = causes.of_os_error(exc)
+        raise RemediationError("cannot lock the heal journal %s as %s: %s%s" % (
+            lock.path, effective_user(), exc.strerror or exc,
+            " (the account that runs remediation must be able to create and write it: run as root, or set "
+            "remediate_nodes_journal to a folder of that account's)" if cause == causes.PERMISSION else ""), cause)
     if not held:
         raise RemediationError("another node remediation of this cluster holds %s (waited %s s): nothing was "
-                               "read or changed" % (lock.path, timeout))
+                               "read or changed; runs overlap for longer than lock_timeout (lengthen the schedule's "
+                               "interval or lock_timeout)" % (lock.path, timeout))
     return lock

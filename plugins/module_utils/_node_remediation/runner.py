@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 
+from ansible_collections.clusterops.slurm.plugins.module_utils._causes import refused_cause
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_actions import (
     apply_node_changes,
@@ -142,6 +143,7 @@ def remediate(module, cli) -> Dict[str, Any]:
         changed=bool(done["reboot"] or done["resume"] or done["drain"]),
         plan=planned, rebooted=done["reboot"], resumed=done["resume"], drained=done["drain"],
         failed_nodes=outcome["failed_nodes"], errors=outcome["errors"], changes=outcome["changes"],
+        errors_cause=refused_cause(outcome["errors"]) if outcome["errors"] else None,
     )
     if module._diff:
         result["diff"] = {"before": outcome["before"], "after": outcome["after"]}

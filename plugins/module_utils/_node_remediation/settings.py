@@ -51,7 +51,12 @@ DEFAULT_CIRCUIT = {"window": 1800, "max_nodes": 32, "max_percent": 10.0, "min_no
 
 
 class RemediationError(ValueError):
-    """Bad remediation settings (an invalid regex, scope expression or limit)."""
+    """Bad remediation settings (an invalid regex, scope expression or limit), or a heal journal it
+    cannot use; ``cause`` (``_causes``) is ``configuration`` unless the raiser says otherwise."""
+
+    def __init__(self, message: str, cause: str = "configuration") -> None:
+        super(RemediationError, self).__init__(message)
+        self.cause = cause
 
 
 def int_setting(value: Any, what: str, minimum: int = 0) -> int:

@@ -32,7 +32,9 @@ TESTS = sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__))
 DOC = os.path.join(REPO, "docs", "alerts.md")
 ALERTS = ["ClusteropsRemediateNeedsHuman", "ClusteropsRemediateCircuitOpen", "ClusteropsRemediateNodesFlapping",
           "ClusteropsRemediateSlurmUnreadable", "ClusteropsRemediateStale", "ClusteropsRemediateRestartStorm",
-          "ClusteropsTrainingGoodputLow"]
+          "ClusteropsTrainingGoodputLow", "ClusteropsRemediateConfigurationError", "ClusteropsRemediatePermissionDenied",
+          "ClusteropsRemediateAccountingUnavailable", "ClusteropsRemediateSlurmRefusedChange",
+          "ClusteropsRemediateUnexpectedFailure"]
 #: A series name of the textfile (the rules' and the tests' selectors).
 SERIES = re.compile(r"\bclusterops_[a-z0-9_]+")
 

@@ -14,24 +14,28 @@ import os
 
 import jinja2
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 TEMPLATE = os.path.join(REPO, "roles", "remediate", "templates", "remediate.prom.j2")
+with open(os.path.join(REPO, "roles", "remediate", "vars", "main.yml")) as _handle:
+    CAUSES = yaml.safe_load(_handle)["remediate_causes"]
 
 SUMMARY = dict(nodes_healed=3, nodes_skipped=4, nodes_overflow=0, nodes_flapping=0, nodes_needing_human=0,
                nodes_in_flight=1, circuit_open=False, nodes_suspect=0, nodes_suspect_drained=0,
                runs_resubmitted=1, runs_hung=0, runs_needing_human=0, slurm_readable=True, needs_human=[],
-               duration_seconds=12.5)
+               duration_seconds=12.5, causes=[])
 FLEET = dict(clusters_needing_human=[], nodes_healed=6, nodes_suspect=0, runs_resubmitted=2, runs_hung=0)
 
 
-def render(clusters, runs=None, interval=600, goodput=None):
+def render(clusters, runs=None, interval=600, goodput=None, causes=None):
     """The textfile of a run over ``clusters`` (names), each with the summary SUMMARY; ``runs``:
     training_remediation's runs[] entries of every cluster (none: the training part did not run);
-    ``goodput``: {cluster: training_goodput_info's runs[]} (none: goodput was not read)."""
+    ``goodput``: {cluster: training_goodput_info's runs[]} (none: goodput was not read); ``causes``:
+    {cluster: the causes of its failure} (none: no failure)."""
     # trim_blocks and the last line feed kept, as ansible.builtin.template renders
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.dirname(TEMPLATE)), trim_blocks=True,
                              keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
@@ -39,8 +43,9 @@ def render(clusters, runs=None, interval=600, goodput=None):
     env.globals["now"] = lambda utc=False: datetime.datetime.now(datetime.timezone.utc)
     training = {} if runs is None else {"training": {"runs": runs}}
     return env.get_template(os.path.basename(TEMPLATE)).render(
-        remediate_prom_clusters=[dict(SUMMARY, cluster=name, **training) for name in clusters],
-        remediate_prom_fleet=FLEET, remediate_schedule_interval=interval,
+        remediate_prom_clusters=[dict(SUMMARY, cluster=name, causes=(causes or {}).get(name, []), **training)
+                                 for name in clusters],
+        remediate_prom_fleet=FLEET, remediate_schedule_interval=interval, remediate_causes=CAUSES,
         remediate_prom_goodput=[dict(cluster=name, runs=entries) for name, entries in sorted((goodput or {}).items())])
 
 
@@ -63,7 +68,7 @@ def test_every_cluster_name_reads_back_as_it_was(hostile):
     assert all(s.value == 3 for s in healed.samples)
     assert "clusterops_remediate_fake" not in families
     assert families["clusterops_remediate_fleet_clusters"].samples[0].value == 2
-    assert len([f for f in families if f.startswith("clusterops_remediate_")]) == 24
+    assert len([f for f in families if f.startswith("clusterops_remediate_")]) == 25
     assert families["clusterops_remediate_run_resubmissions"].samples == []
     assert families["clusterops_remediate_schedule_interval_seconds"].samples[0].value == 600
 
@@ -187,3 +192,17 @@ def test_goodput_series_of_every_cluster_with_hostile_run_names():
     none = render(["a"])
     assert goodput_samples(none) == {}
     assert "# TYPE clusterops_training_effective_ratio gauge" in none
+
+
+def test_each_cause_of_a_failure_has_its_series_for_every_cluster():
+    """clusterops_remediate_failed{cause, cluster}: 1 for each cause of the cluster's failure, 0 for the others,
+    every cause of remediate_causes for every cluster (each alert reads one series)."""
+    text = render(["green", "red"], causes={"red": ["permission", "slurm_refused"]})
+    samples = dict(((s.labels["cluster"], s.labels["cause"]), s.value)
+                   for f in text_string_to_metric_families(text) if f.name == "clusterops_remediate_failed"
+                   for s in f.samples)
+    assert sorted(CAUSES) == ["accounting", "configuration", "permission", "slurm_refused", "slurm_unreadable",
+                              "unexpected"]
+    expected = dict((("green", cause), 0) for cause in CAUSES)
+    expected.update((("red", cause), 1 if cause in ("permission", "slurm_refused") else 0) for cause in CAUSES)
+    assert samples == expected

@@ -40,7 +40,8 @@ def test_slurm_words(case):
     assert slurm_words(case["rc"], case["out"], case["err"]) == case["words"]
     exc = SlurmCommandError("msg", ["sacct"], case["rc"], case["out"], case["err"])
     assert failure_words(exc) == case["words"]
-    assert exc.result() == dict(cmd=["sacct"], rc=case["rc"], stdout=case["out"], stderr=case["err"])
+    assert exc.result() == dict(cmd=["sacct"], rc=case["rc"], stdout=case["out"], stderr=case["err"],
+                                failed_cause=exc.cause)
 
 
 def test_failure_words_of_an_answer_that_could_not_be_read():
