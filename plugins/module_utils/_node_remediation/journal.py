@@ -215,6 +215,28 @@ def write_journal(path: str, heals: Sequence[Dict[str, Any]], trips: Sequence[Di
         raise RemediationError("cannot write the heal journal %s: %s" % (path, exc))
 
 
+def check_journal_access(path: str) -> None:
+    """What check mode verifies instead of taking the lock: that the account running it could create,
+    lock and replace the journal at ``path`` (its folder, or the nearest folder above that exists, writable
+    and searchable; the journal and its lock, where they exist, writable), so that a green ``--check`` is
+    not followed by a run that fails on the journal.
+
+    Raises:
+        RemediationError: cause ``permission``, naming the path and the account.
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    while not os.path.isdir(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    blocked = [p for p in (path, path + ".lock") if os.path.exists(p) and not os.access(p, os.W_OK)]
+    if not os.access(folder, os.W_OK | os.X_OK):
+        blocked.insert(0, folder)
+    if blocked:
+        raise RemediationError(
+            "the heal journal %s: %s cannot write %s (the real run would fail on it: run as root, or set "
+            "remediate_nodes_journal to a folder of that account's)" % (path, effective_user(), ", ".join(blocked)),
+            causes.PERMISSION)
+
+
 def journal_lock(path: str, timeout: float) -> FileLock:
     """The lock of the journal at ``path`` (``<path>.lock``), held by one node remediation of the
     cluster at a time; its folder (mode 0700) is made when missing.

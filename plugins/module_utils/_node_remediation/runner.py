@@ -21,6 +21,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._node_actions imp
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_events import read_node_events
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import read_nodes
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.journal import (
+    check_journal_access,
     journal_lock,
     read_journal_file,
     record_heals,
@@ -58,6 +59,10 @@ def plan(module, cli, now: float, journal: Optional[List[Dict[str, Any]]] = None
     params = module.params
     if params["heal_window"] < 1:
         raise TaskFailure("heal_window must be >= 1, not %d" % params["heal_window"])
+    # Every setting is checked before Slurm is read: the policy over no nodes raises what a wrong one
+    # (a limit, a class's regex or action, the scope or its library) would raise later, so a wrong
+    # setting is never reported as Slurm's failure.
+    policy_of(module, [], None, now)
     nodes, dummy = read_nodes(cli)
     events_of = None
     read: List[Dict[str, Any]] = []
@@ -72,13 +77,24 @@ def plan(module, cli, now: float, journal: Optional[List[Dict[str, Any]]] = None
             wanted = set(names)
             return read + [e for e in unseen_heals(journal or [], read, start, params["reboot_reason"])
                            if e["node"] in wanted]
-    return nodes, plan_from_options(
+    return nodes, policy_of(module, nodes, events_of, now, deprecate=True), read
+
+
+def policy_of(module, nodes: List[Dict[str, Any]], events_of: Any, now: float, deprecate: bool = False) -> Dict[str, Any]:
+    """:func:`.policy.plan_from_options` with the module's options over ``nodes``.
+
+    Raises:
+        RemediationError: a setting that is not valid.
+    """
+    params = module.params
+    return plan_from_options(
         nodes, classes=params["classes"], allow_reasons=params["allow_reasons"],
         reboot_reasons=params["reboot_reasons"], scope=params["scope"],
-        on_allowlist=lambda message: module.deprecate(message, version="2.0.0", collection_name="clusterops.slurm"),
+        on_allowlist=(lambda message: module.deprecate(message, version="2.0.0", collection_name="clusterops.slurm"))
+        if deprecate else None,
         max_nodes=params["max_nodes"], max_percent=params["max_percent"], events_of=events_of,
         heal_budget=params["heal_budget"], heal_window=params["heal_window"], heal_since=params["heal_since"],
-        circuit=params["circuit"], reboot_reason=params["reboot_reason"], now=now), read
+        circuit=params["circuit"], reboot_reason=params["reboot_reason"], now=now)
 
 
 def act(cli, nodes: List[Dict[str, Any]], planned: Dict[str, Any], reboot_reason: str,
@@ -121,7 +137,10 @@ def remediate(module, cli) -> Dict[str, Any]:
     ``commands``, which ``run_module`` adds)."""
     params = module.params
     path = params.get("journal")
-    # check mode changes nothing, so it neither waits for nor blocks a run that acts
+    # check mode changes nothing, so it neither waits for nor blocks a run that acts; it checks that the
+    # real run could take the lock and write the journal
+    if path and module.check_mode:
+        check_journal_access(path)
     lock = journal_lock(path, params["lock_timeout"]) if path and not module.check_mode else None
     try:
         recorded = read_journal_file(path) if path else {"heals": [], "trips": [], "trips_since": None}

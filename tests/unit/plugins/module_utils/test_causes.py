@@ -145,3 +145,28 @@ def test_every_failure_carries_its_cause():
     assert run(raiser(RemediationError("x", causes.PERMISSION)), (RemediationError,))["failed_cause"] == causes.PERMISSION
     assert run(raiser(PermissionError(errno.EACCES, "no")), (OSError,))["failed_cause"] == causes.PERMISSION
     assert "failed_cause" not in run(lambda module: {"changed": False})
+
+
+def test_check_mode_finds_the_journal_the_real_run_could_not_write(tmp_path, monkeypatch):
+    """``--check`` takes no lock, so it asks the file system whether the account could: a folder it cannot
+    write (or a journal or lock file it cannot), up to the nearest folder that exists."""
+    from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation import journal
+    writable = set()
+    monkeypatch.setattr(journal.os, "access", lambda path, mode: path in writable)
+    (tmp_path / "state").mkdir()
+    target = str(tmp_path / "state" / "sub" / "heals.json")  # sub is made by the real run
+    with pytest.raises(RemediationError) as refused:
+        journal.check_journal_access(target)
+    assert refused.value.cause == causes.PERMISSION and str(tmp_path / "state") in str(refused.value)
+    writable.add(str(tmp_path / "state"))
+    journal.check_journal_access(target)
+    (tmp_path / "state" / "sub").mkdir()
+    with pytest.raises(RemediationError):
+        journal.check_journal_access(target)  # now its own folder decides
+    writable.add(str(tmp_path / "state" / "sub"))
+    open(target, "w").close()
+    with pytest.raises(RemediationError) as refused:
+        journal.check_journal_access(target)  # the journal itself is not writable
+    assert target in str(refused.value)
+    writable.add(target)
+    journal.check_journal_access(target)

@@ -8,6 +8,8 @@ real dev cluster printed; it returns the plan, never the node list."""
 
 from __future__ import annotations
 
+import pytest
+
 import io
 import json
 import os
@@ -112,9 +114,22 @@ def test_classes_and_the_deprecated_allowlist_exclude_each_other(run_module):
     assert result["failed"] is True and "mutually exclusive" in result["msg"]
 
 
-def test_a_bad_scope_fails_after_the_read_and_acts_on_nothing(run_module):
-    result = run_module(slurm_node_remediation, dict(NO_BUDGET, scope="[?"), [VERSION_2205, crashed_n2()])
+def test_a_bad_scope_fails_before_slurm_is_read_as_a_configuration_error(run_module):
+    """Issue 37: every setting is checked before the read, so a wrong one is never reported as Slurm's."""
+    result = run_module(slurm_node_remediation, dict(NO_BUDGET, scope="[?"), [])
     assert result["failed"] is True and "not a valid JMESPath expression" in result["msg"]
+    assert result["commands"] == [] and result["failed_cause"] == "configuration"
+
+
+@pytest.mark.parametrize("settings, words", [
+    (dict(max_percent=150), "max_percent between 0 and 100"),
+    (dict(classes=[{"name": "x", "match": "(", "action": "resume"}]), "x"),
+    (dict(classes=[{"name": "y", "match": "^y$", "action": "explode"}]), "explode"),
+    (dict(max_nodes=-1), "max_nodes must be >= 0")])
+def test_every_wrong_setting_fails_before_slurm_is_read(run_module, settings, words):
+    result = run_module(slurm_node_remediation, dict(NO_BUDGET, **settings), [])
+    assert result["failed"] is True and words in result["msg"], result["msg"]
+    assert result["commands"] == [] and result["failed_cause"] == "configuration"
 
 
 def test_events_before_heal_since_are_not_read(run_module, monkeypatch):
