@@ -14,7 +14,8 @@ class ModuleDocFragment(object):
 options:
   registry:
     description:
-      - The run registry folder on the target. A missing folder means no run is registered.
+      - The run registry folder on the target. A missing folder means no run is registered; the modules
+        that act on runs warn then (a shared registry that is not mounted would restart nothing).
     type: path
     default: /var/lib/clusterops/runs
   runs:

@@ -56,7 +56,8 @@ options:
     description:
       - Reason recorded with the state (C(Reason=) / C(reason=)). Required for V(drain) and V(down).
       - Kept whole; spaces, colons, V(=) and brackets are passed to Slurm as data. Double quotes
-        are refused, because C(scontrol) drops them from the reason it stores.
+        are refused, because C(scontrol) drops them from the reason it stores, and so are control
+        characters (a line feed, a tab, an escape), which would reach every reader of the reason.
     type: str
   reason_policy:
     description:
@@ -178,6 +179,8 @@ failed_cause:
   sample: permission
 '''
 
+import re
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._causes import refused_cause
@@ -197,6 +200,9 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._task import TaskFailure
 
+#: What a reason may not hold: C0 controls and DEL.
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
 
 def change(module, cli):
     params = module.params
@@ -206,6 +212,9 @@ def change(module, cli):
         # scontrol strips double quotes from a reason, so what Slurm stores would never
         # equal what was asked for and every run would change it again.
         raise TaskFailure("reason: Slurm drops double quotes from reasons; use single quotes")
+    if params["reason"] and CONTROL.search(params["reason"]):
+        # a line feed or an escape would reach scontrol and every reader of the reason as is
+        raise TaskFailure("reason: control characters (line feeds, tabs, escapes) are refused: %r" % params["reason"])
     nodes, dummy = read_nodes(cli)
     # now by the rules of the cluster's own release (e.g. 22.05 has no suffix after the brackets)
     names = hostlist_option(params, "nodes", cli.release())

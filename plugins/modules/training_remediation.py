@@ -326,7 +326,8 @@ errors:
 report:
   description:
     - One line per run - its name, status, newest valid checkpoint step, the action and why -
-      then one per registry error, then one per suspect node (RV(suspect_report)).
+      then one per registry error, then one per suspect node (RV(suspect_report)); first, when the
+      registry folder does not exist on the host, a line that says so (also a warning).
   returned: success
   type: list
   elements: str

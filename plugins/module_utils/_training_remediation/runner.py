@@ -515,6 +515,12 @@ def remediate(module, cli):
     runs, errors, start = registered_runs(params)
     result["errors"] = errors
     result["needs_human"] = needs_human([], errors)
+    if not os.path.isdir(registry):
+        # An HA backup host without the shared mount would restart nothing, silently: say so.
+        missing = ("the run registry %s does not exist on this host: no training run is restarted from it (a shared "
+                   "registry not mounted?)" % registry)
+        module.warn(missing)
+        result["report"].append(missing)
     if not runs:
         return result
 

@@ -180,3 +180,13 @@ def test_accounting_cut_short_fails_and_resubmits_nothing(run_module, tmp_path):
     reg, folder = registry(tmp_path)
     _failed(run_module, reg, [sacct_call(USER, SACCT[:-7])], "cut short")
     assert not os.path.exists(str(folder / training_registry.STATE_FILE))
+
+
+def test_a_registry_that_is_not_there_is_said_not_silent(run_module, tmp_path):
+    """Issue 37: an HA backup host without the shared registry's mount would restart nothing, silently."""
+    result = run_module(training_remediation, args(str(tmp_path / "not-mounted")), [])
+    assert not result.get("failed") and result["runs"] == []
+    assert "does not exist on this host" in result["report"][0]  # and a warning (module.warn)
+    os.makedirs(os.path.join(str(tmp_path), "empty"))
+    quiet = run_module(training_remediation, args(os.path.join(str(tmp_path), "empty")), [])
+    assert quiet["report"] == []
