@@ -44,7 +44,9 @@ def test_galaxy_importer_accepts_the_tarball(tmp_path, collection_tarball):
     python = importer_python()
     config = tmp_path / "galaxy-importer.cfg"
     config.write_text(SETTINGS)
-    env = clean_env(tmp_path, GALAXY_IMPORTER_CONFIG=str(config),
+    # A HOME of its own: ansible-lint resolves modules from ~/.ansible/collections first, where Molecule
+    # leaves a copy of the collection (an older one, without a newer module, made its role tasks unresolvable).
+    env = clean_env(tmp_path, GALAXY_IMPORTER_CONFIG=str(config), HOME=str(tmp_path),
                     PATH=os.path.dirname(python) + os.pathsep + os.environ.get("PATH", ""))
     proc = run([python, "-m", "galaxy_importer.main", collection_tarball], env=env, cwd=tmp_path, check=False,
                timeout=900)
