@@ -51,8 +51,9 @@ _NOT_RUN_RC = (126, 127)
 #: match wins: accounting before the rest (sacct's "Unable to contact slurm controller" is not said
 #: for slurmdbd, but "slurmdbd" is, whatever else the line holds).
 _WORDS = (
+    # (the persistent connection is slurmdbd's protocol: 22.05's sacctmgr names no slurmdbd when it is down)
     (ACCOUNTING, re.compile(r"slurmdbd|accounting[_ ]storage|accounting is disabled|database is busy"
-                            r"|problem talking to the database", re.I)),
+                            r"|problem talking to the database|persist_conn|persistinit|persistent connection", re.I)),
     # slurmctld's answer to an RPC its sender may not make is "Invalid user id" (ESLURM_USER_ID_MISSING) at the
     # end of the line; "Invalid user id: <name>" (sacct -u) names a user that is not there instead.
     (PERMISSION, re.compile(r"access/permission denied|permission denied|operation not permitted"

@@ -260,6 +260,10 @@ def test_cluster_with_no_host_answering_needs_a_human_and_the_others_are_healed(
     assert {'clusterops_remediate_slurm_readable{cluster="z"} 0', 'clusterops_remediate_needs_human{cluster="z"} 1',
             'clusterops_remediate_nodes_healed{cluster="%s"} 1' % a,
             'clusterops_remediate_slurm_readable{cluster="%s"} 1' % b,
+            # issue 37: the one cause of a cluster no host of which answers, and none of the others'
+            'clusterops_remediate_failed{cause="slurm_unreadable",cluster="z"} 1',
+            'clusterops_remediate_failed{cause="configuration",cluster="z"} 0',
+            'clusterops_remediate_failed{cause="slurm_unreadable",cluster="%s"} 0' % b,
             "clusterops_remediate_fleet_clusters 3", "clusterops_remediate_fleet_clusters_needing_human 1",
             "clusterops_remediate_fleet_nodes_healed 1"} <= lines, lines
     wait_for(lambda ns: is_healthy(ns["n1"]), "n1 of cluster a resumed", timeout=60)

@@ -55,6 +55,12 @@ CASES = [
     ("no accounting storage, sacctmgr", ["sacctmgr", "show", "event"], 1, "",
      release_file("26.05", "sacctmgr-show-configuration", "accounting-disabled.err"), causes.ACCOUNTING),
     ("no accounting storage, sacct",) + recorded("sacct_accounting_disabled.txt") + (causes.ACCOUNTING,),
+    # 22.05's sacctmgr with slurmdbd stopped (make cluster-slurmdbd-stop), as the node remediation's read of
+    # node events got it in tests/integration/test_failure_causes.py: no word "slurmdbd"
+    ("slurmdbd down, 22.05", ["sacctmgr", "--noheader", "--parsable2", "show", "event"], 1, "",
+     "sacctmgr: error: slurm_persist_conn_open_without_init: failed to open persistent connection to "
+     "host:127.0.0.1:16819: Connection refused\nsacctmgr: error: Sending PersistInit msg: Connection refused\n",
+     causes.ACCOUNTING),
     ("sacct, slurmdbd down", ["sacct"], 1, "", "sacct: error: Sending PersistInit msg: Connection refused\n"
      "sacct: error: Problem talking to the database: Connection refused\n", causes.ACCOUNTING),
     # changes Slurm refused
