@@ -215,6 +215,12 @@ def configuration() -> Command:
     return "scontrol", ["show", "config"]
 
 
+def admin_level(user: str) -> Command:
+    """``sacctmgr -nP show user USER format=AdminLevel``: the user's administrator level in accounting
+    (``None``, ``Operator``, ``Administrator``), one line; nothing for a user accounting does not know."""
+    return "sacctmgr", ["-nP", "show", "user", user, "format=AdminLevel"]
+
+
 #: strigger(1) options of the node events a trigger of this collection watches (every node: ``--node``
 #: without a value), by the event kind the trigger program reports.
 TRIGGER_EVENTS = {"node_down": "--down", "node_drained": "--drained", "node_fail": "--fail"}

@@ -10,8 +10,10 @@ distinct flapping reason. Run by ``_slurm_cli.run_module`` (one failure path wit
 
 from __future__ import annotations
 
+import os
 import time
 
+from ansible_collections.clusterops.slurm.plugins.module_utils import _causes as causes
 from ansible_collections.clusterops.slurm.plugins.module_utils._causes import refused_cause
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_actions import (
@@ -30,7 +32,10 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation
     write_journal,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.policy import plan_from_options
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import effective_user
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_commands import admin_level, configuration
 from ansible_collections.clusterops.slurm.plugins.module_utils._task import TaskFailure
+from ansible_collections.clusterops.slurm.plugins.module_utils._triggers import SLURM_USER
 
 try:
     from typing import Any, Dict, List, Optional, Tuple  # noqa: F401 pylint: disable=unused-import
@@ -131,6 +136,30 @@ def act(cli, nodes: List[Dict[str, Any]], planned: Dict[str, Any], reboot_reason
     return outcome
 
 
+def node_change_rights(cli) -> Optional[str]:
+    """Why the account this task runs as may not change nodes (``scontrol update``/``reboot``), or None:
+    root and SlurmUser may, and a user whose accounting AdminLevel is Operator or Administrator. What check
+    mode asks, so that a green ``--check`` is not followed by a run that Slurm refuses.
+
+    Raises:
+        SlurmCommandError: scontrol show config failed (the controller did not answer).
+    """
+    if os.geteuid() == 0:
+        return None
+    user = effective_user()
+    slurm_user = SLURM_USER.search(cli.run(*configuration(), what="read SlurmUser")[1])
+    if slurm_user and slurm_user.group("name") == user:
+        return None
+    rc, out, err = cli.run(*admin_level(user), check=False, what="read %s's AdminLevel" % user)
+    level = out.strip().splitlines()[0].strip() if rc == 0 and out.strip() else ""
+    if level in ("Operator", "Administrator"):
+        return None
+    return ("%s is neither root, SlurmUser (%s) nor a Slurm operator (AdminLevel %s): scontrol would refuse the "
+            "node changes (run as root, or sacctmgr modify user %s set AdminLevel=Operator)"
+            % (user, slurm_user.group("name") if slurm_user else "unknown",
+               (level or "none") if rc == 0 else "unread: %s" % (err.strip() or "rc %d" % rc), user))
+
+
 def remediate(module, cli) -> Dict[str, Any]:
     """The task of ``slurm_node_remediation``, for ``_slurm_cli.run_module``: ``module`` holds its
     options (the module's DOCUMENTATION); returns the module's result (its RETURN, less
@@ -146,6 +175,10 @@ def remediate(module, cli) -> Dict[str, Any]:
         recorded = read_journal_file(path) if path else {"heals": [], "trips": [], "trips_since": None}
         now = time.time()
         nodes, planned, events = plan(module, cli, now, recorded["heals"])
+        if module.check_mode and (planned["reboot"] or planned["resume"] or planned["flapping_groups"]):
+            refused = node_change_rights(cli)
+            if refused:
+                raise TaskFailure("check mode: the real run would fail: %s" % refused, failed_cause=causes.PERMISSION)
         outcome = act(cli, nodes, planned, params["reboot_reason"], module.check_mode)
         if lock is not None:
             reasons = dict((node["name"], node.get("reason") or "") for node in nodes)

@@ -8,11 +8,11 @@ real dev cluster printed; it returns the plan, never the node list."""
 
 from __future__ import annotations
 
-import pytest
-
 import io
 import json
 import os
+
+import pytest
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation import runner
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.heals import flapping_reason
@@ -225,3 +225,31 @@ def test_a_circuit_breaker_trip_is_recorded_in_the_journal_until_it_closes(run_m
     with open(str(path)) as handle:
         doc = json.load(handle)
     assert [(t["start"], t["end"]) for t in doc["trips"]] == [(NOW, NOW + 600)] and doc["trips_since"] == NOW
+
+
+CONFIG = (["/usr/bin/scontrol", "show", "config"], 0, "SlurmUser               = slurm(64030)\nClusterName = dev\n", "")
+
+
+@pytest.mark.parametrize("level, refused", [("None", True), ("", True), ("Operator", False), ("Administrator", False)])
+def test_check_mode_asks_whether_the_account_may_change_nodes(run_module, monkeypatch, level, refused):
+    """Issue 37: --check of a run that would reboot n2, as a user that is neither root nor SlurmUser: only a
+    Slurm operator passes; the others fail as the real run would, cause permission."""
+    monkeypatch.setattr(runner.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(runner, "effective_user", lambda: "op")
+    level_call = (["/usr/bin/sacctmgr", "-nP", "show", "user", "op", "format=AdminLevel"], 0,
+                  level + "\n" if level else "", "")
+    result = run_module(slurm_node_remediation, dict(NO_BUDGET, _ansible_check_mode=True),
+                        [VERSION_2205, crashed_n2(), CONFIG, level_call])
+    assert bool(result.get("failed")) == refused, result
+    if refused:
+        assert result["failed_cause"] == "permission" and "neither root, SlurmUser (slurm) nor a Slurm operator" in result["msg"]
+    else:
+        assert result["rebooted"] == ["n2"]  # what it would do
+
+
+def test_check_mode_as_slurm_user_or_with_nothing_to_change_asks_nothing_more(run_module, monkeypatch):
+    monkeypatch.setattr(runner.os, "geteuid", lambda: 64030)
+    monkeypatch.setattr(runner, "effective_user", lambda: "slurm")
+    result = run_module(slurm_node_remediation, dict(NO_BUDGET, _ansible_check_mode=True),
+                        [VERSION_2205, crashed_n2(), CONFIG])
+    assert not result.get("failed") and result["rebooted"] == ["n2"]
