@@ -22,11 +22,13 @@ import pwd
 import stat
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple  # noqa: F401
 
+from ansible_collections.clusterops.slurm.plugins.module_utils import _causes as causes
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.atomic import (
     atomic_write_bytes,
     remove_leftover_temporaries,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.fsutil import open_regular, read_bounded_stat
+from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import effective_user
 from ansible_collections.clusterops.slurm.plugins.module_utils._task import TaskFailure
 
 #: The largest textfile read back to compare (bytes): node_exporter reads whole files into memory too.
@@ -95,12 +97,16 @@ def plan_textfile(path: str, content: bytes, mode: int, uid: Optional[int] = Non
     writer's own otherwise) would change. Reads only.
 
     Raises:
-        TaskFailure: the folder is missing, ``path`` is not a regular file (a symlink, a folder, a
-            FIFO: never followed nor replaced) or cannot be read.
+        TaskFailure: the folder is missing (cause configuration) or the account may not write it
+            (cause permission: what the write would meet, said in check mode too), ``path`` is not a
+            regular file (a symlink, a folder, a FIFO: never followed nor replaced) or cannot be read.
     """
     folder = os.path.dirname(path) or "."
     if not os.path.isdir(folder):
         raise TaskFailure("the textfile's folder %s does not exist" % folder)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise TaskFailure("the textfile's folder %s: %s may not write it (the temporary and the rename happen "
+                          "there)" % (folder, effective_user()), failed_cause=causes.PERMISSION)
     try:
         before, st = read_bounded_stat(path, MAX_TEXTFILE_BYTES)
     except FileNotFoundError:

@@ -250,3 +250,13 @@ def test_a_symlink_or_folder_in_its_place_is_refused(run, tmp_path, make, messag
 def test_bad_mode_and_missing_folder_fail(run, tmp_path):
     assert "not an octal file mode" in run(tmp_path / "a.prom", OLD, mode="rw-r--r--")["msg"]
     assert "does not exist" in run(tmp_path / "missing" / "a.prom", OLD)["msg"]
+
+
+def test_a_folder_the_account_may_not_write_fails_in_check_mode_too(tmp_path, monkeypatch):
+    """Issue 37: --check says what the real write would meet (cause permission), instead of passing."""
+    from ansible_collections.clusterops.slurm.plugins.module_utils import _prometheus_textfile as textfile
+    from ansible_collections.clusterops.slurm.plugins.module_utils._task import TaskFailure
+    monkeypatch.setattr(textfile.os, "access", lambda path, mode: False)
+    with pytest.raises(TaskFailure) as refused:
+        textfile.plan_textfile(str(tmp_path / "remediate.prom"), b"x 1\n", 0o644)
+    assert refused.value.result["failed_cause"] == "permission" and "may not write it" in refused.value.msg
