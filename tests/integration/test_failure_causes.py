@@ -17,7 +17,7 @@ import signal
 
 import pytest
 
-from conftest import ensure_user, make, playbook, scontrol, shared_tmpdir, wait_for
+from conftest import cluster_name, ensure_user, make, playbook, scontrol, shared_tmpdir, wait_for
 from test_node_remediation import slurmctld_pids
 
 REMEDIATE = "playbooks/remediate.yml"
@@ -109,7 +109,8 @@ def test_jmespath_missing_on_the_target_is_a_configuration_error(healthy):
 
 def test_a_hung_controller_is_slurm_unreadable_and_says_how_long_it_waited(healthy):
     """slurmctld stopped (SIGSTOP): with slurm_command_timeout 5 every Slurm command of the run, the election's
-    included, waits 5 s at most, and the message says what it waited for and how long."""
+    included, waits 5 s at most, and the message says what it waited for and how long; the cluster keeps its
+    ClusterName (from slurm.conf, as scontrol could not answer)."""
     pids = slurmctld_pids()
     assert len(pids) == 1, pids
     os.kill(pids[0], signal.SIGSTOP)
@@ -118,3 +119,24 @@ def test_a_hung_controller_is_slurm_unreadable_and_says_how_long_it_waited(healt
     finally:
         os.kill(pids[0], signal.SIGCONT)
     assert_cause(proc, prom, "slurm_unreadable", "within 5 seconds")
+    # scontrol could not name the cluster: slurm.conf's ClusterName does, not the host's name
+    assert 'clusterops_remediate_slurm_readable{cluster="%s"} 0' % cluster_name() in prom, prom
+
+
+def test_an_account_slurm_does_not_let_change_nodes_is_a_permission_failure(healthy):
+    """The heal journal off, a non-root account that is neither SlurmUser nor a Slurm operator: --check asks
+    Slurm (SlurmUser, the account's AdminLevel) and says the run would fail; the real run's scontrol update is
+    refused by slurmctld, in words that make it a permission failure too, and the node stays drained."""
+    ensure_user("clusterops-op")
+    scontrol("update", "NodeName=n1", "State=DRAIN", "Reason=Prolog error")
+    as_operator = ["-b", "--become-user", "clusterops-op", "--become-method", "su",
+                   "-e", "ansible_python_interpreter=/usr/bin/python3", "-e", json.dumps({"remediate_nodes_journal": ""})]
+    proc, prom = remediate(*as_operator, check_mode=True)
+    assert_cause(proc, prom, "permission", "neither root, SlurmUser", check_mode=True)
+    proc, prom = remediate(*as_operator)
+    assert proc.returncode != 0 and "resume n1" in proc.stdout, proc.stdout
+    failed = dict(re.findall(r'^clusterops_remediate_failed\{cause="(\w+)",cluster="[^"]+"\} (\d)$', prom, re.M))
+    assert failed == dict((c, "1" if c == "permission" else "0") for c in CAUSES), (failed, proc.stdout)
+    node = wait_for(lambda ns: "n1" in ns, "n1 read")["n1"]
+    assert node["reason"] == "Prolog error" and "DRAIN" in node["flags"]
+    print([line for line in proc.stdout.splitlines() if "resume n1" in line][:1])

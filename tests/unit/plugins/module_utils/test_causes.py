@@ -67,7 +67,8 @@ CASES = [
     ("reboot of an unknown node",) + recorded("scontrol_reboot_unknown_node.txt") + (causes.SLURM_REFUSED,),
     ("sbatch to no such partition",) + recorded("sbatch_invalid_partition.txt") + (causes.SLURM_REFUSED,),
     ("resume of an unknown node",) + recorded("scontrol_resume_unknown_node.txt") + (causes.SLURM_REFUSED,),
-    # the account's rights
+    # the account's rights: 22.05's scontrol update as a user that is neither SlurmUser nor an operator, as
+    # tests/integration/test_failure_causes.py got it
     ("update as no operator", ["scontrol", "update", "nodename=n1", "state=resume"], 1, "",
      "slurm_update error: Invalid user id\n", causes.PERMISSION),
     ("access denied", ["scontrol", "reboot", "n1"], 1, "", "scontrol_reboot_nodes error: Access/permission denied\n",
