@@ -47,6 +47,13 @@ CAUSES = (CONFIGURATION, PERMISSION, ACCOUNTING, SLURM_UNREADABLE, SLURM_REFUSED
 _TIMEOUT_RC = 124
 _NOT_RUN_RC = (126, 127)
 
+#: Slurm's words for a change the account may not make. slurmctld's answer to an RPC its sender may not make
+#: is "Invalid user id" (ESLURM_USER_ID_MISSING) at the end of the line; "Invalid user id: <name>" (sacct -u)
+#: names a user that is not there instead.
+_PERMISSION_WORDS = re.compile(r"access/permission denied|permission denied|operation not permitted"
+                               r"|invalid user id\s*$|user not authorized|only root|must be (?:root|slurmuser)"
+                               r"|requires (?:operator|administrator|admin)", re.I | re.M)
+
 #: Slurm's own words (every release's clients) for each cause, matched in stdout and stderr, first
 #: match wins: accounting before the rest (sacct's "Unable to contact slurm controller" is not said
 #: for slurmdbd, but "slurmdbd" is, whatever else the line holds).
@@ -54,11 +61,7 @@ _WORDS = (
     # (the persistent connection is slurmdbd's protocol: 22.05's sacctmgr names no slurmdbd when it is down)
     (ACCOUNTING, re.compile(r"slurmdbd|accounting[_ ]storage|accounting is disabled|database is busy"
                             r"|problem talking to the database|persist_conn|persistinit|persistent connection", re.I)),
-    # slurmctld's answer to an RPC its sender may not make is "Invalid user id" (ESLURM_USER_ID_MISSING) at the
-    # end of the line; "Invalid user id: <name>" (sacct -u) names a user that is not there instead.
-    (PERMISSION, re.compile(r"access/permission denied|permission denied|operation not permitted"
-                            r"|invalid user id\s*$|user not authorized|only root|must be (?:root|slurmuser)"
-                            r"|requires (?:operator|administrator|admin)", re.I | re.M)),
+    (PERMISSION, _PERMISSION_WORDS),
     (SLURM_UNREADABLE, re.compile(r"unable to contact slurm controller|connection refused|socket timed out"
                                   r"|zero bytes were transmitted|communication connection failure"
                                   r"|slurm_load_\w+ error|unable to establish|network is unreachable"
@@ -100,7 +103,7 @@ def of_slurm_command(cmd: "Sequence[str]", rc: int, out: str, err: str) -> str:
 def refused_cause(words: "Sequence[str]") -> str:
     """The cause of changes Slurm did not make, from its words for each (``failed_nodes``' values):
     ``permission`` when any says so, else ``slurm_refused``."""
-    return PERMISSION if any(_WORDS[1][1].search(str(word)) for word in words) else SLURM_REFUSED
+    return PERMISSION if any(_PERMISSION_WORDS.search(str(word)) for word in words) else SLURM_REFUSED
 
 
 def of_os_error(exc: OSError) -> str:
