@@ -216,8 +216,9 @@ _value:
           elements: dict
     needs_human:
       description:
-        - What needs a human, C({name, count, why}); C(name) is a hostlist (one item per human class and reason, per
-          flapping reason, and one for an open circuit breaker, whose C(count) is the nodes it holds).
+        - What needs a human, C({name, count, why, next}); C(name) is a hostlist (one item per human class and reason,
+          per flapping reason, and one for an open circuit breaker, whose C(count) is the nodes it holds); C(next) is
+          what a person does next (a line that begins with C(next) and ends with the runbook's section).
       type: list
       elements: dict
     total:

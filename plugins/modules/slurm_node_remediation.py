@@ -44,6 +44,8 @@ options:
         open opens a trip (when, the most nodes broken, the threshold, their classes), the first run
         that finds it closed again ends it; M(clusterops.slurm.cluster_goodput_info) reads them.
         The newest 500 trips are kept.
+      - And the reboots it requested whose node it has not seen back in service yet (RV(rebooting)); the
+        run that finds such a node in service reports it healed (RV(returned)).
       - Also the lock of the cluster's node remediation (C(<journal>.lock)) - while one run holds
         it, another waits up to O(lock_timeout) seconds and then fails, having read and changed
         nothing. Check mode reads the journal but neither takes the lock nor writes the journal.
@@ -113,6 +115,21 @@ rebooted:
   elements: str
 resumed:
   description: Nodes it returned to service (in check mode, would).
+  returned: success
+  type: list
+  elements: str
+returned:
+  description:
+    - Nodes back in service whose reboot an earlier run requested (the heal journal's reboots waited for, see
+      O(journal)) - healed, said on the run that sees it. Always empty without a journal.
+  returned: success
+  type: list
+  elements: str
+rebooting:
+  description:
+    - Nodes whose reboot remediation requested (this run's, unless in check mode, and earlier runs') and that are
+      not back in service yet - "reboot requested" until a later run finds them back (then in RV(returned)). Kept
+      in the heal journal; without one, only this run's.
   returned: success
   type: list
   elements: str

@@ -317,7 +317,14 @@ needs_human:
           then the decision after a cancelled hung job when that one needs a human, then a failed
           action's error.
       type: str
-  sample: [{"run": "llama-8b", "why": "job 41 ended OUT_OF_MEMORY: ran out of memory; the same job would fail again"}]
+    next:
+      description:
+        - What a person does next, by the run's status (and, for a job that ended, its state) - a line that begins
+          with C(next) and ends with the runbook's section.
+      type: str
+  sample: [{"run": "llama-8b", "why": "job 41 ended OUT_OF_MEMORY: ran out of memory; the same job would fail again",
+            "next": "next: raise the job's memory request or lower the batch size, then submit the launcher
+            (docs/training-remediation.md#runbook-needs-a-human)"}]
 errors:
   description: Registry entries that could not be read, C({name, error}).
   returned: success

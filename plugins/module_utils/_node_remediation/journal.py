@@ -19,15 +19,21 @@ nothing else keeps them (the plan, ``set_stats`` and the textfile's gauge say on
 breaker is open now). Each run that takes the lock opens a trip when the breaker opened, and closes
 it at the first run that finds the breaker closed again; ``cluster_goodput_info`` reads them.
 
-The file: ``{"format": "clusterops.slurm/node-heals", "format_version": 2, "heals": [{node, time,
-action, reason}], "trips": [{start, end, broken, threshold, window, classes}], "trips_since": T}``
+It also holds the reboots remediation requested whose node it has not seen back in service yet
+(``rebooting``): a reboot is "requested" until a later run finds the node in service, and "healed"
+on that run (:func:`.policy.reboot_outcomes`).
+
+The file: ``{"format": "clusterops.slurm/node-heals", "format_version": 3, "heals": [{node, time,
+action, reason}], "trips": [{start, end, broken, threshold, window, classes}], "trips_since": T,
+"rebooting": [{node, time}]}``
 (``time`` Unix seconds after Slurm took the call, ``action`` ``reboot`` or ``resume``, ``reason``
 the failure healed; a trip's ``start`` the first run that found the breaker open, ``end`` the first
 that found it closed again, None while open, ``broken`` and ``threshold`` the most nodes broken
 and the threshold then, ``classes`` the broken nodes' classes; ``trips_since`` the first run that
 recorded trips: none before it is known), written atomically (mode 0600) in a folder made mode
 0700; its lock is ``<journal>.lock`` (an exclusive ``flock``, dropped by the kernel if the holder
-dies). Format 1 (heals only, before trips were recorded) is read as a journal without trips.
+dies). Format 1 (heals only, before trips were recorded) is read as a journal without trips, formats
+1 and 2 as one without reboots waited for.
 """
 
 from __future__ import annotations
@@ -49,9 +55,9 @@ except ImportError:  # pragma: no cover
     pass
 
 JOURNAL_FORMAT = "clusterops.slurm/node-heals"
-FORMAT_VERSION = 2
-#: The formats this reader knows: 1 had no trips.
-FORMAT_VERSIONS = (1, 2)
+FORMAT_VERSION = 3
+#: The formats this reader knows: 1 had no trips, 1 and 2 no reboots waited for.
+FORMAT_VERSIONS = (1, 2, 3)
 #: The circuit breaker trips a journal keeps, newest: one a day for more than a year.
 MAX_TRIPS = 500
 #: A journal heal and a node event of the same node are one heal when their times are at most this
@@ -80,10 +86,15 @@ def _is_trip(trip: Any) -> bool:
             and isinstance(trip.get("classes"), list))
 
 
+def _is_reboot(entry: Any) -> bool:
+    """Whether ``entry`` is ``{node, time}`` as :func:`write_journal` writes a reboot waited for."""
+    return isinstance(entry, dict) and isinstance(entry.get("node"), str) and isinstance(entry.get("time"), int)
+
+
 def read_journal_file(path: str) -> Dict[str, Any]:
-    """The journal at ``path``: ``{exists, heals, trips, trips_since}`` (``exists`` False, nothing
-    in it, ``trips_since`` None when the file does not exist; ``trips_since`` None for a journal
-    of format 1, which recorded no trips).
+    """The journal at ``path``: ``{exists, heals, trips, trips_since, rebooting}`` (``exists``
+    False, nothing in it, ``trips_since`` None when the file does not exist; ``trips_since`` None
+    for a journal of format 1, which recorded no trips; ``rebooting`` empty before format 3).
 
     Raises:
         RemediationError: the file exists but cannot be read, is not a journal, or holds a heal
@@ -91,7 +102,7 @@ def read_journal_file(path: str) -> Dict[str, Any]:
         lost heal would let a node be healed past its budget.
     """
     if not os.path.lexists(path):
-        return {"exists": False, "heals": [], "trips": [], "trips_since": None}
+        return {"exists": False, "heals": [], "trips": [], "trips_since": None, "rebooting": []}
     try:
         doc = load_json_bounded(path)
     except (OSError, ValueError) as exc:
@@ -111,7 +122,10 @@ def read_journal_file(path: str) -> Dict[str, Any]:
             since is None or isinstance(since, int)):
         raise RemediationError("the heal journal %s holds trips that are not {start, end, broken, threshold, "
                                "window, classes} or a trips_since that is not Unix seconds" % path)
-    return {"exists": True, "heals": doc["heals"], "trips": trips, "trips_since": since}
+    rebooting = doc.get("rebooting", [])
+    if not isinstance(rebooting, list) or not all(_is_reboot(entry) for entry in rebooting):
+        raise RemediationError("the heal journal %s holds reboots waited for that are not {node, time}" % path)
+    return {"exists": True, "heals": doc["heals"], "trips": trips, "trips_since": since, "rebooting": rebooting}
 
 
 def record_trip(trips: Sequence[Dict[str, Any]], circuit: Dict[str, Any], now: int) -> List[Dict[str, Any]]:
@@ -198,9 +212,10 @@ def record_heals(heals: Sequence[Dict[str, Any]], events: Sequence[Dict[str, Any
 
 
 def write_journal(path: str, heals: Sequence[Dict[str, Any]], trips: Sequence[Dict[str, Any]] = (),
-                  trips_since: Optional[int] = None) -> None:
+                  trips_since: Optional[int] = None, rebooting: Sequence[Dict[str, Any]] = ()) -> None:
     """Replace the journal at ``path`` atomically (mode 0600), making its folder (mode 0700) when
-    missing: its ``heals``, circuit breaker ``trips`` (:func:`record_trip`) and ``trips_since``.
+    missing: its ``heals``, circuit breaker ``trips`` (:func:`record_trip`), ``trips_since`` and
+    the reboots waited for (``rebooting``, ``[{node, time}]``).
 
     Raises:
         RemediationError: it cannot be written (the heals it holds would be lost).
@@ -210,7 +225,8 @@ def write_journal(path: str, heals: Sequence[Dict[str, Any]], trips: Sequence[Di
         if not os.path.isdir(folder):
             os.makedirs(folder, 0o700)
         atomic_write_json(path, {"format": JOURNAL_FORMAT, "format_version": FORMAT_VERSION, "heals": list(heals),
-                                 "trips": list(trips), "trips_since": trips_since}, indent=1, mode=0o600)
+                                 "trips": list(trips), "trips_since": trips_since, "rebooting": list(rebooting)},
+                          indent=1, mode=0o600)
     except OSError as exc:
         raise RemediationError("cannot write the heal journal %s: %s" % (path, exc))
 

@@ -130,6 +130,44 @@ def scope_names(nodes: List[Dict[str, Any]], expression: str) -> List[str]:
     return names
 
 
+def is_rebooting(node: Dict[str, Any], reboot_reason: str) -> bool:
+    """Whether ``node`` (a ``slurm_node_info`` node dict) is rebooting: Slurm flags it
+    REBOOT_REQUESTED or REBOOT_ISSUED, or it is still broken with remediation's ``reboot_reason``
+    (Slurm appends `` : reboot issued`` and more to it) and that reboot has not failed (timed out)."""
+    reason = node.get("reason") or ""
+    return bool(node_state(node).flags & _REBOOTING) or bool(
+        reboot_reason and recovery_failure(reason) is None and reason_origin(reason)[0] == reboot_reason)
+
+
+def in_service(node: Dict[str, Any]) -> bool:
+    """Whether ``node`` takes jobs again: responding, neither drained, DOWN, FAIL nor rebooting."""
+    state = node_state(node)
+    return state.responding and not (state.drained or state.down or "FAIL" in state.flags
+                                     or state.flags & _REBOOTING)
+
+
+def reboot_outcomes(rebooting: Sequence[Dict[str, Any]], nodes: List[Dict[str, Any]],
+                    reboot_reason: str) -> Tuple[List[str], List[Dict[str, Any]]]:
+    """What became of the reboots remediation requested on earlier runs (the heal journal's
+    ``rebooting``, ``[{node, time}]``), from the nodes read now: ``(returned, waiting)``, the names of
+    the nodes back in service (healed: the run that sees it says so) and the entries of those still
+    rebooting (:func:`is_rebooting`), kept for the next run. A node broken again for another reason,
+    whose reboot failed, or that is no longer in the cluster is neither: it is dropped (the triage
+    judges it anew)."""
+    by_name = dict((node["name"], node) for node in nodes)
+    returned: List[str] = []
+    waiting: List[Dict[str, Any]] = []
+    for entry in rebooting:
+        node = by_name.get(entry["node"])
+        if node is None:
+            continue
+        if is_rebooting(node, reboot_reason):
+            waiting.append(entry)
+        elif in_service(node):
+            returned.append(entry["node"])
+    return returned, waiting
+
+
 class Triage(object):
     """The nodes in scope sorted, one at a time (:meth:`add`), into the plan's lists.
 
@@ -173,11 +211,8 @@ class Triage(object):
             return
         reason = node.get("reason") or ""
         view = {"name": node["name"], "state": state.compound(), "reason": reason}
-        # Slurm appends " : reboot issued" (and more) to the reason a reboot was given; one that
-        # timed out is no longer in flight.
         failure = recovery_failure(reason)
-        if state.flags & _REBOOTING or (self.reboot_reason and failure is None
-                                        and reason_origin(reason)[0] == self.reboot_reason):
+        if is_rebooting(node, self.reboot_reason):
             self.in_flight.append(node["name"])
         entry = self._healing_class(state, view, failure)
         if entry is None:

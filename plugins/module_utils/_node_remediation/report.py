@@ -76,10 +76,37 @@ def circuit_why(circuit: Dict[str, Any]) -> str:
             % (circuit["broken"], duration(circuit["window"]), circuit["threshold"], grouped))
 
 
+#: Where the runbook of a node that needs a human is (docs/node-remediation.md, its section).
+RUNBOOK = "docs/node-remediation.md#when-it-says-needs-a-human"
+
+
+def next_step(kind: str, hostlist: str, class_name: str = "") -> str:
+    """What a person does next about the nodes ``hostlist`` that need a human for ``kind``: the
+    circuit breaker (``circuit``), healing that did not help (``flapping``), or a reason class whose
+    action is ``human`` (``class``, its name ``class_name``: ``resume_timeout`` and
+    ``unclassified_failing`` have their own step); one line that ends with the runbook's section
+    (:data:`RUNBOOK`)."""
+    resume = "scontrol update NodeName=%s State=RESUME" % hostlist
+    steps = {
+        "circuit": "find the shared cause (file system, fabric, power) in the grouped reasons; once fixed, "
+                   "the next run heals them",
+        "flapping": "find why healing does not help (sacctmgr show event nodes=%s), repair, then %s: its healing "
+                    "budget starts afresh" % (hostlist, resume),
+        "class resume_timeout": "the node did not come back from its reboot: check its console or BMC; once it is up, "
+                          + resume,
+        "class unclassified_failing": "look at the node (sinfo -R); add a reason class if its failure is safe to heal, "
+                                "or put a node taken away on purpose in a MAINT reservation",
+    }
+    step = steps.get(kind if kind != "class" else "class " + class_name, "repair the node, then %s; or set a reason of your own (e.g. 'RMA ticket 42') to "
+                           "acknowledge it" % resume)
+    return "next: %s (%s)" % (step, RUNBOOK)
+
+
 def needs_human_items(groups: Dict[str, List[Dict[str, Any]]], circuit: Dict[str, Any],
                       broken: Sequence[str], heal_window: int) -> List[Dict[str, Any]]:
-    """The plan's ``needs_human``: ``{name (a hostlist), count, why}``, the open circuit breaker
-    first (``count``: the nodes it holds), then the human classes' groups, then the flapping ones.
+    """The plan's ``needs_human``: ``{name (a hostlist), count, why, next}``, the open circuit
+    breaker first (``count``: the nodes it holds), then the human classes' groups, then the flapping
+    ones; ``next`` is what a person does about them (:func:`next_step`).
 
     Args:
         groups: the plan's grouped lists (``held``, ``human``, ``flapping``, as :func:`group_nodes` gives).
@@ -89,12 +116,14 @@ def needs_human_items(groups: Dict[str, List[Dict[str, Any]]], circuit: Dict[str
     """
     items = []
     if circuit["open"]:
-        items.append({"name": compress_hostlist(list(broken)), "count": sum(g["count"] for g in groups["held"]),
-                      "why": circuit_why(circuit)})
-    items += [{"name": h["hostlist"], "count": h["count"], "why": "class %s: %s" % (h["class"], h["reason"])}
-              for h in groups["human"]]
+        held = compress_hostlist(list(broken))
+        items.append({"name": held, "count": sum(g["count"] for g in groups["held"]),
+                      "why": circuit_why(circuit), "next": next_step("circuit", held)})
+    items += [{"name": h["hostlist"], "count": h["count"], "why": "class %s: %s" % (h["class"], h["reason"]),
+               "next": next_step("class", h["hostlist"], h["class"])} for h in groups["human"]]
     items += [{"name": f["hostlist"], "count": f["count"], "why": "flapping: healed %d times in %s, last: %s"
-               % (f["heals"], duration(heal_window), f["reason"])} for f in groups["flapping"]]
+               % (f["heals"], duration(heal_window), f["reason"]), "next": next_step("flapping", f["hostlist"])}
+              for f in groups["flapping"]]
     return items
 
 

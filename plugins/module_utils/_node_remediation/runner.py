@@ -31,7 +31,10 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation
     unseen_heals,
     write_journal,
 )
-from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.policy import plan_from_options
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.policy import (
+    plan_from_options,
+    reboot_outcomes,
+)
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import effective_user
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_commands import admin_level, configuration
 from ansible_collections.clusterops.slurm.plugins.module_utils._task import TaskFailure
@@ -172,21 +175,27 @@ def remediate(module, cli) -> Dict[str, Any]:
         check_journal_access(path)
     lock = journal_lock(path, params["lock_timeout"]) if path and not module.check_mode else None
     try:
-        recorded = read_journal_file(path) if path else {"heals": [], "trips": [], "trips_since": None}
+        recorded = read_journal_file(path) if path else {"heals": [], "trips": [], "trips_since": None, "rebooting": []}
         now = time.time()
         nodes, planned, events = plan(module, cli, now, recorded["heals"])
+        returned, waiting = reboot_outcomes(recorded["rebooting"], nodes, params["reboot_reason"])
         if module.check_mode and (planned["reboot"] or planned["resume"] or planned["flapping_groups"]):
             refused = node_change_rights(cli)
             if refused:
                 raise TaskFailure("check mode: the real run would fail: %s" % refused, failed_cause=causes.PERMISSION)
         outcome = act(cli, nodes, planned, params["reboot_reason"], module.check_mode)
+        # the reboots requested now are waited for too (check mode requested none)
+        waited = set(entry["node"] for entry in waiting)
+        waiting += [{"node": name, "time": int(time.time())} for name in outcome["done"]["reboot"]
+                    if name not in waited and not module.check_mode]
         if lock is not None:
             reasons = dict((node["name"], node.get("reason") or "") for node in nodes)
             healed = outcome["done"] if params["heal_budget"] > 0 else {}   # no budget: nothing to count
             write_journal(path, record_heals(recorded["heals"], events, healed, reasons, int(time.time()),
                                              heal_since(params, now), params["reboot_reason"]),
                           trips=record_trip(recorded["trips"], planned["circuit"], int(now)),
-                          trips_since=int(now) if recorded["trips_since"] is None else recorded["trips_since"])
+                          trips_since=int(now) if recorded["trips_since"] is None else recorded["trips_since"],
+                          rebooting=waiting)
     finally:
         if lock is not None:
             lock.release()
@@ -194,6 +203,7 @@ def remediate(module, cli) -> Dict[str, Any]:
     result = dict(
         changed=bool(done["reboot"] or done["resume"] or done["drain"]),
         plan=planned, rebooted=done["reboot"], resumed=done["resume"], drained=done["drain"],
+        returned=returned, rebooting=[entry["node"] for entry in waiting],
         failed_nodes=outcome["failed_nodes"], errors=outcome["errors"], changes=outcome["changes"],
         errors_cause=refused_cause(outcome["errors"]) if outcome["errors"] else None,
     )

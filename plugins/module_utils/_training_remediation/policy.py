@@ -495,15 +495,57 @@ def report_line(decision: Dict[str, Any]) -> str:
     return line
 
 
+#: Where the runbook of a run that needs a human is (docs/training-remediation.md, its section).
+RUNBOOK = "docs/training-remediation.md#runbook-needs-a-human"
+_RESET = "then remove state.json from the run's registry folder (the next run resubmits it)"
+#: What a person does next, by the decision's status (and, for ``ended``, the job's state).
+_NEXT = {
+    "registry": "fix the run's run.json in the registry folder, or remove the run's folder",
+    "error": "fix what the error says; the next run tries again",
+    "unknown": "decide by hand (squeue -j <job>); report the state word so that the collection learns it",
+    "active": "cancel the extra job(s) (squeue -n <run> lists them)",
+    "held": "release the job once its cause is fixed (scontrol release <job>), or cancel it",
+    "stopped": "fix why it was stopped, " + _RESET,
+    "lost": "look the job up (sacct -j <job>); the next run reports the run once the job shows up",
+    "ended OUT_OF_MEMORY": "raise the job's memory request or lower the batch size, then submit the launcher",
+    "ended COMPLETED": "the program must write the FINISHED marker at its end; submit it again if it was not done",
+    "ended": "decide whether to submit the launcher again",
+    "checkpoint": "clusterops_checkpoint list <checkpoint_dir> --validate sha256 says why each is invalid: "
+                  "restore or move the broken ones aside; never start from scratch by accident",
+    "stop": "read the per-node logs (<log_dir>/<run>-<job>-<node>.out) for the error each attempt ended on; fix it, "
+            + _RESET,
+}
+
+
+def next_step(decision: Optional[Dict[str, Any]]) -> str:
+    """What a person does next about a run that needs a human: ``decision`` as :func:`decide` gives it
+    (after acting: with its ``error``), or None for an unusable registry entry; one line that ends
+    with the runbook's section (:data:`RUNBOOK`)."""
+    if decision is None:
+        key = "registry"
+    elif decision.get("error"):
+        key = "error"
+    elif decision.get("status") == "ended":
+        state = (decision.get("last_job") or {}).get("state")
+        key = "ended %s" % state if "ended %s" % state in _NEXT else "ended"
+    elif decision.get("status") == "failed":
+        key = "stop" if decision.get("action") == STOP else "checkpoint"
+    else:
+        key = decision.get("status")
+    return "next: %s (%s)" % (_NEXT.get(key, _NEXT["error"]), RUNBOOK)
+
+
 def needs_human(decisions: List[Dict[str, Any]], errors: List[Dict[str, str]]) -> List[Dict[str, str]]:
-    """What a person has to look at, one item per run: ``[{"run": name, "why": str}]``.
+    """What a person has to look at, one item per run: ``[{"run": name, "why": str, "next": str}]``.
 
     ``errors`` (unusable registry entries, ``{"name", "error"}``) first, then every decision
     whose ``needs_human`` is set, in their order. ``why`` is the decision's ``reason``, then the
     decision after a cancelled hung job (``then``) when that one needs a human, then a failed
-    action's ``error``. Suspect nodes are not runs: they are the result's ``suspects``.
+    action's ``error``; ``next`` what a person does about it (:func:`next_step`). Suspect nodes
+    are not runs: they are the result's ``suspects``.
     """
-    items = [{"run": e["name"], "why": "registry entry unusable: %s" % e["error"]} for e in errors]
+    items = [{"run": e["name"], "why": "registry entry unusable: %s" % e["error"], "next": next_step(None)}
+             for e in errors]
     for decision in decisions:
         if not decision["needs_human"]:
             continue
@@ -515,5 +557,6 @@ def needs_human(decisions: List[Dict[str, Any]], errors: List[Dict[str, str]]) -
                 why += " (error: %s)" % then["error"]
         if decision.get("error"):
             why += " (error: %s)" % decision["error"]
-        items.append({"run": decision["name"], "why": why})
+        items.append({"run": decision["name"], "why": why,
+                      "next": next_step(then if then and then.get("needs_human") else decision)})
     return items

@@ -413,8 +413,10 @@ def suspect_nodes(module, cli, planned, jobs):
         if item["action"] != "unknown":
             what += " (was %s%s)%s" % (item["state"], ", reason %r" % item["current_reason"] if item["current_reason"]
                                        else "", ", excluded" if item["action"] != "drain" else "")
-        out["suspect_report"].append("suspect node %s: %s -> %s [needs a human]" % (
-            item["node"], item["reason"][len(SUSPECT_PREFIX):], what))
+        out["suspect_report"].append("suspect node %s: %s -> %s - next: test the node (run a job on it alone, or "
+                                     "its health check), repair, then scontrol update NodeName=%s State=RESUME "
+                                     "(docs/training-remediation.md#suspect-nodes) [needs a human]" % (
+                                         item["node"], item["reason"][len(SUSPECT_PREFIX):], what, item["node"]))
     out["suspects"] = plan["suspects"]
     if applied["changed_nodes"] and not module.check_mode:
         out["changed_nodes"] = True

@@ -26,9 +26,13 @@ ansible_version_info = tuple(int(part) for part in ansible_version.split(".")[:2
 PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 
 WHY = "budget of 1 resubmission(s) used up"
-LINE = "run-a: %s [needs a human]" % WHY
+NEXT = "next: read the per-node logs; fix it (docs/training-remediation.md#runbook-needs-a-human)"
+LINE = "run-a: %s - %s [needs a human]" % (WHY, NEXT)
+NODE_NEXT = "next: repair the node (docs/node-remediation.md#when-it-says-needs-a-human)"
+NODE_LINE = "node n[7-8]: class gpu_xid_contact: Xid 79 - " + NODE_NEXT
 SUSPECT = "suspect node n4: run run-a failed on it (jobs 11,12) -> drained (was IDLE) [needs a human]"
-NODES = {"rebooted": ["n1"], "resumed": ["n2", "n3"], "skipped_count": 4, "overflow": [], "flapping": [],
+# n1's reboot requested now (not back yet), n2 and n3 resumed, n9 back from a reboot an earlier run requested
+NODES = {"rebooted": ["n1"], "resumed": ["n2", "n3"], "returned": ["n9"], "rebooting": ["n1"], "skipped_count": 4, "overflow": [], "flapping": [],
          "needs_human": [], "in_flight": {"count": 1, "hostlist": "n1"}, "circuit": {"open": False}, "failed": {},
          "errors": [], "counts": {"acted": 3, "overflow": 0, "held": 0, "human": 0, "flapping": 0, "in_flight": 1,
                                   "skipped": 4, "needs_human": 0}}
@@ -44,8 +48,15 @@ HOSTS = {
     "report": {"remediate_training_summary": dict(TRAINING, needs_human=[], suspects=[], suspect_drained=[],
                                                   suspect_report=[], report=TRAINING["report"] + [LINE, SUSPECT])},
     # items {run, why}; the report words run-a otherwise, so only the item can give LINE
-    "items": {"remediate_training_summary": dict(TRAINING, needs_human=[{"run": "run-a", "why": WHY}], report=(
-        TRAINING["report"] + ["run-a: ended, newest valid step 3 -> stop: %s [needs a human]" % WHY, SUSPECT]))},
+    "items": {"remediate_training_summary": dict(TRAINING, needs_human=[{"run": "run-a", "why": WHY, "next": NEXT}],
+                                                 report=(TRAINING["report"] + [
+                                                     "run-a: ended, newest valid step 3 -> stop: %s [needs a human]"
+                                                     % WHY, SUSPECT]))},
+    # the node plan's needs_human items {name, count, why, next}: one line each with its next step
+    "nodes": {"remediate_training_summary": dict(TRAINING, needs_human=[], suspects=[], suspect_drained=[],
+                                                 suspect_report=[]),
+              "remediate_nodes_summary": dict(NODES, needs_human=[{"name": "n[7-8]", "count": 2, "why": (
+                  "class gpu_xid_contact: Xid 79"), "next": NODE_NEXT}])},
     # no run needs a human, a suspect node does (either form)
     "suspect": {"remediate_training_summary": dict(TRAINING, needs_human=[], report=TRAINING["report"] + [SUSPECT])},
     "green": {"remediate_training_summary": dict(TRAINING, needs_human=[], suspects=[], suspect_drained=[],
@@ -59,8 +70,8 @@ def ansible_playbook(tmp_path):
     link.symlink_to(REPO)
     prom = tmp_path / "remediate-%s.prom"
     inventory = {"all": {"children": {"slurm_controller": {"hosts": {
-        name: dict(hostvars, slurm_cluster=name, remediate_nodes_summary=NODES,
-                   remediate_prometheus_textfile=str(prom) % name)
+        name: dict(dict(remediate_nodes_summary=NODES), slurm_cluster=name,
+                   remediate_prometheus_textfile=str(prom) % name, **hostvars)
         for name, hostvars in HOSTS.items()}}},
         "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}
     (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
@@ -111,39 +122,44 @@ def test_training_needs_human_from_items_and_suspect_report_not_from_report_word
     fleet = result["global_custom_stats"]["remediate"]
     assert rc == 2
     assert fleet["needs_human"] == ["cluster items: " + LINE, "cluster items: " + SUSPECT,
-                                    "cluster suspect: " + SUSPECT]
-    assert fleet["clusters_needing_human"] == ["items", "suspect"]
+                                    "cluster nodes: " + NODE_LINE, "cluster suspect: " + SUSPECT]
+    assert fleet["clusters_needing_human"] == ["items", "nodes", "suspect"]
     assert fleet["clusters"]["items"]["runs_needing_human"] == 1
     assert fleet["clusters"]["report"]["runs_needing_human"] == 0
     failed = task(result, "Fail when something needs a human")
     assert failed["report"].get("skipped")
     assert failed["items"]["msg"] == "Remediation needs a human: cluster items: %s; cluster items: %s" % (LINE, SUSPECT)
     assert failed["suspect"]["msg"] == "Remediation needs a human: cluster suspect: " + SUSPECT
+    assert failed["nodes"]["msg"] == "Remediation needs a human: cluster nodes: " + NODE_LINE
     assert failed["green"].get("skipped")
 
 
 def test_fleet_totals_summary_lines_and_textfile(played):
     _rc, result, prom = played
     fleet = result["global_custom_stats"]["remediate"]
-    assert fleet["nodes_healed"] == 12 and fleet["nodes_skipped"] == 16 and fleet["nodes_in_flight"] == 4
-    assert fleet["runs_resubmitted"] == 4 and fleet["runs_needing_human"] == 1 and fleet["slurm_readable"]
+    # healed: resumed (2) and back from an earlier reboot (1); the reboot requested now is not healed yet
+    assert fleet["nodes_healed"] == 15 and fleet["nodes_reboot_requested"] == 5
+    assert fleet["nodes_skipped"] == 20 and fleet["nodes_in_flight"] == 5
+    assert fleet["runs_resubmitted"] == 5 and fleet["runs_needing_human"] == 1 and fleet["slurm_readable"]
     assert fleet["nodes_suspect"] == 2 and fleet["nodes_suspect_drained"] == 2
-    assert sorted(fleet["clusters"]) == ["green", "items", "report", "suspect"]
-    healed = "acted; nodes healed 3, skipped 4, overflow 0"
+    assert sorted(fleet["clusters"]) == ["green", "items", "nodes", "report", "suspect"]
+    healed = "acted; nodes healed 3, reboot requested 1, skipped 4, overflow 0"
     assert fleet["report"] == [
         "cluster green: green %s; runs resubmitted 1" % healed,
         "cluster items: items %s, suspect 1 (drained 1); runs resubmitted 1 - needs a human" % healed,
+        "cluster nodes: nodes %s; runs resubmitted 1 - needs a human" % healed,
         "cluster report: report %s; runs resubmitted 1" % healed,
         "cluster suspect: suspect %s, suspect 1 (drained 1); runs resubmitted 1 - needs a human" % healed]
     assert task(result, "Fleet summary, one line per cluster")["green"]["msg"] == fleet["report"]
     lines = set(open(str(prom) % "green").read().splitlines())
     assert {'clusterops_remediate_nodes_healed{cluster="green"} 3',
+            'clusterops_remediate_nodes_reboot_requested{cluster="green"} 1',
             'clusterops_remediate_needs_human{cluster="items"} 1',
             'clusterops_remediate_runs_needing_human{cluster="report"} 0',
             'clusterops_remediate_nodes_suspect{cluster="suspect"} 1',
             'clusterops_remediate_slurm_readable{cluster="green"} 1',
-            "clusterops_remediate_fleet_clusters 4", "clusterops_remediate_fleet_clusters_needing_human 2",
-            "clusterops_remediate_fleet_nodes_healed 12", "clusterops_remediate_fleet_runs_resubmitted 4",
+            "clusterops_remediate_fleet_clusters 5", "clusterops_remediate_fleet_clusters_needing_human 3",
+            "clusterops_remediate_fleet_nodes_healed 15", "clusterops_remediate_fleet_runs_resubmitted 5",
             "clusterops_remediate_fleet_nodes_suspect 2",
             'clusterops_remediate_run_resubmissions_total{cluster="green",run="run-b"} 2',
             "clusterops_remediate_schedule_interval_seconds 600"} <= lines
@@ -161,10 +177,10 @@ def test_textfile_passes_promtool_check_metrics(played, promtool):
 def test_textfile_written_atomically_by_prometheus_textfile(played):
     """Each acting host's textfile is written by clusterops.slurm.prometheus_textfile (a temporary in
     the folder, renamed; tests/unit/plugins/modules/test_prometheus_textfile.py): the folder holds the
-    four textfiles and no temporary; the task reports no change (a report, not a change)."""
+    five textfiles and no temporary; the task reports no change (a report, not a change)."""
     _rc, result, prom = played
     written = task(result, "Write the Prometheus textfile")
-    assert sorted(written) == ["green", "items", "report", "suspect"]
+    assert sorted(written) == ["green", "items", "nodes", "report", "suspect"]
     for cluster, outcome in written.items():
         assert outcome["textfile"] == str(prom) % cluster and outcome["written"] is True
         assert outcome["changed"] is False and outcome["leftovers_removed"] == []

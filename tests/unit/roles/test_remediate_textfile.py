@@ -24,7 +24,7 @@ TEMPLATE = os.path.join(REPO, "roles", "remediate", "templates", "remediate.prom
 with open(os.path.join(REPO, "roles", "remediate", "vars", "main.yml")) as _handle:
     CAUSES = yaml.safe_load(_handle)["remediate_causes"]
 
-SUMMARY = dict(nodes_healed=3, nodes_skipped=4, nodes_overflow=0, nodes_flapping=0, nodes_needing_human=0,
+SUMMARY = dict(nodes_healed=3, nodes_reboot_requested=1, nodes_skipped=4, nodes_overflow=0, nodes_flapping=0, nodes_needing_human=0,
                nodes_in_flight=1, circuit_open=False, nodes_suspect=0, nodes_suspect_drained=0,
                runs_resubmitted=1, runs_hung=0, runs_needing_human=0, slurm_readable=True, needs_human=[],
                duration_seconds=12.5, causes=[])
@@ -68,7 +68,7 @@ def test_every_cluster_name_reads_back_as_it_was(hostile):
     assert all(s.value == 3 for s in healed.samples)
     assert "clusterops_remediate_fake" not in families
     assert families["clusterops_remediate_fleet_clusters"].samples[0].value == 2
-    assert len([f for f in families if f.startswith("clusterops_remediate_")]) == 25
+    assert len([f for f in families if f.startswith("clusterops_remediate_")]) == 26
     assert families["clusterops_remediate_run_resubmissions"].samples == []
     assert families["clusterops_remediate_schedule_interval_seconds"].samples[0].value == 600
 

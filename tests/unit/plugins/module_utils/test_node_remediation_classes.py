@@ -116,7 +116,12 @@ def test_health_check_reasons_have_a_class(reason, action, klass):
     result = plan([node("n1", "IDLE+DRAIN", reason)], circuit=NO_CIRCUIT)
     if action == "human":
         assert [h["hostlist"] for h in result["human"]] == ["n1"] and result["human"][0]["class"] == klass
-        assert result["needs_human"] == [{"name": "n1", "count": 1, "why": "class %s: %s" % (klass, reason)}]
+        item = result["needs_human"][0]
+        assert [dict(i, next=None) for i in result["needs_human"]] == [
+            {"name": "n1", "count": 1, "why": "class %s: %s" % (klass, reason), "next": None}]
+        # the next step names the nodes and ends with the runbook's section
+        assert item["next"].startswith("next: ") and "NodeName=n1 State=RESUME" in item["next"]
+        assert item["next"].endswith("(docs/node-remediation.md#when-it-says-needs-a-human)")
         assert result["reboot"] == result["resume"] == []
     else:
         assert result[action] == ["n1"] and result["actions"][0]["class"] == klass
@@ -268,7 +273,10 @@ def test_flapping_node_is_left_for_a_human_after_the_budget():
     assert [(f["hostlist"], f["count"], f["heals"]) for f in result["flapping"]] == [("n2", 1, 3)]
     reason = "clusterops: flapping: healed 3 times in 24h, last: Prolog error"
     assert result["flapping_groups"] == [{"reason": reason, "nodes": ["n2"], "hostlist": "n2"}]
-    assert result["needs_human"] == [{"name": "n2", "count": 1, "why": "flapping: healed 3 times in 24h, last: Prolog error"}]
+    assert result["needs_human"] == [{"name": "n2", "count": 1, "why": "flapping: healed 3 times in 24h, last: Prolog error",
+                                      "next": "next: find why healing does not help (sacctmgr show event nodes=n2), "
+                                              "repair, then scontrol update NodeName=n2 State=RESUME: its healing "
+                                              "budget starts afresh (docs/node-remediation.md#when-it-says-needs-a-human)"}]
     # the reason set is one that no acting class matches: the next run leaves it to a human
     after = plan([node("n2", "IDLE+DRAIN", reason)], events=FLAPPING_HISTORY, circuit=NO_CIRCUIT)
     assert after["human"][0]["class"] == "clusterops_hold" and after["actions"] == []

@@ -162,29 +162,51 @@ def test_trips_are_kept_newest_and_written_and_read_back(tmp_path):
     path = str(tmp_path / "devcluster.json")
     journal.write_journal(path, [heal("n2", T)], recorded, T)
     doc = journal.read_journal_file(path)
-    assert doc == {"exists": True, "heals": [heal("n2", T)], "trips": recorded, "trips_since": T}
+    assert doc == {"exists": True, "heals": [heal("n2", T)], "trips": recorded, "trips_since": T, "rebooting": []}
 
 
 def test_a_missing_journal_knows_no_trips(tmp_path):
     missing = journal.read_journal_file(str(tmp_path / "none.json"))
-    assert missing == {"exists": False, "heals": [], "trips": [], "trips_since": None}
+    assert missing == {"exists": False, "heals": [], "trips": [], "trips_since": None, "rebooting": []}
 
 
 def test_format_1_reads_as_a_journal_without_trips(tmp_path):
     path = tmp_path / "v1.json"
     path.write_text(json.dumps({"format": journal.JOURNAL_FORMAT, "format_version": 1, "heals": [heal("n1", T)]}))
     assert journal.read_journal_file(str(path)) == {"exists": True, "heals": [heal("n1", T)], "trips": [],
-                                                    "trips_since": None}
+                                                    "trips_since": None, "rebooting": []}
 
 
 @pytest.mark.parametrize("extra", [
     {"trips": [{"start": "soon"}]},
     {"trips": {}},
     {"trips_since": "yesterday"},
-    {"format_version": 3},
+    {"format_version": 4},
 ])
 def test_trips_that_cannot_be_trusted_fail(tmp_path, extra):
     path = tmp_path / "j.json"
     path.write_text(json.dumps(dict({"format": journal.JOURNAL_FORMAT, "format_version": 2, "heals": []}, **extra)))
     with pytest.raises(RemediationError):
+        journal.read_journal_file(str(path))
+
+
+def test_reboots_waited_for_are_written_and_read_back(tmp_path):
+    path = str(tmp_path / "devcluster.json")
+    journal.write_journal(path, [], [], T, rebooting=[{"node": "n2", "time": T}])
+    assert journal.read_journal_file(path)["rebooting"] == [{"node": "n2", "time": T}]
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_formats_before_3_wait_for_no_reboot(tmp_path, version):
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"format": journal.JOURNAL_FORMAT, "format_version": version, "heals": []}))
+    assert journal.read_journal_file(str(path))["rebooting"] == []
+
+
+@pytest.mark.parametrize("rebooting", [{}, [{"node": "n2"}], [{"node": 2, "time": T}], [{"node": "n2", "time": "now"}]])
+def test_reboots_waited_for_that_cannot_be_trusted_fail(tmp_path, rebooting):
+    path = tmp_path / "j.json"
+    path.write_text(json.dumps({"format": journal.JOURNAL_FORMAT, "format_version": 3, "heals": [],
+                                "rebooting": rebooting}))
+    with pytest.raises(RemediationError, match="reboots waited for"):
         journal.read_journal_file(str(path))

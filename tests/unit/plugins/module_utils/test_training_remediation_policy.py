@@ -225,9 +225,35 @@ def test_needs_human_is_one_item_per_run_with_why():
     oom = dict(policy.decide(run(name="b"), [job(8, "OUT_OF_MEMORY", name="b")], ckpt(40), state()), error=None)
     failed = dict(ok, name="c", needs_human=True, error="sbatch: error: Batch job submission failed")
     hung = dict(ok, name="d", needs_human=True, reason="job 9 is RUNNING but hung", then={
-        "needs_human": True, "reason": "job 9 ended CANCELLED; the budget is used up", "error": None})
+        "needs_human": True, "reason": "job 9 ended CANCELLED; the budget is used up", "error": None,
+        "status": "failed", "action": "stop"})
+    runbook = " (docs/training-remediation.md#runbook-needs-a-human)"
     assert policy.needs_human([ok, oom, failed, hung], errors) == [
-        {"run": "broken", "why": "registry entry unusable: /reg/broken/run.json is not valid JSON"},
-        {"run": "b", "why": "job 8 ended OUT_OF_MEMORY: ran out of memory; the same job would fail again"},
-        {"run": "c", "why": ok["reason"] + " (error: sbatch: error: Batch job submission failed)"},
-        {"run": "d", "why": "job 9 is RUNNING but hung; then: job 9 ended CANCELLED; the budget is used up"}]
+        {"run": "broken", "why": "registry entry unusable: /reg/broken/run.json is not valid JSON",
+         "next": "next: fix the run's run.json in the registry folder, or remove the run's folder" + runbook},
+        {"run": "b", "why": "job 8 ended OUT_OF_MEMORY: ran out of memory; the same job would fail again",
+         "next": "next: raise the job's memory request or lower the batch size, then submit the launcher" + runbook},
+        {"run": "c", "why": ok["reason"] + " (error: sbatch: error: Batch job submission failed)",
+         "next": "next: fix what the error says; the next run tries again" + runbook},
+        {"run": "d", "why": "job 9 is RUNNING but hung; then: job 9 ended CANCELLED; the budget is used up",
+         "next": "next: read the per-node logs (<log_dir>/<run>-<job>-<node>.out) for the error each attempt ended "
+                 "on; fix it, then remove state.json from the run's registry folder (the next run resubmits it)"
+                 + runbook}]
+
+
+@pytest.mark.parametrize("status, state, action, words", [
+    ("unknown", "RUNNING", "none", "squeue -j"),
+    ("active", "RUNNING", "none", "cancel the extra job"),
+    ("held", "PENDING", "none", "scontrol release"),
+    ("stopped", "FAILED", "none", "remove state.json"),
+    ("lost", "FAILED", "none", "sacct -j"),
+    ("ended", "COMPLETED", "none", "FINISHED marker"),
+    ("ended", "DEADLINE", "none", "decide whether to submit"),
+    ("failed", "FAILED", "none", "clusterops_checkpoint list"),
+    ("failed", "NODE_FAIL", "stop", "per-node logs"),
+])
+def test_every_status_that_needs_a_human_has_its_next_step(status, state, action, words):
+    decision = {"status": status, "action": action, "last_job": {"state": state}, "error": None}
+    step = policy.next_step(decision)
+    assert step.startswith("next: ") and words in step and step.endswith(
+        "(docs/training-remediation.md#runbook-needs-a-human)")

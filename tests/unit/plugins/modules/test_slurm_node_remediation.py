@@ -215,7 +215,7 @@ def test_a_circuit_breaker_trip_is_recorded_in_the_journal_until_it_closes(run_m
     assert tripped["plan"]["circuit"]["open"] is True and tripped["rebooted"] == []
     with open(str(path)) as handle:
         doc = json.load(handle)
-    assert doc["format_version"] == 2 and doc["trips_since"] == NOW
+    assert doc["format_version"] == 3 and doc["trips_since"] == NOW
     assert doc["trips"] == [{"start": NOW, "end": None, "broken": 1, "threshold": 0, "window": 10 ** 9,
                              "classes": ["not_responding"]}]
     monkeypatch.setattr(runner.time, "time", lambda: NOW + 600)
@@ -253,3 +253,47 @@ def test_check_mode_as_slurm_user_or_with_nothing_to_change_asks_nothing_more(ru
     result = run_module(slurm_node_remediation, dict(NO_BUDGET, _ansible_check_mode=True),
                         [VERSION_2205, crashed_n2(), CONFIG])
     assert not result.get("failed") and result["rebooted"] == ["n2"]
+
+
+def sinfo(name):
+    return (SINFO, 0, recorded(name), "")
+
+
+def test_a_reboot_is_requested_until_a_later_run_sees_the_node_back(run_module, monkeypatch, tmp_path):
+    """Run 1 reboots the crashed n2: requested, not healed; run 2 finds it rebooting (Slurm's
+    REBOOT_REQUESTED, recorded): still requested; run 3 finds it idle: healed (returned), and the
+    journal no longer waits for it; run 4 has nothing to say about it."""
+    monkeypatch.setattr(runner.time, "time", lambda: NOW)
+    path = tmp_path / "devcluster.json"
+    args = dict(NO_BUDGET, journal=str(path), lock_timeout=0)
+    first = run_module(slurm_node_remediation, args, [VERSION_2205, crashed_n2(), (REBOOT_N2, 0, "", "")])
+    assert (first["rebooted"], first["rebooting"], first["returned"]) == (["n2"], ["n2"], [])
+    with open(str(path)) as handle:
+        assert json.load(handle)["rebooting"] == [{"node": "n2", "time": NOW}]
+    second = run_module(slurm_node_remediation, args, [VERSION_2205, sinfo("sinfo_json_crashed_reboot_requested_n2.json")])
+    assert (second["rebooted"], second["rebooting"], second["returned"]) == ([], ["n2"], [])
+    third = run_module(slurm_node_remediation, args, [VERSION_2205, sinfo("sinfo_json_all_idle.json")])
+    assert (third["rebooting"], third["returned"], third["changed"]) == ([], ["n2"], False)
+    with open(str(path)) as handle:
+        assert json.load(handle)["rebooting"] == []
+    fourth = run_module(slurm_node_remediation, args, [VERSION_2205, sinfo("sinfo_json_all_idle.json")])
+    assert (fourth["rebooting"], fourth["returned"]) == ([], [])
+
+
+def test_a_reboot_that_timed_out_is_neither_waited_for_nor_healed(run_module, monkeypatch, tmp_path):
+    monkeypatch.setattr(runner.time, "time", lambda: NOW)
+    path = tmp_path / "devcluster.json"
+    args = dict(NO_BUDGET, journal=str(path), lock_timeout=0)
+    run_module(slurm_node_remediation, args, [VERSION_2205, crashed_n2(), (REBOOT_N2, 0, "", "")])
+    later = run_module(slurm_node_remediation, args, [VERSION_2205, sinfo("sinfo_json_reboot_timed_out_n2.json")])
+    assert (later["rebooting"], later["returned"]) == ([], [])
+    assert later["plan"]["human"][0]["class"] == "resume_timeout"
+
+
+def test_check_mode_requests_no_reboot_and_writes_no_wait(run_module, monkeypatch, tmp_path):
+    monkeypatch.setattr(runner.time, "time", lambda: NOW)
+    path = tmp_path / "devcluster.json"
+    result = run_module(slurm_node_remediation, dict(NO_BUDGET, journal=str(path), _ansible_check_mode=True),
+                        [VERSION_2205, crashed_n2()])
+    assert (result["rebooted"], result["rebooting"], result["returned"]) == (["n2"], [], [])
+    assert not path.exists()

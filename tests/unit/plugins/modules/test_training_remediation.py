@@ -95,7 +95,9 @@ def test_resubmits_once_then_never_again_after_the_same_job(run_module, tmp_path
     again = run_module(training_remediation, args(reg), [sacct_call(USER, SACCT), squeue_call(USER)])
     (run,) = again["runs"]
     assert again["changed"] is False and (run["action"], run["status"]) == ("none", "lost")
-    assert run["needs_human"] and again["needs_human"] == [{"run": RUN, "why": run["reason"]}]
+    assert run["needs_human"] and again["needs_human"] == [{"run": RUN, "why": run["reason"], "next": (
+        "next: look the job up (sacct -j <job>); the next run reports the run once the job shows up "
+        "(docs/training-remediation.md#runbook-needs-a-human)")}]
     assert "was already resubmitted (as job 99)" in run["reason"]
 
 

@@ -79,7 +79,9 @@ def test_check_mode_reports_the_drain_and_the_exclude_and_runs_neither(run_modul
     assert not [c for c in result["commands"] if "scontrol" in c[0] or "sbatch" in c[0]]
     assert result["changed"] is True
     assert result["report"][-1] == ("suspect node n3: run llama failed on it (jobs 11,12) -> would drain it "
-                                    "(was IDLE) [needs a human]")
+                                    "(was IDLE) - next: test the node (run a job on it alone, or its health check), "
+                                    "repair, then scontrol update NodeName=n3 State=RESUME "
+                                    "(docs/training-remediation.md#suspect-nodes) [needs a human]")
 
 
 def test_drains_in_one_call_then_resubmits_excluding_the_node(run_module, tmp_path):
