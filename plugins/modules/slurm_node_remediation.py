@@ -45,7 +45,8 @@ options:
         that finds it closed again ends it; M(clusterops.slurm.cluster_goodput_info) reads them.
         The newest 500 trips are kept.
       - And the reboots it requested whose node it has not seen back in service yet (RV(rebooting)); the
-        run that finds such a node in service reports it healed (RV(returned)).
+        run that finds such a node in service reports it healed (RV(returned)). One requested before
+        O(heal_window) or O(heal_since) is forgotten, like a heal.
       - Also the lock of the cluster's node remediation (C(<journal>.lock)) - while one run holds
         it, another waits up to O(lock_timeout) seconds and then fails, having read and changed
         nothing. Check mode reads the journal but neither takes the lock nor writes the journal.

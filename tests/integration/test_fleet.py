@@ -160,22 +160,30 @@ def test_one_run_heals_every_cluster_and_a_second_changes_nothing(fleet):
     assert (job["status"], job["rc"]) == ("successful", 0), job["stdout"]
     remediate = job["remediate"]
     assert set(remediate["clusters"]) == {a, b}, remediate
-    assert remediate["clusters"][a]["nodes_healed"] == 1 and remediate["clusters"][b]["nodes_healed"] == 1
+    # a reboot is requested, not healed, until a run sees the node back in service (issue 37)
+    assert [(remediate["clusters"][c]["nodes_healed"], remediate["clusters"][c]["nodes_reboot_requested"])
+            for c in (a, b)] == [(0, 1), (0, 1)], remediate
     assert remediate["clusters"][a]["host"] == fleet["host_a"] and remediate["clusters"][b]["host"] == fleet["host_b"]
-    assert remediate["nodes_healed"] == 2 and remediate["needs_human"] == [] and remediate["slurm_readable"]
-    assert "cluster %s: %s acted; nodes healed 1," % (a, fleet["host_a"]) in job["stdout"]
-    assert "cluster %s: %s acted; nodes healed 1," % (b, fleet["host_b"]) in job["stdout"]
+    assert remediate["nodes_reboot_requested"] == 2 and remediate["needs_human"] == [] and remediate["slurm_readable"]
+    assert "cluster %s: %s acted; nodes healed 0, reboot requested 1," % (a, fleet["host_a"]) in job["stdout"]
+    assert "cluster %s: %s acted; nodes healed 0, reboot requested 1," % (b, fleet["host_b"]) in job["stdout"]
     # one reboot request per cluster, each to its own controller
     assert sdiag_rpc_counts().get("REQUEST_REBOOT_NODES", 0) - before_a.get("REQUEST_REBOOT_NODES", 0) == 1
     with on(B_DIR):
         assert sdiag_rpc_counts().get("REQUEST_REBOOT_NODES", 0) - before_b.get("REQUEST_REBOOT_NODES", 0) == 1
     power_back("n2", "n3")
-    # the second run: nothing to heal, nothing changed (stats event), still green
+    # the second run: nothing to heal, nothing changed (stats event), still green; it sees both nodes back
+    # in service, so it is the run that says they are healed
     job = runner(fleet["tmp"], "second", fleet["inventory"])
     assert (job["status"], job["rc"]) == ("successful", 0), job["stdout"]
     assert sum(job["stats"]["changed"].values()) == 0, job["stats"]
-    assert job["remediate"]["nodes_healed"] == 0
-    assert all(c["nodes_healed"] == 0 for c in job["remediate"]["clusters"].values())
+    assert job["remediate"]["nodes_healed"] == 2 and job["remediate"]["nodes_reboot_requested"] == 0
+    assert "cluster %s: %s acted; nodes healed 1, reboot requested 0," % (a, fleet["host_a"]) in job["stdout"]
+    # and a third says nothing more
+    job = runner(fleet["tmp"], "third", fleet["inventory"])
+    assert (job["status"], job["rc"]) == ("successful", 0), job["stdout"]
+    assert all((c["nodes_healed"], c["nodes_reboot_requested"]) == (0, 0)
+               for c in job["remediate"]["clusters"].values()), job["remediate"]
 
 
 def test_stopped_controller_fails_naming_its_cluster_and_the_other_is_healed(fleet):
@@ -227,7 +235,7 @@ def test_ha_pair_one_host_acts(fleet, tmp_path):
                    check=False, env=env)
         after = sdiag_rpc_counts()
         assert proc.returncode == 0, proc.stdout
-        assert "cluster %s: b-one acted (standby: b-two) (unreachable: b-dead); nodes healed 1," % b \
+        assert "cluster %s: b-one acted (standby: b-two) (unreachable: b-dead); nodes healed 0, reboot requested 1," % b \
             in proc.stdout, proc.stdout
         assert after.get("REQUEST_REBOOT_NODES", 0) - before.get("REQUEST_REBOOT_NODES", 0) == 1
         assert after.get("REQUEST_UPDATE_NODE", 0) == before.get("REQUEST_UPDATE_NODE", 0)

@@ -177,9 +177,9 @@ def playbook(words, folder):
 
 def fleet_line(cluster, host, check_mode):
     if check_mode:
-        return '"cluster %s: %s would act; nodes to heal 1, skipped 1, overflow 0; runs to resubmit 0 (check mode: ' \
+        return '"cluster %s: %s would act; nodes to heal 1, reboot requested 0, skipped 1, overflow 0; runs to resubmit 0 (check mode: ' \
             'nothing changed)"' % (cluster, host)
-    return '"cluster %s: %s acted; nodes healed 1, skipped 1, overflow 0; runs resubmitted 0"' % (cluster, host)
+    return '"cluster %s: %s acted; nodes healed 1, reboot requested 0, skipped 1, overflow 0; runs resubmitted 0"' % (cluster, host)
 
 
 def test_the_quickstart_runs_as_written(healthy, operator_folder):

@@ -147,19 +147,20 @@ def in_service(node: Dict[str, Any]) -> bool:
 
 
 def reboot_outcomes(rebooting: Sequence[Dict[str, Any]], nodes: List[Dict[str, Any]],
-                    reboot_reason: str) -> Tuple[List[str], List[Dict[str, Any]]]:
+                    reboot_reason: str, since: int = 0) -> Tuple[List[str], List[Dict[str, Any]]]:
     """What became of the reboots remediation requested on earlier runs (the heal journal's
     ``rebooting``, ``[{node, time}]``), from the nodes read now: ``(returned, waiting)``, the names of
     the nodes back in service (healed: the run that sees it says so) and the entries of those still
     rebooting (:func:`is_rebooting`), kept for the next run. A node broken again for another reason,
     whose reboot failed, or that is no longer in the cluster is neither: it is dropped (the triage
-    judges it anew)."""
+    judges it anew). So is a reboot requested before ``since`` (Unix seconds: the heals before it do not
+    count, ``heal_window`` and ``heal_since``)."""
     by_name = dict((node["name"], node) for node in nodes)
     returned: List[str] = []
     waiting: List[Dict[str, Any]] = []
     for entry in rebooting:
         node = by_name.get(entry["node"])
-        if node is None:
+        if node is None or entry["time"] < since:
             continue
         if is_rebooting(node, reboot_reason):
             waiting.append(entry)

@@ -178,7 +178,7 @@ def remediate(module, cli) -> Dict[str, Any]:
         recorded = read_journal_file(path) if path else {"heals": [], "trips": [], "trips_since": None, "rebooting": []}
         now = time.time()
         nodes, planned, events = plan(module, cli, now, recorded["heals"])
-        returned, waiting = reboot_outcomes(recorded["rebooting"], nodes, params["reboot_reason"])
+        returned, waiting = reboot_outcomes(recorded["rebooting"], nodes, params["reboot_reason"], heal_since(params, now))
         if module.check_mode and (planned["reboot"] or planned["resume"] or planned["flapping_groups"]):
             refused = node_change_rights(cli)
             if refused:

@@ -297,3 +297,15 @@ def test_check_mode_requests_no_reboot_and_writes_no_wait(run_module, monkeypatc
                         [VERSION_2205, crashed_n2()])
     assert (result["rebooted"], result["rebooting"], result["returned"]) == (["n2"], [], [])
     assert not path.exists()
+
+
+def test_a_reboot_requested_before_heal_since_is_forgotten(run_module, monkeypatch, tmp_path):
+    """heal_since (and heal_window) bound what remediation remembers of its heals: a reboot requested
+    before it is neither waited for nor reported healed."""
+    monkeypatch.setattr(runner.time, "time", lambda: NOW)
+    path = tmp_path / "devcluster.json"
+    args = dict(NO_BUDGET, journal=str(path), lock_timeout=0)
+    run_module(slurm_node_remediation, args, [VERSION_2205, crashed_n2(), (REBOOT_N2, 0, "", "")])
+    later = run_module(slurm_node_remediation, dict(args, heal_since=NOW + 1),
+                       [VERSION_2205, sinfo("sinfo_json_all_idle.json")])
+    assert (later["rebooting"], later["returned"]) == ([], [])
