@@ -77,7 +77,7 @@ def test_an_account_without_the_rights_is_a_permission_failure(healthy, check_mo
     """A non-root operator account (become su, Debian's python3): it cannot write the heal journal's folder.
     --check says so too (it takes no lock, so it asks the file system), instead of passing."""
     ensure_user("clusterops-op")
-    proc, prom = remediate("-b", "--become-user", "clusterops-op", "--become-method", "su",
+    proc, prom = remediate("-e", "remediate_become=true", "--become-user", "clusterops-op", "--become-method", "su",
                            "-e", "ansible_python_interpreter=/usr/bin/python3", check_mode=check_mode)
     assert_cause(proc, prom, "permission", "permission denied to the account that runs remediation", check_mode)
     assert "clusterops-op" in proc.stdout and "heal journal" in proc.stdout, proc.stdout
@@ -129,7 +129,7 @@ def test_an_account_slurm_does_not_let_change_nodes_is_a_permission_failure(heal
     refused by slurmctld, in words that make it a permission failure too, and the node stays drained."""
     ensure_user("clusterops-op")
     scontrol("update", "NodeName=n1", "State=DRAIN", "Reason=Prolog error")
-    as_operator = ["-b", "--become-user", "clusterops-op", "--become-method", "su",
+    as_operator = ["-e", "remediate_become=true", "--become-user", "clusterops-op", "--become-method", "su",
                    "-e", "ansible_python_interpreter=/usr/bin/python3", "-e", json.dumps({"remediate_nodes_journal": ""})]
     proc, prom = remediate(*as_operator, check_mode=True)
     assert_cause(proc, prom, "permission", "neither root, SlurmUser", check_mode=True)
