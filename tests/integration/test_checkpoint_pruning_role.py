@@ -391,7 +391,9 @@ def test_a_folder_with_a_replica_is_copied_then_pruned_as_its_owner(alice):
     output, recap = apply_role(pathlib.Path(top), folders)
     assert recap.get("failed") == 0 and recap.get("changed") == 0, output  # idempotent
     job = cron_job("alice-replicated", ALICE)
-    assert job.startswith("nice -n 19 ionice -c 3 /usr/bin/python3 ") and " replicate " in job
+    # issue 37: each command bounded in time (checkpoint_pruning_time_limit), replication's copies too
+    assert job.startswith("timeout --kill-after=60 1500 nice -n 19 ionice -c 3 /usr/bin/python3 ") and " replicate " in job
+    assert "--time-limit 1200 " in job and " ; timeout --kill-after=60 1500 /usr/bin/python3 " in job
     assert job.index(" replicate ") < job.index(" prune ") and "--replica=" + replica in job
     home = pwd.getpwnam(ALICE).pw_dir
 

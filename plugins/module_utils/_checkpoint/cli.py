@@ -141,6 +141,8 @@ def _replicate_parser(sub: Any, level_help: str, template_help: str) -> None:
     cmd.add_argument("--keep-every", type=int, default=0, metavar="K",
                      help="also keep copies whose step is a multiple of K (default 0: off)")
     cmd.add_argument("--bwlimit", metavar="SIZE", help="at most this many bytes per second (100M, 1.5G, 500000)")
+    cmd.add_argument("--time-limit", type=float, metavar="SECONDS",
+                     help="start no copy after this many seconds; the ones left wait for the next run")
     cmd.add_argument("--validate", choices=LEVELS, default=SIZES, help=level_help)
     cmd.add_argument("--name-template", metavar="TEMPLATE", help=template_help)
     cmd.add_argument("--dry-run", "-n", action="store_true", help="copy and delete nothing; print what would be")
@@ -272,7 +274,7 @@ def _main_replicate(args: Any, out: Any, err: Any) -> int:
     def run(log: Any) -> Any:
         rate = parse_size(args.bwlimit) if args.bwlimit else None
         return replicate(args.dir, args.replica, args.keep_last, args.keep_every, args.validate, rate, args.dry_run,
-                         log, args.name_template)
+                         log, args.name_template, time_limit=args.time_limit)
 
     def summarize(result: Any) -> str:
         lag = result.lag

@@ -306,7 +306,8 @@ def _refuse_root_in_users_folders(run_dir: str, replica: str) -> None:
 
 def replicate(run_dir: str, replica: str, keep_last: int = 2, keep_every: int = 0, validate: str = SIZES,
               bwlimit: Optional[float] = None, dry_run: bool = False, log: Optional[Callable[[str], None]] = None,
-              name_template: Optional[str] = None, fsync: bool = True, now: Optional[float] = None) -> ReplicateResult:
+              name_template: Optional[str] = None, fsync: bool = True, now: Optional[float] = None,
+              time_limit: Optional[float] = None) -> ReplicateResult:
     """Copy the run folder's valid checkpoints that the replica's retention keeps and that it lacks;
     then remove the copies retention no longer keeps.
 
@@ -315,7 +316,10 @@ def replicate(run_dir: str, replica: str, keep_last: int = 2, keep_every: int = 
     <= 0 keeps every copy. The replica's newest verified copy is never removed. Copies are made newest
     first at most ``bwlimit`` bytes per second (None: no limit). The replica folder is created when
     missing (mode 0755); its lock :data:`REPLICATE_LOCK` is held with ``flock`` for the run (``dry_run``
-    takes none and changes nothing). Each copy and removal is passed to ``log``.
+    takes none and changes nothing). Each copy (before it starts: ``copying NAME (I of N, BYTES bytes)``, and
+    once made) and removal is passed to ``log``. With ``time_limit`` (seconds from the start), no copy
+    starts after it: the ones left are logged and made by the next run (a copy under way is finished;
+    a hard stop, such as cron's ``timeout``, leaves its temporary folder for the next run to remove).
 
     An error while copying (the disk full, a file that changed) removes that copy's temporary folder
     and stops the run: :attr:`ReplicateResult.error` says why; what was verified before stays.
@@ -352,8 +356,10 @@ def replicate(run_dir: str, replica: str, keep_last: int = 2, keep_every: int = 
             raise ReplicaLocked("another replication into %s is running (it holds %s); nothing done" % (
                 replica, REPLICATE_LOCK))
     try:
+        started = time.time()
         _replicate_locked(run_dir, replica, result, keep_last, keep_every, validate, bwlimit, log,
-                          name_template, fsync, time.time() if now is None else now)
+                          name_template, fsync, started if now is None else now,
+                          None if time_limit is None else started + time_limit)
     finally:
         if lock_fd is not None:
             os.close(lock_fd)
@@ -380,7 +386,7 @@ def _entry_epoch(entry: Dict[str, Any]) -> int:
 
 def _replicate_locked(run_dir: str, replica: str, result: ReplicateResult, keep_last: int, keep_every: int,
                       validate: str, bwlimit: Optional[float], log: Callable[[str], None], name_template: Optional[str],
-                      fsync: bool, now: float) -> None:
+                      fsync: bool, now: float, deadline: Optional[float] = None) -> None:
     # Every candidate at structure, the newest down to the first valid at validate; the ones to copy are
     # checked at validate before copying (at sha256 the whole run folder is not hashed on every run).
     source = inspect(run_dir, validate, list_all=True, name_template=name_template)
@@ -404,7 +410,14 @@ def _replicate_locked(run_dir: str, replica: str, result: ReplicateResult, keep_
             write_index(replica, run_dir, index, fsync)
             log("warning: %s" % result.warnings[-1])
     run_real = os.path.realpath(run_dir)
-    for ckpt in _to_copy(source.checkpoints, index, keep_last, keep_every):
+    to_copy = _to_copy(source.checkpoints, index, keep_last, keep_every)
+    for number, ckpt in enumerate(to_copy, 1):
+        if deadline is not None and time.time() >= deadline and not result.dry_run:
+            left = [c.name for c in to_copy[number - 1:]]
+            result.warnings.append("the time limit was reached: %d checkpoint(s) left for the next run (%s)"
+                                   % (len(left), ", ".join(left)))
+            log("warning: %s" % result.warnings[-1])
+            break
         if ckpt.checked != validate:
             check_checkpoint(ckpt, validate, run_real)
         if not ckpt.valid:
@@ -413,6 +426,7 @@ def _replicate_locked(run_dir: str, replica: str, result: ReplicateResult, keep_
         if result.dry_run:
             result.copied.append(dict(name=ckpt.name, step=ckpt.step, bytes=ckpt.size, seconds=None))
             continue
+        log("copying %s (%d of %d, %d bytes)" % (ckpt.name, number, len(to_copy), ckpt.size or 0))
         try:
             entry = _copy_one(ckpt, run_real, replica, validate, _Pacer(bwlimit))  # paced from the copy's start
         except (OSError, CheckpointError, Invalid) as exc:

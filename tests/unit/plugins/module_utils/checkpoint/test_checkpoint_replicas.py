@@ -567,3 +567,29 @@ def test_a_name_reused_for_a_newer_step_is_copied_again(run, replica):
     result = ck.replicate(str(run), str(replica), fsync=False)
     assert [c["name"] for c in result.copied] == ["checkpoint_epoch_1_step_100.pth"]
     assert ck.read_index(str(replica))["checkpoint_epoch_1_step_100.pth"]["step"] == 100
+
+
+def test_each_copy_says_what_it_copies_before_it_starts(run, replica):
+    """Issue 37: a replication of large checkpoints says what it is doing as it goes."""
+    for step in (10, 20):
+        contract(run, step)
+    lines = []
+    ck.replicate(str(run), str(replica), keep_last=2, fsync=False, log=lines.append)
+    copying = [line for line in lines if line.startswith("copying ")]
+    assert copying == ["copying step_000000020 (1 of 2, %d bytes)" % ck.inspect(str(run)).checkpoints[-1].size,
+                       "copying step_000000010 (2 of 2, %d bytes)" % ck.inspect(str(run)).checkpoints[0].size]
+    assert lines.index(copying[0]) < lines.index([l for l in lines if l.startswith("copied step_000000020")][0])
+
+
+def test_no_copy_starts_after_the_time_limit_and_the_next_run_makes_it(run, replica, monkeypatch):
+    for step in (10, 20, 30):
+        contract(run, step)
+    clock = iter(range(1000, 10 ** 6, 100))  # each read of the clock 100 s later
+    monkeypatch.setattr(ck.replicas.time, "time", lambda: float(next(clock)))
+    lines = []
+    first = ck.replicate(str(run), str(replica), keep_last=3, fsync=False, log=lines.append, time_limit=150)
+    assert [c["name"] for c in first.copied] == ["step_000000030"]
+    assert any("time limit was reached: 2 checkpoint(s) left for the next run" in w for w in first.warnings), first.warnings
+    assert not first.error and any(line.startswith("warning: the time limit was reached") for line in lines)
+    second = ck.replicate(str(run), str(replica), keep_last=3, fsync=False)
+    assert sorted(c["name"] for c in second.copied) == ["step_000000010", "step_000000020"]
