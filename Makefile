@@ -25,7 +25,7 @@ SLURM_RELEASES ?= $(or $(CLUSTEROPS_SLURM_RELEASES),$(DEVCLUSTER_RELEASES))
 include dev/cluster/cluster.mk
 include tests/molecule/molecule.mk
 
-.PHONY: help setup deps venv collection importer eda-venv events events-up events-down tarball demo demo-hang demo-replica demo-events report test unit typecheck matrix integration integration-release pruning-role packaging sanity lint security benchmark clean
+.PHONY: help setup deps venv collection importer eda-venv events events-up events-down tarball demo demo-hang demo-replica demo-events report test unit typecheck matrix integration integration-release pruning-role packaging sanity lint security benchmark trainers clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | sort
@@ -73,6 +73,18 @@ $(EDA_VENV)/.installed: requirements-eda.txt
 	$(call tool_venv,$(EDA_VENV),requirements-eda.txt)
 
 eda-venv: $(EDA_VENV)/.installed ## ansible-rulebook and the pinned ansible-core in .venv-eda (what make events runs)
+
+# The real-library checkpoint suite (tests/trainers, issue 39) in a venv of its own (.venv-trainers, pinned in
+# tests/trainers/requirements.txt): transformers, accelerate, lightning, deepspeed (without its compiled ops) and
+# the CPU torch. Each library trains tiny models on the CPU, one thread each; its saves are killed at each file and
+# damaged, and it resumes from the collection's answer.
+TRAINERS_VENV ?= $(CURDIR)/.venv-trainers
+$(TRAINERS_VENV)/.installed: export DS_BUILD_OPS := 0
+$(TRAINERS_VENV)/.installed: tests/trainers/requirements.txt
+	$(call tool_venv,$(TRAINERS_VENV),tests/trainers/requirements.txt)
+
+trainers: $(TRAINERS_VENV)/.installed ## Checkpoint validity against the real libraries: saves killed at each file and damaged, each library resumes from the collection's answer
+	cd tests/trainers && OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(TRAINERS_VENV)/bin/python -m pytest -q -p no:cacheprovider .
 
 $(NOX_VENV)/.installed: requirements-nox.txt
 	$(call tool_venv,$(NOX_VENV),requirements-nox.txt)

@@ -40,6 +40,9 @@ MAX_BYTES = (1 << 63) - 1
 STEP_BOUND = "an integer of 0 to 2**53"
 TIME_BOUND = "a number of seconds of 0 to %d (2100-01-01)" % MAX_TIME
 BYTES_BOUND = "an integer of 0 to 2**63-1 (bytes)"
+#: The most ranks a world size may say (a DeepSpeed model-state file's ``dp_world_size``, ``mp_world_size``).
+MAX_RANKS = 1 << 20
+RANKS_BOUND = "an integer of 1 to 2**20 (ranks)"
 
 
 def shown(value: Any) -> str:
@@ -75,6 +78,13 @@ def step_problem(value: Any, what: str = "step") -> Optional[str]:
 def bytes_problem(value: Any, what: str = "size") -> Optional[str]:
     """Why ``value`` is not a size: an integer of 0 to :data:`MAX_BYTES`; or None."""
     return integer_problem(value, what, MAX_BYTES, BYTES_BOUND)
+
+
+def ranks_problem(value: Any, what: str = "world size") -> Optional[str]:
+    """Why ``value`` is not a world size: an integer of 1 to :data:`MAX_RANKS`; or None."""
+    if value == 0 and not isinstance(value, bool):
+        return "%s 0 is not %s" % (what, RANKS_BOUND)
+    return integer_problem(value, what, MAX_RANKS, RANKS_BOUND)
 
 
 def time_problem(value: Any, what: str = "time") -> Optional[str]:

@@ -103,11 +103,14 @@ class Checkpoint(object):
         size: total bytes of those files; None when not known.
         time: the manifest's ``time`` (contract), else None.
         pointed_by: names of the pointers (``latest``, ...) that resolve to it.
+        parts: for layouts whose files alone cannot say how many a whole save has (Accelerate's registered
+            objects, torch.distributed.checkpoint's rank-local metadata): how many of each kind of part it
+            holds, ``{kind: count}``, compared with the save before it (:func:`.layouts.fewer_parts`); else None.
     """
 
     __slots__ = ("name", "path", "layout", "step", "epoch", "name_epoch", "is_dir", "valid",
                  "why_invalid", "checked", "files", "size", "time", "pointed_by", "version", "last",
-                 "step_from", "name_layout")
+                 "step_from", "name_layout", "parts")
 
     def __init__(self, name: str, path: str, layout: str, step: int, name_epoch: Optional[int] = None, is_dir: bool = True) -> None:
         self.name = name
@@ -130,6 +133,7 @@ class Checkpoint(object):
         self.version = 0  # Lightning's -v<N>: a later save under the same name
         self.last = False  # Lightning's last.ckpt / last-v<N>.ckpt copy (save_last=True)
         self.step_from = "name"  # or "template", "metadata"
+        self.parts: Optional[Dict[str, int]] = None
 
     @property
     def key(self) -> Tuple[int, int]:

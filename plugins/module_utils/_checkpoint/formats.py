@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover
     pass
 
 from .bounds import bytes_problem
-from .common import CHUNK_SIZE, Invalid, MAX_MANIFEST_BYTES
+from .common import CHUNK_SIZE, Invalid, MAX_MANIFEST_BYTES, MAX_PICKLE_BYTES
 
 
 def check_torch_zip(path: str, read_all: bool = False) -> Optional[str]:
@@ -170,6 +170,34 @@ class StubUnpickler(pickle.Unpickler):
 
     def persistent_load(self, pid):
         return None
+
+
+def torch_pickle_root(path: str) -> Any:
+    """The object a torch.save file's ``data.pkl`` holds, read without torch (:class:`StubUnpickler`: every
+    class becomes an inert stand-in, tensors None): a Lightning checkpoint's dict, a DeepSpeed model-state dict.
+
+    Raises:
+        Invalid: the file is not a whole torch.save zip, or its ``data.pkl`` is cut short or corrupt.
+        ValueError: it is whole but cannot be read this way (a legacy pickle-format file, a ``data.pkl``
+            over :data:`MAX_PICKLE_BYTES`, a shape the stand-ins cannot take).
+    """
+    problem = check_torch_zip(path)
+    if problem:
+        if problem.startswith("legacy"):
+            raise ValueError("a legacy torch.save file: it cannot be read without torch")
+        raise Invalid(problem)
+    with zipfile.ZipFile(path) as archive:
+        infos = [i for i in archive.infolist() if i.filename == "data.pkl" or i.filename.endswith("/data.pkl")]
+        if infos[0].file_size > MAX_PICKLE_BYTES:
+            raise ValueError("data.pkl is %d bytes, more than the %d read without torch" % (
+                infos[0].file_size, MAX_PICKLE_BYTES))
+        with archive.open(infos[0]) as handle:
+            try:
+                return StubUnpickler(handle).load()
+            except (EOFError, pickle.UnpicklingError, struct.error, UnicodeDecodeError) as exc:
+                raise Invalid("data.pkl is cut short or corrupt: %s: %s" % (type(exc).__name__, exc))
+            except Exception as exc:  # pylint: disable=broad-except  # a shape the stand-ins cannot take
+                raise ValueError("data.pkl could not be read without torch: %s: %s" % (type(exc).__name__, exc))
 
 
 def dcp_storage(metadata_path: str) -> List[Tuple[str, int, int]]:

@@ -20,7 +20,7 @@ try:
 except ImportError:  # pragma: no cover
     pass
 
-from .bounds import bytes_problem, number_problem, step_problem
+from .bounds import bytes_problem, number_problem, ranks_problem, step_problem
 from .common import (
     ACCELERATE,
     AUTOMODEL,
@@ -48,7 +48,7 @@ from .common import (
 )
 from .names import CKPT_SUFFIX, NEMO_UNFINISHED, NUM
 from .fsutil import hash_file, read_json, require_nonempty, stat_regular, walk_files
-from .formats import check_safetensors, check_torch_zip, dcp_storage
+from .formats import check_safetensors, check_torch_zip, dcp_storage, torch_pickle_root
 
 
 _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
@@ -66,10 +66,15 @@ def _level_at_least(level: str, wanted: str) -> bool:
 def _check_contract(ckpt: Checkpoint, level: str, base_real: str) -> None:
     manifest_path = os.path.join(ckpt.path, MANIFEST)
     if not os.path.lexists(manifest_path):
-        if os.path.lexists(os.path.join(ckpt.path, ".metadata")) or any(
-                n.endswith(".distcp") for n in os.listdir(ckpt.path)):
+        names = os.listdir(ckpt.path)
+        if ".metadata" in names or any(n.endswith(".distcp") or _DCP_RANK_METADATA.match(n) for n in names):
             ckpt.layout = DCP
             _check_dcp(ckpt, level, base_real)
+            return
+        if any(_ACCELERATE_STATE.match(n) for n in names):
+            # Accelerate's own examples save_state to step_<S> (examples/complete_nlp_example.py)
+            ckpt.layout = ACCELERATE
+            _check_accelerate(ckpt, level, base_real)
             return
         raise Invalid("no %s: not committed" % MANIFEST)
     if os.path.islink(manifest_path):
@@ -134,12 +139,13 @@ def _check_contract(ckpt: Checkpoint, level: str, base_real: str) -> None:
                 raise Invalid("%s: sha256 %s does not match the manifest's %s" % (rel, actual, digest))
 
 
-def _check_zip_members(files: List[Tuple[str, str, int]], level: str) -> None:
-    """torch.save files and safetensors inside a folder, at ``sizes`` and above."""
+def _check_zip_members(files: List[Tuple[str, str, int]], level: str, also: Tuple[str, ...] = ()) -> None:
+    """torch.save files and safetensors inside a folder, at ``sizes`` and above; ``also``: more suffixes of
+    torch.save files (Accelerate's ``.pkl``)."""
     if not _level_at_least(level, SIZES):
         return
     for rel, path, size in files:
-        if rel.endswith(_TORCH_SUFFIXES) and size > 0:
+        if rel.endswith(_TORCH_SUFFIXES + also) and size > 0:
             problem = check_torch_zip(path, read_all=_level_at_least(level, SHA256))
         elif rel.endswith(".safetensors") and size > 0:
             problem = check_safetensors(path, size)
@@ -149,26 +155,55 @@ def _check_zip_members(files: List[Tuple[str, str, int]], level: str) -> None:
             raise Invalid("%s: %s" % (rel, problem))
 
 
+#: torch.distributed.checkpoint's rank-local metadata (``save(..., use_collectives=False)``, torch 2.13
+#: ``FileSystemWriter.finish``): each rank writes ``__<rank>.metadata`` for its ``__<rank>_<n>.distcp``.
+_DCP_RANK_METADATA = re.compile(r"^__([0-9]+)\.metadata\Z")
+_DCP_RANK_DATA = re.compile(r"^__([0-9]+)_[0-9]+\.distcp\Z")
+
+
 def _check_dcp_files(ckpt: Checkpoint, files: List[Tuple[str, str, int]], level: str, prefix: str = "") -> None:
+    """A torch.distributed.checkpoint save under ``prefix``: ``.metadata`` (``dcp.save`` with collectives: the
+    coordinator writes it after every rank wrote), else every rank's own ``__<rank>.metadata`` (what
+    ``dcp.load`` falls back to: torch/distributed/checkpoint/state_dict_loader.py ``load``); the data files
+    each one names, long enough at ``sizes``."""
     by_rel = dict((rel, (path, size)) for rel, path, size in files)
-    meta = by_rel.get(prefix + ".metadata")
-    if meta is None:
-        raise Invalid("no %s.metadata: not committed (torch.distributed.checkpoint writes it last)" % prefix)
-    if meta[1] == 0:
-        raise Invalid("%s.metadata is empty" % prefix)
-    data = [size for rel, (_path, size) in by_rel.items() if rel.endswith(".distcp")]
-    if not data:
-        raise Invalid("no .distcp data files")
-    if not any(data):
-        raise Invalid("every .distcp data file is empty")
-    if _level_at_least(level, SIZES):
-        for rel, offset, length in dcp_storage(meta[0]):
-            target = by_rel.get(prefix + rel)
-            if target is None:
-                raise Invalid("%s.metadata names %s, which is missing" % (prefix, rel))
-            if offset + length > target[1]:
-                raise Invalid("%s%s: %d bytes, %s.metadata needs %d (truncated?)" % (
-                    prefix, rel, target[1], prefix, offset + length))
+    metas = [prefix + ".metadata"]
+    if metas[0] not in by_rel:
+        local = {}
+        data_ranks = set()
+        for rel in by_rel:
+            name = rel[len(prefix):] if rel.startswith(prefix) else None
+            match = _DCP_RANK_METADATA.match(name) if name is not None and "/" not in name else None
+            if match:
+                local[int(match.group(1))] = rel
+            match = _DCP_RANK_DATA.match(name) if name is not None and "/" not in name else None
+            if match:
+                data_ranks.add(int(match.group(1)))
+        if not local:
+            raise Invalid("no %s.metadata: not committed (torch.distributed.checkpoint writes it last)" % prefix)
+        ranks = sorted(set(local) | data_ranks)
+        if sorted(local) != list(range(len(ranks))):
+            raise Invalid("rank-local metadata incomplete: %s__<rank>.metadata of ranks %s, data of ranks %s "
+                          "(each rank writes its own last)" % (prefix, sorted(local), sorted(data_ranks)))
+        metas = [local[rank] for rank in sorted(local)]
+        ckpt.parts = {prefix + "__<rank>.metadata": len(metas)}
+    for meta_rel in metas:
+        meta = by_rel[meta_rel]
+        if meta[1] == 0:
+            raise Invalid("%s is empty" % meta_rel)
+        data = [size for rel, (_path, size) in by_rel.items() if rel.endswith(".distcp")]
+        if not data:
+            raise Invalid("no .distcp data files")
+        if not any(data):
+            raise Invalid("every .distcp data file is empty")
+        if _level_at_least(level, SIZES):
+            for rel, offset, length in dcp_storage(meta[0]):
+                target = by_rel.get(prefix + rel)
+                if target is None:
+                    raise Invalid("%s names %s, which is missing" % (meta_rel, rel))
+                if offset + length > target[1]:
+                    raise Invalid("%s%s: %d bytes, %s needs %d (truncated?)" % (
+                        prefix, rel, target[1], meta_rel, offset + length))
 
 
 def _check_dcp(ckpt: Checkpoint, level: str, base_real: str) -> None:
@@ -176,11 +211,51 @@ def _check_dcp(ckpt: Checkpoint, level: str, base_real: str) -> None:
     ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
     require_nonempty(files, "torch.distributed.checkpoint")
     rels = [rel for rel, _path, _size in files]
-    if ".metadata" not in rels and any(rel.endswith(".safetensors") for rel in rels):
+    if ".metadata" not in rels and not any(_DCP_RANK_METADATA.match(rel) for rel in rels) and any(
+            rel.endswith(".safetensors") for rel in rels):
         # torchtitan's last save in Hugging Face format (checkpoint.last_save_in_hf)
         _check_weight_files(ckpt, files, level)
         return
     _check_dcp_files(ckpt, files, level)
+
+
+# The Hugging Face Trainer (transformers 5.25.0, trainer.py): _save_checkpoint writes the model (save_model:
+# config.json, model.safetensors or its shards and index, or an adapter; training_args.bin), then
+# _save_optimizer_and_scheduler (optimizer.pt, scheduler.pt; DeepSpeed's global_step<S>/, FSDP's
+# optimizer_0/), scaler.pt, rng_state[_<rank>].pth, and trainer_state.json last. _load_from_checkpoint
+# needs one of the weight files below (else "Can't find a valid checkpoint"); _load_optimizer_and_scheduler
+# loads the optimizer and the scheduler only when both are there, and otherwise goes on silently with a
+# fresh optimizer and a restarted schedule.
+_HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json",
+               "pytorch_model.bin.index.json", "adapter_model.safetensors", "adapter_model.bin")
+_HF_FSDP_MODEL = "pytorch_model_fsdp"
+_HF_OPTIMIZER = ("optimizer.pt", "optimizer.bin")
+_HF_SCHEDULER = "scheduler.pt"
+_HF_RNG = re.compile(r"^rng_state(?:_[0-9]+)?\.pth\Z")
+
+
+def _hf_trainer_parts(ckpt: Checkpoint, files: List[Tuple[str, str, int]]) -> None:
+    """What the Trainer's own load needs of a ``checkpoint-<S>`` folder (see above), else Invalid."""
+    tops = set(rel.split("/", 1)[0] for rel, _path, _size in files)
+    if "config.json" in tops:   # _load_from_checkpoint reads it (its transformers_version) when it is there
+        read_json(os.path.join(ckpt.path, "config.json"), "config.json")
+    folders = set(rel.split("/", 1)[0] for rel, _path, _size in files if "/" in rel)
+    adapters = [f for f in folders if any(rel.startswith(f + "/adapter_model.") for rel, _p, _s in files)]
+    fsdp = any(_HF_FSDP_MODEL in f for f in folders) or _HF_FSDP_MODEL + ".bin" in tops
+    if not (tops.intersection(_HF_WEIGHTS) or fsdp or adapters):
+        raise Invalid("no model weights the Trainer loads (%s, an FSDP %s folder or an adapter folder): "
+                      "transformers' _load_from_checkpoint fails" % (", ".join(_HF_WEIGHTS), _HF_FSDP_MODEL))
+    if any(f.startswith("global_step") for f in folders):
+        return  # DeepSpeed's own checkpoint holds the optimizer and the schedule (checked by the Trainer's load)
+    optimizer = bool(tops.intersection(_HF_OPTIMIZER)) or any("optimizer" in f for f in folders)
+    scheduler = _HF_SCHEDULER in tops
+    rng = any(_HF_RNG.match(t) for t in tops)
+    if (optimizer or scheduler or rng) and not (optimizer and scheduler):
+        raise Invalid("%s missing: the Trainer would resume with a fresh optimizer and a restarted schedule "
+                      "(it loads them only together; a save with %s writes both)" % (
+                          " and ".join(n for n, there in (("the optimizer state (optimizer.pt)", optimizer),
+                                                           (_HF_SCHEDULER, scheduler)) if not there),
+                          "rng_state.pth" if rng and not (optimizer or scheduler) else "either"))
 
 
 def _check_huggingface(ckpt: Checkpoint, level: str, base_real: str) -> None:
@@ -200,9 +275,7 @@ def _check_huggingface(ckpt: Checkpoint, level: str, base_real: str) -> None:
         raise Invalid("trainer_state.json global_step %d does not match the folder name's %d" % (global_step, ckpt.step))
     if isinstance(state.get("epoch"), (int, float)) and not isinstance(state.get("epoch"), bool):
         ckpt.epoch = state["epoch"]
-    sizes = dict((rel, size) for rel, _path, size in files)
-    if not any(size > 0 for rel, size in sizes.items() if rel != "trainer_state.json"):
-        raise Invalid("nothing but trainer_state.json holds data")
+    _hf_trainer_parts(ckpt, files)
     _check_weight_files(ckpt, files, level, required=False)
 
 
@@ -230,44 +303,96 @@ def _check_weight_files(ckpt: Checkpoint, files: List[Tuple[str, str, int]], lev
     _check_zip_members([f for f in files if f[0].startswith(prefix)], level)
 
 
-# Accelerate's save_state (accelerate/checkpointing.py save_accelerator_state): the models
-# (model.safetensors, pytorch_model.bin, model_<i>..., or pytorch_model_fsdp_<i>/ and DeepSpeed's
-# pytorch_model/ folders), optimizer.bin, scheduler.bin, sampler.bin, scaler.pt, then each
-# process's random_states_<rank>.pkl: the last files of a save.
-_ACCELERATE_RANDOM_STATES = re.compile(r"^random_states_([0-9]+)\.pkl$")
-_ACCELERATE_FILES = re.compile(r"^(?:optimizer|scheduler|sampler)(?:_[0-9]+)?\.bin$")
+# Accelerate's save_state (accelerate 1.16.0: accelerator.py save_state, checkpointing.py
+# save_accelerator_state): the models (model.safetensors or pytorch_model.bin, model_<i>...; FSDP's
+# pytorch_model_fsdp_<i>/, DeepSpeed's pytorch_model/), optimizer[_<i>].bin, scheduler[_<i>].bin,
+# sampler[_<i>].bin, dl_state_dict[_<i>].bin, scaler.pt, then each process's random_states_<rank>.pkl, and
+# after them every registered object's custom_checkpoint_<i>.pkl (save_custom_state). Every .pkl is a
+# torch.save zip. load_state (accelerator.py) loads each model, optimizer and scheduler it holds without
+# asking whether the file is there, and refuses a folder whose count of custom_checkpoint_<i>.pkl is not
+# the number of registered objects: a save killed among them is known by the save before it (Checkpoint.parts).
+_ACCELERATE_RANDOM_STATES = re.compile(r"^random_states_([0-9]+)\.pkl\Z")
+_ACCELERATE_CUSTOM = re.compile(r"^custom_checkpoint_([0-9]+)\.pkl\Z")
+_ACCELERATE_FILES = re.compile(r"^(optimizer|scheduler|sampler|dl_state_dict)(?:_([0-9]+))?\.bin\Z")
 _ACCELERATE_MODEL = re.compile(r"^(?:pytorch_model|model)(?:_fsdp)?(?:_[0-9]+)?(?:-[0-9]+-of-[0-9]+)?(?:\.|/|$)")
+#: Files only Accelerate's save_state writes: a step_<S> or epoch_<E> folder holding one is Accelerate's.
+_ACCELERATE_STATE = re.compile(r"^(?:random_states_[0-9]+\.pkl|custom_checkpoint_[0-9]+\.pkl|"
+                               r"(?:optimizer|scheduler|sampler)(?:_[0-9]+)?\.bin)\Z")
+#: Accelerate's model files by their exact names (torchtune's epoch_<N> holds model-0000i-of-0000n shards
+#: and config.json): an epoch_<E> folder with one of them and no config.json is Accelerate's.
+_ACCELERATE_MODEL_FILE = re.compile(r"^(?:model(?:_[0-9]+)?\.safetensors|pytorch_model(?:_[0-9]+)?\.bin)\Z")
 
 
-def _is_accelerate(files: List[Tuple[str, str, int]]) -> bool:
-    """A ``checkpoint-<S>`` folder of Accelerate's save_state, not of the Hugging Face Trainer."""
+def _is_accelerate(files: List[Tuple[str, str, int]], model_only: bool = False) -> bool:
+    """A folder of Accelerate's save_state (not the Trainer's ``checkpoint-<S>``, the contract's ``step_<S>``
+    or torchtune's ``epoch_<N>``), by the files inside. ``model_only``: a folder holding only Accelerate's
+    model file so far (a save killed after it) counts too."""
     tops = set(rel.split("/", 1)[0] for rel, _path, _size in files)
-    return "trainer_state.json" not in tops and any(
-        _ACCELERATE_RANDOM_STATES.match(t) or _ACCELERATE_FILES.match(t) for t in tops)
+    if "trainer_state.json" in tops:
+        return False
+    if any(_ACCELERATE_STATE.match(t) for t in tops):
+        return True
+    return model_only and "config.json" not in tops and any(_ACCELERATE_MODEL_FILE.match(t) for t in tops)
+
+
+def _gapless(numbers: Any, what: str) -> int:
+    """How many of ``numbers`` there are, when they are 0 to n-1; else Invalid (one is missing)."""
+    found = sorted(numbers)
+    if found != list(range(len(found))):
+        raise Invalid("%s incomplete: ranks %s" % (what, found) if "<rank>" in what else "%s incomplete: %s" % (what, found))
+    return len(found)
 
 
 def _check_accelerate(ckpt: Checkpoint, level: str, base_real: str, files: Any = None) -> None:
     files = files if files is not None else walk_files(ckpt.path, base_real)
     ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
     require_nonempty(files, "Accelerate")
-    ranks = {}
+    ranks, custom, kinds = [], [], {}  # type: List[int], List[int], Dict[str, set]
     for rel, _path, size in files:
-        match = _ACCELERATE_RANDOM_STATES.match(rel)
+        if "/" in rel:
+            continue
+        for regex, found in ((_ACCELERATE_RANDOM_STATES, ranks), (_ACCELERATE_CUSTOM, custom)):
+            match = regex.match(rel)
+            if match:
+                found.append(int(match.group(1)))
+        match = _ACCELERATE_FILES.match(rel)
         if match:
-            ranks[int(match.group(1))] = (rel, size)
+            kinds.setdefault(match.group(1), set()).add(int(match.group(2) or 0))
     if not ranks:
-        raise Invalid("no random_states_<rank>.pkl: not committed (Accelerate's save_state writes them last)")
-    if sorted(ranks) != list(range(len(ranks))):
-        raise Invalid("random_states_<rank>.pkl incomplete: ranks %s" % sorted(ranks))
-    for rel, size in ranks.values():
-        if size == 0:
-            raise Invalid("%s is empty" % rel)
+        raise Invalid("no random_states_<rank>.pkl: not committed (Accelerate's save_state writes them after "
+                      "the models, optimizers and schedulers)")
+    parts = {"random_states_<rank>.pkl": _gapless(ranks, "random_states_<rank>.pkl"),
+             "custom_checkpoint_<i>.pkl": _gapless(custom, "custom_checkpoint_<i>.pkl (registered objects)")}
+    for kind in ("optimizer", "scheduler", "sampler", "dl_state_dict"):
+        parts[kind + "[_<i>].bin"] = _gapless(kinds.get(kind, ()), kind + "[_<i>].bin")
+    if parts["scheduler[_<i>].bin"] > parts["optimizer[_<i>].bin"]:
+        raise Invalid("%d scheduler(s) and %d optimizer(s): optimizer.bin missing (load_state loads every "
+                      "registered optimizer)" % (parts["scheduler[_<i>].bin"], parts["optimizer[_<i>].bin"]))
     models = [(rel, size) for rel, _path, size in files if _ACCELERATE_MODEL.match(rel)]
     if not any(size for _rel, size in models):
         raise Invalid("no model weights (model.safetensors, pytorch_model.bin, pytorch_model_fsdp_0/, ...)")
+    parts["models"] = len(set(re.sub(r"(?:-[0-9]+-of-[0-9]+)?(?:\..*|/.*)$", "", rel) for rel, _size in models))
     for top in sorted(set(rel.split("/", 1)[0] for rel, _path, _size in files if rel.endswith("/.metadata"))):
         _check_dcp_files(ckpt, files, level, prefix=top + "/")
+    ckpt.parts = parts
     _check_weight_files(ckpt, files, level, required=False)
+    for rel, _path, size in files:
+        if rel.endswith(".pkl") and size == 0:
+            raise Invalid("%s is empty" % rel)
+    # every .pkl of save_state is a torch.save zip too
+    _check_zip_members([f for f in files if f[0].endswith(".pkl")], level, also=(".pkl",))
+
+
+def fewer_parts(ckpt: Checkpoint, before: Checkpoint) -> Optional[str]:
+    """Why ``ckpt`` holds fewer parts of a kind than ``before``, the save before it of the same layout (a save
+    killed among its last files: Accelerate's registered objects, rank-local DCP metadata), or None."""
+    if ckpt.parts is None or before.parts is None or ckpt.layout != before.layout:
+        return None
+    for kind, count in sorted(before.parts.items()):
+        if ckpt.parts.get(kind, 0) < count:
+            return "%d %s, the save before it (%s) has %d: a save killed before its last files" % (
+                ckpt.parts.get(kind, 0), kind, before.name, count)
+    return None
 
 
 def _nemo_unfinished(ckpt: Checkpoint) -> None:
@@ -292,6 +417,11 @@ def _check_nemo(ckpt: Checkpoint, level: str, base_real: str) -> None:
 def _check_torchtune(ckpt: Checkpoint, level: str, base_real: str) -> None:
     files = walk_files(ckpt.path, base_real)
     ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
+    if _is_accelerate(files, model_only=True):
+        # Accelerate's own examples save_state to epoch_<E> (examples/complete_nlp_example.py)
+        ckpt.layout = ACCELERATE
+        _check_accelerate(ckpt, level, base_real, files)
+        return
     require_nonempty(files, "torchtune")
     _check_weight_files(ckpt, files, level)
 
@@ -338,6 +468,39 @@ def _check_orbax(ckpt: Checkpoint, level: str, base_real: str) -> None:
             raise Invalid("%s is empty" % rel)
 
 
+# DeepSpeed (deepspeed 0.19.8, runtime/engine.py): save_checkpoint has every rank write its part
+# (_save_checkpoint: mp_rank_<mp>_model_states.pt, or zero_pp_rank_<dp>_mp_rank_<mp>_model_states.pt under
+# ZeRO-3; _save_zero_checkpoint: [bf16_]zero_pp_rank_<dp>_mp_rank_<mp>_optim_states.pt), then rank 0 writes
+# `latest` BEFORE the barrier that waits for the others: `latest` does not say every rank finished.
+# load_checkpoint reads the model-state file's dp_world_size and mp_world_size and, under ZeRO (its
+# ``optimizer`` None, ``param_shapes`` set), opens the optimizer state of every data-parallel rank
+# (_get_all_zero_checkpoint_names): the grid those world sizes give is what a whole save holds.
+_DS_MODEL_STATES = re.compile(r"^(?:zero_pp_rank_%s_)?mp_rank_%s_model_states\.pt\Z" % (NUM, NUM))
+
+
+def _deepspeed_world(files: List[Tuple[str, str, int]]) -> Optional[Tuple[str, int, int, bool]]:
+    """``(folder, dp_world_size, mp_world_size, zero)`` from the first model-state file's own ``data.pkl``
+    (read without torch), or None when it does not say (a legacy file, another shape)."""
+    states = sorted((rel, path) for rel, path, _size in files if _DS_MODEL_STATES.match(rel.rsplit("/", 1)[-1]))
+    if not states:
+        return None
+    rel, path = states[0]
+    try:
+        root = torch_pickle_root(path)
+    except ValueError:
+        return None
+    except Invalid as exc:
+        raise Invalid("%s: %s" % (rel, exc))
+    if not isinstance(root, dict) or "dp_world_size" not in root or "mp_world_size" not in root:
+        return None
+    dp, mp = root.get("dp_world_size"), root.get("mp_world_size")
+    problem = ranks_problem(dp, "dp_world_size") or ranks_problem(mp, "mp_world_size")
+    if problem:
+        raise Invalid("%s says %s" % (rel, problem))
+    zero = root.get("optimizer") is None and root.get("param_shapes") is not None
+    return rel.rsplit("/", 1)[0] + "/" if "/" in rel else "", dp, mp, zero
+
+
 def _check_deepspeed_files(files: List[Tuple[str, str, int]], what: str) -> None:
     names = [rel.rsplit("/", 1)[-1] for rel, _path, _size in files]
     if not any(n.endswith("model_states.pt") for n in names):
@@ -345,6 +508,26 @@ def _check_deepspeed_files(files: List[Tuple[str, str, int]], what: str) -> None
     for rel, _path, size in files:
         if rel.endswith(".pt") and size == 0:
             raise Invalid("%s is empty" % rel)
+    world = _deepspeed_world(files)
+    if world is not None:
+        folder, dp, mp, zero = world
+        rels = set(rel for rel, _path, _size in files)
+        zero3 = any(n.startswith("zero_pp_rank_") and n.endswith("_model_states.pt") for n in names)
+        for mp_rank in range(mp):
+            for dp_rank in range(dp if zero or zero3 else 1):
+                needed = []
+                if zero3:
+                    needed.append("zero_pp_rank_%d_mp_rank_%02d_model_states.pt" % (dp_rank, mp_rank))
+                elif dp_rank == 0:
+                    needed.append("mp_rank_%02d_model_states.pt" % mp_rank)
+                if zero:
+                    needed.append("zero_pp_rank_%d_mp_rank_%02d_optim_states.pt" % (dp_rank, mp_rank))
+                for name in needed:
+                    if folder + name not in rels and folder + "bf16_" + name not in rels:
+                        raise Invalid("%s%s missing: the model states say dp_world_size %d, mp_world_size %d "
+                                      "(deepspeed's load_checkpoint opens every rank's; `latest` is written "
+                                      "before the other ranks are known to have finished)" % (folder, name, dp, mp))
+        return
     grid: Dict[int, set] = {}
     for name in names:
         match = _ZERO_OPTIM.match(name)

@@ -10,10 +10,7 @@
 
 from __future__ import annotations
 
-import pickle
 import re
-import struct
-import zipfile
 
 try:
     from typing import Any, Dict, Optional, Tuple  # noqa: F401
@@ -31,7 +28,6 @@ from .common import (
     HUGGINGFACE,
     Invalid,
     LIGHTNING,
-    MAX_PICKLE_BYTES,
     MEGATRON,
     ORBAX,
     ORBAX_TMP_INFIX,
@@ -40,7 +36,7 @@ from .common import (
     TORCH_FILE,
     TORCHTUNE,
 )
-from .formats import check_torch_zip, StubUnpickler
+from .formats import torch_pickle_root
 
 
 NUM = "([0-9]+)"
@@ -260,23 +256,7 @@ def lightning_progress(path: str) -> Tuple[int, Optional[int]]:
         ValueError: it is whole but does not say its step (not a Lightning checkpoint, a legacy
             pickle-format file, a ``data.pkl`` over :data:`MAX_PICKLE_BYTES`).
     """
-    problem = check_torch_zip(path)
-    if problem:
-        if problem.startswith("legacy"):
-            raise ValueError("a legacy torch.save file: its step cannot be read without torch")
-        raise Invalid(problem)
-    with zipfile.ZipFile(path) as archive:
-        infos = [i for i in archive.infolist() if i.filename == "data.pkl" or i.filename.endswith("/data.pkl")]
-        if infos[0].file_size > MAX_PICKLE_BYTES:
-            raise ValueError("data.pkl is %d bytes, more than the %d read for a step" % (
-                infos[0].file_size, MAX_PICKLE_BYTES))
-        with archive.open(infos[0]) as handle:
-            try:
-                root = StubUnpickler(handle).load()
-            except (EOFError, pickle.UnpicklingError, struct.error, UnicodeDecodeError) as exc:
-                raise Invalid("data.pkl is cut short or corrupt: %s: %s" % (type(exc).__name__, exc))
-            except Exception as exc:  # pylint: disable=broad-except  # a shape the stand-ins cannot take
-                raise ValueError("data.pkl could not be read without torch: %s: %s" % (type(exc).__name__, exc))
+    root = torch_pickle_root(path)
     step = root.get("global_step") if isinstance(root, dict) else None
     epoch = root.get("epoch") if isinstance(root, dict) else None
     if not isinstance(step, int) or isinstance(step, bool) or step < 0:

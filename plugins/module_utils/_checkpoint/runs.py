@@ -54,7 +54,7 @@ from .names import (
     training_state_hint,
 )
 from .fsutil import is_inside, open_regular, parse_json_bytes
-from .layouts import check_checkpoint
+from .layouts import check_checkpoint, fewer_parts
 
 
 def check_level(validate: str) -> None:
@@ -377,6 +377,8 @@ def inspect(path: str, validate: str = SIZES, validate_all: bool = False, list_a
         if ckpt.checked != validate:
             check_checkpoint(ckpt, validate, root_real)
         if ckpt.valid:
+            _compare_with_save_before(ckpt, candidates, root_real)
+        if ckpt.valid:
             report.latest_valid = ckpt
             break
     best = report.latest_valid
@@ -393,6 +395,23 @@ def inspect(path: str, validate: str = SIZES, validate_all: bool = False, list_a
         if isinstance(step, int) and step != best.step:
             report.warnings.append("%s says step %d, the newest valid checkpoint is %s" % (FINISHED, step, best.name))
     return report
+
+
+def _compare_with_save_before(ckpt: Checkpoint, candidates: List[Checkpoint], root_real: str) -> None:
+    """``ckpt`` invalid when it holds fewer parts than the newest whole save before it of the same layout
+    (:func:`.layouts.fewer_parts`: a save killed among the files that its own folder cannot tell are missing,
+    Accelerate's registered objects, rank-local DCP metadata). The one before is checked at ``structure``
+    when it was not checked yet."""
+    if ckpt.parts is None:
+        return
+    for before in reversed(candidates[:candidates.index(ckpt)]):
+        if before.checked is None:
+            check_checkpoint(before, STRUCTURE, root_real)
+        if before.valid and before.layout == ckpt.layout:
+            why = fewer_parts(ckpt, before)
+            if why:
+                ckpt.valid, ckpt.why_invalid = False, why
+            return
 
 
 def _warn_ties_and_mixes(candidates: List[Checkpoint], report: Report) -> None:

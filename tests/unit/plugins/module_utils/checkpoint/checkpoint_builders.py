@@ -62,11 +62,13 @@ class _Unseekable(io.RawIOBase):
         raise io.UnsupportedOperation("no tell")
 
 
-def torch_zip(stem="archive", payload_size=4000, descriptors=True):
-    """Bytes of a zip laid out like torch.save's: stored entries under one top folder."""
+def torch_zip(stem="archive", payload_size=4000, descriptors=True, data=None):
+    """Bytes of a zip laid out like torch.save's: stored entries under one top folder; ``data``: what its
+    data.pkl holds."""
     target = _Unseekable() if descriptors else io.BytesIO()
     with zipfile.ZipFile(target, "w", zipfile.ZIP_STORED) as archive:
-        archive.writestr(stem + "/data.pkl", pickle.dumps({"w": "storage 0", "step": 1}, protocol=2))
+        archive.writestr(stem + "/data.pkl", pickle.dumps(
+            {"w": "storage 0", "step": 1} if data is None else data, protocol=2))
         archive.writestr(stem + "/.format_version", b"1")
         archive.writestr(stem + "/byteorder", b"little")
         archive.writestr(stem + "/data/0", bytes(bytearray(i % 251 for i in range(payload_size))))
@@ -127,6 +129,9 @@ def dcp_folder(root, name, sizes=(3000, 0), truncate=0, metadata=True):
 
 
 def hf_folder(root, step, epoch=1.5, state=True, zero=False, shards=None):
+    """A Trainer checkpoint-<S> as transformers 5.25.0's _save_checkpoint writes it (the files of
+    tests/unit/fixtures/checkpoints/transformers-5.25.0/): weights, training_args.bin, optimizer.pt,
+    scheduler.pt, rng_state.pth, trainer_state.json last."""
     folder = os.path.join(str(root), "checkpoint-%d" % step)
     if zero:
         for name in ("model.safetensors", "optimizer.pt", "trainer_state.json"):
@@ -139,7 +144,8 @@ def hf_folder(root, step, epoch=1.5, state=True, zero=False, shards=None):
         write(os.path.join(folder, "model.safetensors.index.json"), json.dumps({"weight_map": weight_map}).encode())
         for name in shards[:-1]:
             write(os.path.join(folder, name), safetensors())
-    write(os.path.join(folder, "optimizer.pt"), torch_zip("optimizer"))
+    for name in ("training_args.bin", "optimizer.pt", "scheduler.pt", "rng_state.pth"):
+        write(os.path.join(folder, name), torch_zip(name.split(".")[0]))
     if state:
         write(os.path.join(folder, "trainer_state.json"), json.dumps({"global_step": step, "epoch": epoch}).encode())
     return folder
@@ -147,7 +153,9 @@ def hf_folder(root, step, epoch=1.5, state=True, zero=False, shards=None):
 
 def deepspeed_folder(root, step, dp=2, drop_rank=None, zero=False):
     folder = os.path.join(str(root), "global_step%d" % step)
-    write(os.path.join(folder, "mp_rank_00_model_states.pt"), b"" if zero else torch_zip("model"))
+    # the keys deepspeed 0.19.8's _common_checkpoint_state writes that say the grid (ZeRO: optimizer None)
+    states = {"dp_world_size": dp, "mp_world_size": 1, "optimizer": None, "param_shapes": [{"w": [4, 8]}]}
+    write(os.path.join(folder, "mp_rank_00_model_states.pt"), b"" if zero else torch_zip("model", data=states))
     for rank in range(dp):
         if rank != drop_rank:
             write(os.path.join(folder, "zero_pp_rank_%d_mp_rank_00_optim_states.pt" % rank),

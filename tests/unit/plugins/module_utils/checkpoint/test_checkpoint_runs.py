@@ -389,7 +389,7 @@ INVALID_WHY = [
     (_dcp_no_metadata, "structure", "step-200", "no .metadata: not committed"),
     (_dcp_truncated, "sizes", "step-200", "__0_0.distcp: 2990 bytes, .metadata needs 3000"),
     (_hf_not_committed, "structure", "checkpoint-200", "no trainer_state.json"),
-    (_deepspeed_missing_rank, "structure", "global_step200", "data-parallel ranks [0, 2, 3]"),
+    (_deepspeed_missing_rank, "structure", "global_step200", "zero_pp_rank_1_mp_rank_00_optim_states.pt missing: the model states say dp_world_size 4"),
     (_megatron_missing_rank, "structure", "iter_0000200", "3 of 4"),
     (_symlink_out_inside_checkpoint, "structure", "global_step200", "symlink out of the run folder"),
 ]

@@ -68,7 +68,7 @@ def accelerate_folder(root, name, processes=2, drop_rank=None, model="model.safe
     write(os.path.join(folder, "sampler.bin"), torch_zip("sampler"))
     for rank in range(processes):
         if rank != drop_rank:
-            write(os.path.join(folder, "random_states_%d.pkl" % rank), b"\x80\x04rng state")
+            write(os.path.join(folder, "random_states_%d.pkl" % rank), torch_zip("random_states_%d" % rank))
     return folder
 
 

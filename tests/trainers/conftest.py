@@ -1,0 +1,230 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) clusterops.slurm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The real-library checkpoint suite (issue 39, `make trainers`, its own venv .venv-trainers from
+tests/trainers/requirements.txt): each library trains a tiny model built from a config on the CPU (one
+thread), saves, has a save killed at each file of its own save order (:func:`kill_at`: the library's file
+writes raise at the N-th file, deterministically), or a whole save damaged (a file missing, a file cut); the
+collection is asked for the newest valid checkpoint (:func:`ask`: ``best_copy``, what remediation asks) and
+the library resumes from the answer. The answer is right when the library resumes from it faithfully: the same
+step, optimizer state and schedule as when that checkpoint was saved (:func:`same_state`).
+
+The collection's checkpoint package is imported as the top-level ``_checkpoint`` (it is self-contained, as on
+cluster hosts): this venv has no Ansible.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import io
+import os
+import shutil
+import sys
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+os.environ.setdefault("DS_ACCELERATOR", "cpu")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+torch.set_num_threads(1)
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+# TRAINERS_CHECKPOINT_LIB: another copy's plugins/module_utils (an older commit's, to see this suite go red)
+sys.path.insert(0, os.environ.get("TRAINERS_CHECKPOINT_LIB") or os.path.join(REPO, "plugins", "module_utils"))
+
+import _checkpoint as ck  # noqa: E402  pylint: disable=wrong-import-position,import-error
+
+#: The level remediation validates at unless a run says otherwise (registry default ``checkpoint_validate``).
+LEVEL = "sizes"
+
+
+class Killed(Exception):
+    """The save was killed here (a node lost, the job killed) before this file was written."""
+
+
+def _patch_safetensors():
+    """Every bound name of safetensors' ``save_file`` the libraries imported: (module, attribute) pairs."""
+    import safetensors.torch  # pylint: disable=import-outside-toplevel
+    pairs = [(safetensors.torch, "save_file")]
+    for name, module in list(sys.modules.items()):
+        if module is None or not name.startswith(("transformers", "accelerate", "lightning", "deepspeed")):
+            continue
+        for attr in ("safe_save_file", "save_file"):
+            if getattr(module, attr, None) is safetensors.torch.save_file:
+                pairs.append((module, attr))
+    return pairs
+
+
+@contextlib.contextmanager
+def kill_at(root, n, order=None):
+    """Inside: the ``n``-th file written under ``root`` (0-based, in the library's own order of writes) raises
+    :class:`Killed` before any byte of it is written, and so does every file after it in that process; the
+    files before it are whole. ``n`` None kills nothing. ``order``: a list that gets each file's path
+    relative to ``root`` as it is written (the save order).
+
+    The writes caught are the ways these libraries write files: ``torch.save`` (its C++ writer opens the path
+    itself), safetensors' ``save_file`` (Rust) and Python's ``open`` in a writing mode (JSON, fsspec, DCP's
+    streams)."""
+    root = os.path.realpath(str(root))
+    count = [0]
+    inner = [0]   # torch.save and save_file open nothing through Python's open; guard against double counting
+
+    def gate(path):
+        full = os.path.realpath(os.fspath(path))
+        if not full.startswith(root + os.sep) or inner[0]:
+            return
+        if n is not None and count[0] >= n:
+            raise Killed(os.path.relpath(full, root))
+        count[0] += 1
+        if order is not None:
+            order.append(os.path.relpath(full, root))
+
+    real_save, real_open, real_io_open = torch.save, builtins.open, io.open
+
+    def save(obj, f, *args, **kwargs):
+        if isinstance(f, (str, os.PathLike)):
+            gate(f)
+        inner[0] += 1
+        try:
+            return real_save(obj, f, *args, **kwargs)
+        finally:
+            inner[0] -= 1
+
+    def opener(real):
+        def _open(file, mode="r", *args, **kwargs):
+            if isinstance(file, (str, os.PathLike)) and any(c in mode for c in "wax+"):
+                gate(file)
+            return real(file, mode, *args, **kwargs)
+        return _open
+
+    patches = [(torch, "save", save), (torch.serialization, "save", save),
+               (builtins, "open", opener(real_open)), (io, "open", opener(real_io_open))]
+    for module, attr in _patch_safetensors():
+        real_file = getattr(module, attr)
+
+        def save_file(tensors, filename, *args, _real=real_file, **kwargs):
+            gate(filename)
+            return _real(tensors, filename, *args, **kwargs)
+        patches.append((module, attr, save_file))
+    saved = [(module, attr, getattr(module, attr)) for module, attr, _new in patches]
+    try:
+        for module, attr, new in patches:
+            setattr(module, attr, new)
+        yield count
+    finally:
+        for module, attr, old in reversed(saved):
+            setattr(module, attr, old)
+
+
+def ask(run_dir):
+    """The collection's answer: the path of the newest valid checkpoint of ``run_dir`` (``best_copy``, what
+    remediation's checkpoint_status asks, at its default level), or None; and the report."""
+    choice = ck.best_copy(str(run_dir), (), LEVEL)
+    return (choice.checkpoint.path if choice.checkpoint is not None else None), choice.report
+
+
+def cut(path, keep=0.5):
+    """A file cut as a crash leaves it: its first ``keep`` part only (at least one byte less)."""
+    size = os.path.getsize(path)
+    with open(path, "r+b") as handle:
+        handle.truncate(min(int(size * keep), size - 1))
+
+
+def damages(folder):
+    """``(kind, relative path)`` of every damage applied to a whole save: each file missing, each file cut."""
+    found = []
+    for dirpath, _dirnames, filenames in os.walk(str(folder)):
+        for name in sorted(filenames):
+            rel = os.path.relpath(os.path.join(dirpath, name), str(folder))
+            if os.path.getsize(os.path.join(dirpath, name)) > 1:
+                found.append(("cut", rel))
+            found.append(("missing", rel))
+    return sorted(found)
+
+
+def damage(folder, kind, rel):
+    path = os.path.join(str(folder), rel)
+    if kind == "missing":
+        os.remove(path)
+    else:
+        cut(path)
+
+
+def same_state(got, want):
+    """Why two snapshots ``{"step", "optimizer", "scheduler", ...}`` differ (tensors compared exactly), or ''."""
+    def diff(a, b, where):
+        if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+            if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.shape != b.shape \
+                    or not torch.equal(a, b):
+                return "%s differs" % where
+            return ""
+        if isinstance(a, dict) and isinstance(b, dict):
+            if set(a) != set(b):
+                return "%s keys %s != %s" % (where, sorted(map(str, a)), sorted(map(str, b)))
+            for key in a:
+                found = diff(a[key], b[key], "%s.%s" % (where, key))
+                if found:
+                    return found
+            return ""
+        if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+            if len(a) != len(b):
+                return "%s length %d != %d" % (where, len(a), len(b))
+            for i, (x, y) in enumerate(zip(a, b)):
+                found = diff(x, y, "%s[%d]" % (where, i))
+                if found:
+                    return found
+            return ""
+        return "" if a == b else "%s %r != %r" % (where, a, b)
+    return diff(got, want, "state")
+
+
+def fresh_copy(src, dst):
+    """``dst`` a copy of the run folder ``src`` (each case starts from the same saves)."""
+    if os.path.exists(str(dst)):
+        shutil.rmtree(str(dst))
+    shutil.copytree(str(src), str(dst), symlinks=True)
+    return dst
+
+
+def judge(cases, resume, snapshots):
+    """Every case's answer judged by the library itself: ``cases`` ``[(label, run_dir)]``; ``resume(path)`` the
+    library's own resume from a checkpoint, giving its snapshot (or raising: the library refused it);
+    ``snapshots`` ``{checkpoint name: snapshot when it was saved}``. Returns the wrong answers, one line each:
+    none chosen, the library refused the chosen one, or resumed from it with another state."""
+    wrong = []
+    for label, run_dir in cases:
+        answer, report = ask(run_dir)
+        if answer is None:
+            wrong.append("%s: no checkpoint chosen (%s)" % (label, "; ".join(report.warnings) if report else ""))
+            continue
+        name = os.path.basename(answer)
+        try:
+            got = resume(answer)
+        except Exception as exc:  # pylint: disable=broad-except  # the library refused the answer
+            wrong.append("%s: chose %s, the library's resume fails: %s: %s" % (
+                label, name, type(exc).__name__, str(exc).splitlines()[0][:200] if str(exc) else ""))
+            continue
+        why = same_state(got, snapshots[name])
+        if why:
+            wrong.append("%s: chose %s, the library resumed with another state: %s" % (label, name, why))
+    return wrong
+
+
+def assert_right(cases, resume, snapshots):
+    """:func:`judge`'s wrong answers, none expected; each on its own line when some are."""
+    wrong = judge(cases, resume, snapshots)
+    assert not wrong, "%d of %d answers wrong:\n%s" % (len(wrong), len(cases), "\n".join(wrong))
+    return len(cases)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    torch.set_num_threads(1)
+    yield
