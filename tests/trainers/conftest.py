@@ -70,8 +70,8 @@ def kill_at(root, n, order=None):
     relative to ``root`` as it is written (the save order).
 
     The writes caught are the ways these libraries write files: ``torch.save`` (its C++ writer opens the path
-    itself), safetensors' ``save_file`` (Rust) and Python's ``open`` in a writing mode (JSON, fsspec, DCP's
-    streams)."""
+    itself), safetensors' ``save_file`` (Rust), Python's ``open`` in a writing mode (JSON, DCP's streams) and a
+    rename into ``root`` (fsspec's transactions, which Lightning saves through, DCP's ``.metadata.tmp``)."""
     root = os.path.realpath(str(root))
     count = [0]
     inner = [0]   # torch.save and save_file open nothing through Python's open; guard against double counting
@@ -104,8 +104,15 @@ def kill_at(root, n, order=None):
             return real(file, mode, *args, **kwargs)
         return _open
 
+    def renamer(real):
+        def _rename(src, dst, *args, **kwargs):
+            gate(dst)
+            return real(src, dst, *args, **kwargs)
+        return _rename
+
     patches = [(torch, "save", save), (torch.serialization, "save", save),
-               (builtins, "open", opener(real_open)), (io, "open", opener(real_io_open))]
+               (builtins, "open", opener(real_open)), (io, "open", opener(real_io_open)),
+               (os, "rename", renamer(os.rename)), (os, "replace", renamer(os.replace))]
     for module, attr in _patch_safetensors():
         real_file = getattr(module, attr)
 
