@@ -14,14 +14,19 @@ author:
 description:
   - Takes one run of the result of M(clusterops.slurm.training_goodput_info) and returns a single
     HTML page a person opens in a browser - the steps lost and the time to training again of each
-    restart first, then a timeline of the run's jobs (queued, running, how each ended), remediation's
-    actions and the checkpoints; the progress curve (step over time) with the lost work of each
-    restart shaded; the goodput table, the restarts with their time to training split, the jobs, and
-    what is not known and why.
+    restart first, then each failure in words with its failed node, a timeline of the run's jobs
+    (queued, running, the detection after the last progress - lost time - and how each ended),
+    remediation's actions and the checkpoints; the progress curve (step over time) with the lost
+    work of each restart shaded; the goodput table, the restarts with their time to training split,
+    the jobs, and what is not known and why.
+  - The timeline and the progress curve share one time axis (the same range and unit - seconds,
+    minutes or hours since the first submission - and the plot areas at the same x), and mark each
+    failure at the last progress before it, labelled with the job, its end state, the failed node
+    (RV(clusterops.slurm.training_goodput_info#module:runs[].failures[].failed_nodes)) and the step.
   - The pictures are drawn with matplotlib and embedded as inline SVG - the page has no script and
     no reference to anything outside it, so it opens offline and can be mailed or archived as it is.
-  - Everything that comes from users or Slurm (the run's name, its owner, states, the reasons a
-    figure is unknown) is HTML-escaped.
+  - Everything that comes from users or Slurm (the run's name, its owner, states, node names, the
+    reasons a figure is unknown) is HTML-escaped, and written as escaped SVG text in the pictures.
   - Runs on the controller. It needs matplotlib there (the collection's C(requirements.txt) pins it);
     without it the filter fails saying so.
 options:
@@ -56,10 +61,11 @@ EXAMPLES = r"""
 RETURN = r"""
 _value:
   description:
-    - The page, HTML text (UTF-8), about 70 kB for a run with a restart. Its elements carry
+    - The page, HTML text (UTF-8), about 45 kB for a run with a restart. Its elements carry
       ids a program can read back - C(steps-lost) and C(time-to-training) (the exact values in
-      C(data-value), seconds, one per restart), tables C(totals), C(restarts) and C(jobs), figures
-      C(timeline) and C(progress).
+      C(data-value), seconds, one per restart), the list C(failures) (C(failure-N), its time in
+      C(data-time)), tables C(totals), C(restarts) and C(jobs), figures C(timeline) and
+      C(progress) (the shared time axis in C(data-unit) and C(data-xlim)).
   type: str
 """
 

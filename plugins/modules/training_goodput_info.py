@@ -49,6 +49,15 @@ options:
         start to first step and the steps reached need.
       - Not set, or no such file, the run has none and those figures are unknown.
     type: str
+  failed_nodes:
+    description:
+      - Name the failed node of each restart after a node failure (C(NODE_FAIL), C(BOOT_FAIL)) -
+        RV(runs[].failures[].failed_nodes) - from Slurm's node events (one more call, C(sacctmgr
+        show event) of the nodes of those jobs since the earliest of them started; none when no
+        job of the runs ended so). The goodput report's playbook sets it.
+      - V(false), the failed job's nodes are known (RV(runs[].failures[].node_list)) but not which of them failed.
+    type: bool
+    default: false
 notes:
   - Runs on the host that holds the registry and sees the checkpoint folders. Each run's checkpoint
     folder, heartbeat, logs and event log are read as the run's owner, in a forked child with the
@@ -132,11 +141,20 @@ runs:
     recompute_time:
       description: Sum of the restarts' RV(runs[].failures[].recompute_time), seconds.
       type: float
+    lost_to_detection:
+      description: >-
+        Sum of the restarts' RV(runs[].failures[].lost_to_detection): running time after the last
+        progress before a failure, lost, not productive. Seconds.
+      type: float
     productive_time:
-      description: RV(runs[].running_time) less RV(runs[].recompute_time), seconds.
+      description: >-
+        RV(runs[].running_time) less RV(runs[].recompute_time) and RV(runs[].lost_to_detection)
+        (detection is lost, not productive), seconds.
       type: float
     productive_time_at_most:
-      description: When a recompute time is unknown, the running time less the known ones (an upper bound), else V(null).
+      description: >-
+        When a recompute or detection time is unknown, the running time less the known ones (an
+        upper bound), else V(null).
       type: float
     effective_ratio:
       description: RV(runs[].productive_time) / RV(runs[].wall_time), 0 to 1.
@@ -243,6 +261,26 @@ runs:
         time_to_training:
           description: The last progress before the failure to the first new step, seconds.
           type: float
+        lost_to_detection:
+          description: >-
+            The failed job's running time after its last progress (for a hang C(hang_cancels)
+            C(time - idle)) to its C(sacct) C(End) - the detection, and for a hang the cancel until
+            the job ended - less what the restart before already counts as recompute; 0 for a job
+            that never started. Lost, not productive. Seconds.
+          type: float
+        node_list:
+          description: The failed job's nodes (C(sacct) C(NodeList), a hostlist).
+          type: str
+          sample: n[1-2]
+        failed_nodes:
+          description: >-
+            After a node failure, the nodes of RV(runs[].failures[].node_list) with a node event
+            of Slurm's accounting (C(sacctmgr show event): DOWN, not responding) from the job's start
+            to 60 s after its end. V(null) when O(failed_nodes) is false, for other causes, or
+            when no such event was found (then said in RV(runs[].failures[].unknown)).
+          type: list
+          elements: str
+          sample: [n2]
         unknown:
           description: This restart's unknown figures, C({figure, why}).
           type: list
@@ -319,6 +357,7 @@ def main():
     module = AnsibleModule(**ArgumentSpec(
         dict(
             event_log=dict(type="str"),
+            failed_nodes=dict(type="bool", default=False),
         ),
     ).merge(REGISTRY_OPTIONS, SLURM_COMMAND_OPTIONS).module_kwargs())
     run_module(module, goodput_info, errors=(RegistryError,))

@@ -10,6 +10,7 @@ which finishes from its newest checkpoint. Then playbooks/goodput_report.yml wri
 page, and its steps lost and time to training again are compared with the same figures computed
 here, independently, from the trainer's event log: the highest step of the first job less the
 step the second resumed from, and the first job's last step to the second job's first step.
+The page names the node the test crashed as the failed node (Slurm's node events).
 When chromium is installed the page is opened in it and the numbers are read from its DOM.
 """
 
@@ -96,6 +97,10 @@ def test_the_report_after_a_crash_and_resume_agrees_with_the_event_log(clean, tm
     assert abs(shown - to_training) < 0.01, (shown, to_training)
     assert "time to training again: <b>%.1f s</b>" % to_training in page
     assert "<b>%d</b>" % lost in page and page.count("<svg") == 2
+    # issue 37 part 5: the failed node named (the playbook reads its node events), the failure marked
+    # on both pictures, which share one time axis
+    assert '<b class="node">%s</b>' % victim in page
+    assert page.count('id="failure-mark-1"') == 2 and len(set(re.findall(r'data-xlim="([^"]*)"', page))) == 1
 
     chromium = shutil.which("chromium")
     if chromium:

@@ -21,6 +21,7 @@ why: nothing is guessed. See docs/goodput.md for the definitions.
 from __future__ import annotations
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.bounds import record_value_problem
+from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import HostlistError, expand_hostlist
 
 try:
     from typing import Any, Dict, List, Optional, Tuple  # noqa: F401 pylint: disable=unused-import
@@ -42,12 +43,19 @@ CAUSES = {
 #: Every cause :func:`goodput` counts, in the order ``restarts_by_cause`` lists them.
 CAUSE_NAMES = ("node_failure", "hang", "time_limit", "preemption", "program_error", "other")
 
+#: Causes whose failed node Slurm's node events tell (:func:`failed_nodes`).
+NODE_CAUSES = ("node_failure",)
+#: Seconds after a job's sacct ``End`` in which a node event of one of its nodes still names the
+#: node that ended it: slurmctld ends the job NODE_FAIL when it sets the node DOWN (the same second
+#: in the recordings); a slow slurmdbd may record the event a little later.
+NODE_EVENT_SLACK = 60
+
 #: Trainer events that carry the step reached at their ``time`` (the reference trainer's names).
 STEP_EVENTS = ("start", "step", "save", "signal", "finished")
 
 #: Figures of the result that are durations (seconds), summed over the run.
 TOTALS = ("wall_time", "queued_time", "running_time", "between_jobs_time", "recompute_time",
-          "productive_time")
+          "lost_to_detection", "productive_time")
 
 
 def attempts(jobs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
@@ -231,15 +239,54 @@ def _phases(failure: Dict[str, Any], before: Dict[str, Any], after: Dict[str, An
     return out
 
 
+def lost_to_detection(before: Dict[str, Any], item: Dict[str, Any], hang: Optional[Dict[str, Any]],
+                      recomputed_until: Optional[float], now: float) -> Optional[float]:
+    """Seconds of ``before``'s running time after its last progress: the detection (from the last
+    progress, for a hang ``hang_cancels`` ``time - idle``, to when the failure was known) and, for a
+    hang, the watchdog's cancel until Slurm ended the job (sacct ``End``; ``now`` while it runs).
+    The job held its nodes and trained nothing: lost, not productive. What the restart before
+    already counts as recompute (``recomputed_until``: ``before``'s start plus that restart's
+    ``recompute_time``) is not counted twice. 0 for a job that never started; None when the last
+    progress is unknown."""
+    if before["start_time"] is None:
+        return 0.0
+    last = item["last_progress_time"]
+    if hang is not None and hang.get("time") is not None and hang.get("idle") is not None:
+        last = hang["time"] - hang["idle"]
+    if last is None:
+        return None
+    begin = max([float(last), float(before["start_time"])] + ([recomputed_until] if recomputed_until is not None else []))
+    return max(0.0, float(before["end_time"] if before["end_time"] is not None else now) - begin)
+
+
+def failed_nodes(before: Dict[str, Any], node_events: Optional[List[Dict[str, Any]]]) -> Optional[List[str]]:
+    """The nodes of ``before`` (sacct ``NodeList``) that failed: those with a node event of
+    Slurm's accounting (``sacctmgr show event``, ``_node_events.parse_events``: ``{"node",
+    "start", ...}``) that began while the job ran or up to :data:`NODE_EVENT_SLACK` seconds after
+    its ``End`` (DOWN, not responding: slurmctld sets the node DOWN and ends the job NODE_FAIL at
+    once). Sorted names; None when the events were not read or none of its nodes has one."""
+    if node_events is None or before["start_time"] is None or before["end_time"] is None:
+        return None
+    try:
+        mine = set(expand_hostlist(before["node_list"])) if before["node_list"] else set()
+    except HostlistError:
+        return None
+    found = sorted(set(e["node"] for e in node_events if e.get("node") in mine and e.get("start") is not None
+                       and before["start_time"] <= e["start"] <= before["end_time"] + NODE_EVENT_SLACK))
+    return found or None
+
+
 def failure(before: Dict[str, Any], after: Dict[str, Any], state: Dict[str, Any], steps: List[Tuple[float, int, str]],
             progress: Optional[Dict[str, Any]], checkpoints: Optional[List[Dict[str, Any]]],
-            now: float) -> Dict[str, Any]:
+            now: float, recomputed_until: Optional[float] = None,
+            node_events: Optional[List[Dict[str, Any]]] = None) -> Dict[str, Any]:
     """One restart: ``before`` ended, ``after`` is the next run of the training.
 
     Returns ``{"job_id", "job_id_raw", "state", "cause", "restarted_by", "next_job_id",
     "reached_step", "reached_source", "last_progress_time", "resumed_step", "resumed_source",
     "steps_lost", "recompute_time", "detection", "waiting_for_remediation", "remediation", "queue",
-    "start_to_first_step", "end_to_start", "time_to_training", "unknown": [{"figure", "why"}]}``:
+    "start_to_first_step", "end_to_start", "time_to_training", "lost_to_detection", "node_list",
+    "failed_nodes", "unknown": [{"figure", "why"}]}``:
 
     - ``cause``: :func:`cause` (sacct ``State``; ``state.json`` ``hang_cancels``).
     - ``restarted_by``: ``slurm`` (Slurm requeued the same job: ``history``), ``remediation``
@@ -258,6 +305,10 @@ def failure(before: Dict[str, Any], after: Dict[str, Any], state: Dict[str, Any]
       ``Submit`` to ``Start`` of the next job (to ``now`` while pending). ``start_to_first_step``:
       its ``Start`` to its first ``step`` event. ``end_to_start``: ``End`` to the next ``Start``
       (sacct alone). ``time_to_training``: the last progress to the first new step.
+    - ``lost_to_detection``: :func:`lost_to_detection` (``recomputed_until`` given by
+      :func:`goodput`): the part of ``before``'s running time that is lost, not productive.
+    - ``node_list``: ``before``'s sacct ``NodeList``; ``failed_nodes``: :func:`failed_nodes` for a
+      cause of :data:`NODE_CAUSES` (``node_events`` read), else None.
     """
     resub = None if after["requeue_of"] else _resubmission(state, before, after)
     hang = _hang(state, before) if before["state"] == "CANCELLED" else None
@@ -266,12 +317,19 @@ def failure(before: Dict[str, Any], after: Dict[str, Any], state: Dict[str, Any]
         "job_id": before["job_id"], "job_id_raw": before["job_id_raw"], "state": before["state"],
         "cause": cause(before, state), "next_job_id": after["job_id"],
         "restarted_by": "slurm" if after["requeue_of"] else ("remediation" if resub else "unknown"),
-        "reached_step": step, "reached_source": source, "last_progress_time": when, "unknown": []}
+        "reached_step": step, "reached_source": source, "last_progress_time": when,
+        "node_list": before["node_list"], "failed_nodes": None, "unknown": []}
+    if item["cause"] in NODE_CAUSES and node_events is not None:
+        item["failed_nodes"] = failed_nodes(before, node_events)
+        if item["failed_nodes"] is None:
+            item["unknown"].append(_item("failed_nodes", "no node event of %s while job %s ran or at its end"
+                                         % (before["node_list"] or "its nodes", before["job_id"])))
     item["resumed_step"], item["resumed_source"] = resumed(before, after, resub, steps, checkpoints)
     item["steps_lost"] = (max(0, step - item["resumed_step"])
                           if step is not None and item["resumed_step"] is not None else None)
     item["recompute_time"], why = _recompute(item, after, steps, now)
     item.update(_phases(item, before, after, resub, hang, steps, now))
+    item["lost_to_detection"] = lost_to_detection(before, item, hang, recomputed_until, now)
     if step is None:
         item["unknown"].append(_item("reached_step", "no trainer event and no heartbeat written while job %s ran"
                                      % before["job_id"]))
@@ -280,14 +338,14 @@ def failure(before: Dict[str, Any], after: Dict[str, Any], state: Dict[str, Any]
                                      "for job %s" % after["job_id"]))
     if why:
         item["unknown"].append(_item("recompute_time", why))
-    for figure in ("detection", "waiting_for_remediation", "remediation", "start_to_first_step"):
+    for figure in ("detection", "waiting_for_remediation", "remediation", "start_to_first_step", "lost_to_detection"):
         if item[figure] is None:
             item["unknown"].append(_item(figure, _phase_why(figure, item, after)))
     return item
 
 
 def _phase_why(figure: str, item: Dict[str, Any], after: Dict[str, Any]) -> str:
-    if figure == "detection":
+    if figure in ("detection", "lost_to_detection"):
         return "no progress record of job %s before it ended" % item["job_id"]
     if figure == "start_to_first_step":
         return ("job %s has not started" % after["job_id"] if after["start_time"] is None
@@ -327,30 +385,43 @@ def _totals(runs: List[Dict[str, Any]], failures: List[Dict[str, Any]], until: f
     if out["node_seconds"] is None:
         _unknown(out, "node_seconds", "a job that ran has no node list in the accounting")
     out["recompute_time"] = recompute = _sum([f["recompute_time"] for f in failures])
+    out["lost_to_detection"] = detected = _sum([f["lost_to_detection"] for f in failures])
     lost = _sum([f["steps_lost"] for f in failures])
     out["steps_lost"] = int(lost) if lost is not None else None
     for item in failures:
         if item["recompute_time"] is None:
             _unknown(out, "recompute_time", "restart after job %s: %s" % (item["job_id"], _why(item, "recompute_time")))
+        if item["lost_to_detection"] is None:
+            _unknown(out, "lost_to_detection", "restart after job %s: %s" % (
+                item["job_id"], _why(item, "lost_to_detection")))
         if item["steps_lost"] is None:
             _unknown(out, "steps_lost", "restart after job %s: %s" % (
                 item["job_id"], _why(item, "reached_step", "resumed_step")))
-    if recompute is not None:
-        out["productive_time"] = max(0.0, out["running_time"] - recompute)
+    if recompute is not None and detected is not None:
+        out["productive_time"] = max(0.0, out["running_time"] - recompute - detected)
         if out["wall_time"]:
             out["effective_ratio"] = round(out["productive_time"] / out["wall_time"], 6)
         return
-    _unknown(out, "productive_time", "the time spent recomputing lost steps is unknown")
+    _unknown(out, "productive_time", "the time spent recomputing lost steps is unknown" if recompute is None
+             else "the running time lost to detection (after the last progress before a failure) is unknown")
     _unknown(out, "effective_ratio", "productive_time is unknown")
-    known = sum(f["recompute_time"] for f in failures if f["recompute_time"] is not None)
+    known = sum(f[key] for f in failures for key in ("recompute_time", "lost_to_detection") if f[key] is not None)
     out["productive_time_at_most"] = max(0.0, out["running_time"] - known)
+
+
+def _recomputed_until(failures: List[Dict[str, Any]], before: Dict[str, Any]) -> Optional[float]:
+    """Until when ``before`` recomputed what the restart before it lost (its start plus that
+    restart's ``recompute_time``); None when it is no restart or either is unknown."""
+    if not failures or failures[-1]["recompute_time"] is None or before["start_time"] is None:
+        return None
+    return float(before["start_time"] + failures[-1]["recompute_time"])
 
 
 def empty_result(now: float) -> Dict[str, Any]:
     """:func:`goodput`'s result before anything is known: every figure None, no restart."""
     return {"now": now, "accounting": True, "first_submit": None, "wall_time": None, "queued_time": None,
             "running_time": None, "between_jobs_time": None, "node_seconds": None, "recompute_time": None,
-            "productive_time": None, "productive_time_at_most": None, "effective_ratio": None,
+            "lost_to_detection": None, "productive_time": None, "productive_time_at_most": None, "effective_ratio": None,
             "steps_lost": None, "restarts": 0, "restarts_by_cause": dict((c, 0) for c in CAUSE_NAMES),
             "active": False, "jobs": [], "failures": [], "unknown": []}
 
@@ -362,7 +433,8 @@ def goodput(jobs: List[Dict[str, Any]],
             progress: Optional[Dict[str, Any]] = None,
             events: Optional[List[Dict[str, Any]]] = None,
             accounting: bool = True,
-            finished: bool = False) -> Dict[str, Any]:
+            finished: bool = False,
+            node_events: Optional[List[Dict[str, Any]]] = None) -> Dict[str, Any]:
     """What one run's failures cost, from what the readers return (pure).
 
     Args:
@@ -375,10 +447,13 @@ def goodput(jobs: List[Dict[str, Any]],
         accounting: False when the cluster keeps no accounting (``read_jobs``' second value):
             only jobs the controller still lists are known.
         finished: the run's FINISHED marker exists: the wall time ends with its last job.
+        node_events: Slurm's node events of the nodes of the run's failed jobs
+            (``_node_events.read_node_events``), which name the failed node of a node failure
+            (:func:`failed_nodes`); None: not read (``failed_nodes`` stays None).
 
     Returns:
         ``{"now", "accounting", "first_submit", "wall_time", "queued_time", "running_time",
-        "between_jobs_time", "node_seconds", "recompute_time", "productive_time",
+        "between_jobs_time", "node_seconds", "recompute_time", "lost_to_detection", "productive_time",
         "productive_time_at_most", "effective_ratio", "steps_lost", "restarts",
         "restarts_by_cause": {cause: int}, "active", "jobs": [:func:`attempts`, with "queued",
         "running"], "failures": [:func:`failure`], "unknown": [{"figure", "why"}]}``.
@@ -388,10 +463,12 @@ def goodput(jobs: List[Dict[str, Any]],
           ``running_time``: sum of ``Start`` to ``End`` (or ``now``); ``between_jobs_time``: a
           job's ``End`` to the next one's ``Submit`` (no job of the run existed);
           ``node_seconds``: running time times the nodes of sacct ``NodeList``.
-        - ``recompute_time``: the sum of each restart's (:func:`failure`); ``productive_time``:
-          ``running_time`` less it; ``effective_ratio``: ``productive_time / wall_time``;
-          ``productive_time_at_most``: when a restart's recompute time is unknown, the running
-          time less the known ones (an upper bound; ``productive_time`` stays None).
+        - ``recompute_time``, ``lost_to_detection``: the sums of each restart's (:func:`failure`:
+          recomputing lost steps; the failed job's running time after its last progress, the
+          detection). ``productive_time``: ``running_time`` less both (detection is lost time,
+          not productive); ``effective_ratio``: ``productive_time / wall_time``;
+          ``productive_time_at_most``: when a restart's recompute or detection time is unknown,
+          the running time less the known ones (an upper bound; ``productive_time`` stays None).
         - ``restarts``: runs after the first (a Slurm requeue or a new job); ``restarts_by_cause``
           by :data:`CAUSE_NAMES`; ``steps_lost``: the sum of each restart's.
         - ``active``: a job of the run is pending or running (spans end at ``now``).
@@ -412,7 +489,8 @@ def goodput(jobs: List[Dict[str, Any]],
         run["queued"] = _span(run["submit_time"], run["start_time"], now)
         run["running"] = _span(run["start_time"], run["end_time"], now) if run["start_time"] is not None else 0.0
         if index:
-            item = failure(runs[index - 1], run, state, steps, progress, checkpoints, now)
+            item = failure(runs[index - 1], run, state, steps, progress, checkpoints, now,
+                           _recomputed_until(out["failures"], runs[index - 1]), node_events)
             out["failures"].append(item)
             out["restarts_by_cause"][item["cause"]] += 1
     out["restarts"] = len(out["failures"])

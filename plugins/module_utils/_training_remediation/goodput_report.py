@@ -11,9 +11,12 @@ In: one entry of ``training_goodput_info``'s ``runs`` (:func:`.goodput.goodput`'
 ``str``: the run's figures in tables, and two pictures drawn with matplotlib as inline SVG - the
 timeline (each run of a job queued and running, its end, remediation's actions, the checkpoints)
 and the progress curve (step over time) with the lost work of each restart shaded in
-:data:`LOST_COLOUR`. No script, no style sheet, image or font from elsewhere: the page opens
-offline. Every text that comes from a user or from Slurm (run name, owner, states, reasons) is
-HTML-escaped; the pictures carry numbers and Slurm's state words only.
+:data:`LOST_COLOUR`. Both pictures share one time axis (:func:`time_axis`: the same range and unit,
+the plot area at the same place in each, so one time is at the same x in both), and each failure
+is marked on both at the last progress before it (:data:`FAILURE_COLOUR`), the failed node named.
+No script, no style sheet, image or font from elsewhere: the page opens offline. Every text that
+comes from a user or from Slurm (run name, owner, states, node names, reasons) is HTML-escaped in
+the page, and written by matplotlib as escaped SVG text (mathtext off) in the pictures.
 
 matplotlib is imported when a page is rendered, not before (the controller needs it only to
 render: requirements.txt pins it); without it :class:`ReportError` says so.
@@ -37,6 +40,14 @@ LOST_COLOUR = "#f4a582"
 #: Colours of the timeline: queued, running, a failure, a remediation action, a checkpoint.
 QUEUED_COLOUR, RUNNING_COLOUR, FAILURE_COLOUR = "#c7c7c7", "#2b6cb0", "#c0392b"
 ACTION_COLOUR, CHECKPOINT_COLOUR = "#6b3fa0", "#2e8540"
+#: The detection of each failure (the failed job's last progress to its end: lost), in the timeline.
+DETECTION_COLOUR = "#e8a09a"
+
+#: The pictures' layout, inches: one width and the same margins left and right, so that the plot
+#: areas of the timeline and of the progress curve are at the same x (:func:`time_axis`).
+FIGURE_WIDTH, MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 10.0, 1.9, 0.3, 0.35, 0.55
+#: The time axis' unit by the run's span: (longest span in seconds, unit, seconds per unit).
+TIME_UNITS = ((900.0, "s", 1.0), (36000.0, "min", 60.0), (float("inf"), "h", 3600.0))
 
 _STYLE = """
 body { font-family: sans-serif; margin: 1.5em; color: #1a1a1a; max-width: 72em; }
@@ -83,6 +94,8 @@ def _cell(value: Any, kind: str = "") -> str:
     if kind == "s":
         raw = "" if value is None else repr(float(value))
         return '<td class="n" data-value="%s">%s</td>' % (_e(raw), _e(seconds(value)))
+    if kind == "l":
+        return "<td>%s</td>" % _e("unknown" if not value else ", ".join(str(v) for v in value))
     if kind == "n":
         return '<td class="n" data-value="%s">%s</td>' % (_e("" if value is None else value),
                                                           _e("unknown" if value is None else value))
@@ -96,7 +109,8 @@ TOTALS = (
     ("running_time", "running", "s"),
     ("between_jobs_time", "between jobs (no job of the run existed)", "s"),
     ("recompute_time", "recomputing lost steps", "s"),
-    ("productive_time", "productive", "s"),
+    ("lost_to_detection", "detection: running after the last progress before a failure (lost)", "s"),
+    ("productive_time", "productive (running less recomputing and detection)", "s"),
     ("productive_time_at_most", "productive, at most", "s"),
     ("effective_ratio", "effective training time ratio", "r"),
     ("node_seconds", "node seconds running", "n"),
@@ -106,12 +120,14 @@ TOTALS = (
 
 #: The restarts table: (field, heading, kind).
 RESTART_COLUMNS = (
-    ("job_id", "job", ""), ("state", "ended", ""), ("cause", "cause", ""), ("restarted_by", "restarted by", ""),
+    ("job_id", "job", ""), ("state", "ended", ""), ("cause", "cause", ""), ("node_list", "nodes", ""),
+    ("failed_nodes", "failed node", "l"), ("restarted_by", "restarted by", ""),
     ("next_job_id", "next job", ""), ("reached_step", "step reached", "n"), ("resumed_step", "resumed from", "n"),
     ("steps_lost", "steps lost", "n"), ("detection", "detection", "s"),
     ("waiting_for_remediation", "waiting for remediation", "s"), ("remediation", "remediation", "s"),
     ("queue", "queue", "s"), ("start_to_first_step", "start to first step", "s"),
     ("time_to_training", "time to training again", "s"), ("recompute_time", "recompute", "s"),
+    ("lost_to_detection", "lost to detection", "s"),
 )
 
 
@@ -139,7 +155,10 @@ def _restarts_table(run: Dict[str, Any]) -> str:
         return "<p>No restart: the run's jobs ran without one.</p>"
     head = "".join("<th>%s</th>" % _e(title) for dummy, title, dummy2 in RESTART_COLUMNS)
     body = []
+    jobs = run.get("jobs") or []
     for index, item in enumerate(failures):
+        if item.get("node_list") is None and index < len(jobs):   # a result of before node_list
+            item = dict(item, node_list=jobs[index].get("node_list"))
         cells = "".join(_cell(item.get(key), kind) for key, dummy, kind in RESTART_COLUMNS)
         body.append('<tr id="restart-%d">%s</tr>' % (index + 1, cells))
     return '<table id="restarts"><tr>%s</tr>%s</table>' % (head, "".join(body))
@@ -182,21 +201,110 @@ def _matplotlib() -> Any:
 
 def _svg(fig: Any) -> str:
     """The figure as an inline ``<svg>`` element (no XML prolog, no external reference)."""
+    import matplotlib  # pylint: disable=import-outside-toplevel
+
     buf = io.StringIO()
     # No metadata: no date (the same result renders the same page) and no RDF block naming URLs.
-    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None},
-                bbox_inches="tight")
+    # No tight bounding box: both pictures keep the fixed margins, their plot areas at the same x.
+    # Text as SVG <text> (escaped by matplotlib): the page's tests read the labels back.
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "clusterops-goodput"}):
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
     text = buf.getvalue()
     start = text.find("<svg")
     if start < 0:
         raise ReportError("matplotlib wrote no <svg> element")
-    # matplotlib writes each text as a comment beside its glyphs: the pictures carry no user
-    # text, and comments are dropped all the same.
+    # No comment survives (matplotlib may write a text beside its glyphs as one).
     return re.sub(r"<!--.*?-->", "", text[start:], flags=re.S)
 
 
 def _origin(run: Dict[str, Any]) -> float:
     return float(run.get("first_submit") or (run.get("jobs") or [{}])[0].get("submit_time") or run.get("now") or 0)
+
+
+def _times(run: Dict[str, Any]) -> List[float]:
+    """Every time either picture draws (Unix seconds)."""
+    found: List[float] = []
+    now = run.get("now")
+    for job in _timeline_rows(run):
+        found += [job[k] for k in ("submit_time", "start_time", "end_time") if job.get(k) is not None]
+        if now is not None and (job.get("start_time") is None or job.get("end_time") is None):
+            found.append(now)   # a span still open ends now
+    timeline = run.get("timeline") or {}
+    found += [t for t, dummy in timeline.get("progress") or []]
+    found += [c["time"] for c in (timeline.get("checkpoints") or []) + (timeline.get("actions") or [])]
+    found += [f["time"] for f in failure_marks(run)]
+    found += [end for dummy, end, dummy2 in _lost_spans(run)]
+    return [float(t) for t in found]
+
+
+def time_axis(run: Dict[str, Any]) -> Dict[str, Any]:
+    """The one time axis of both pictures: ``{"origin", "unit", "scale", "label", "xlim"}`` -
+    ``origin`` the first submission (Unix seconds), ``unit`` ``s``, ``min`` or ``h`` by the run's
+    span (:data:`TIME_UNITS`), ``scale`` seconds per unit, ``xlim`` ``(left, right)`` in that unit
+    (every time either picture draws, 2 % of room on the right)."""
+    origin = _origin(run)
+    times = _times(run) or [origin]
+    left, right = min(0.0, min(times) - origin), max(times) - origin
+    unit, scale = next((u, k) for limit, u, k in TIME_UNITS if right - left <= limit)
+    width = max(right - left, scale) / scale
+    return {"origin": origin, "unit": unit, "scale": scale, "xlim": (left / scale, left / scale + width * 1.02),
+            "label": {"s": "seconds", "min": "minutes", "h": "hours"}[unit] + " since the first submission (%s)"
+            % _utc(origin)}
+
+
+def failure_marks(run: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Where each failure is marked: ``[{"number", "time", "known", "job_id", "state", "step",
+    "node", "nodes"}]`` - ``time`` the last progress before it (``last_progress_time``;
+    ``known`` False and the job's sacct ``End`` when that is unknown), ``step`` the step reached,
+    ``node`` the failed node(s) (``failed_nodes``, joined by commas; None when not known),
+    ``nodes`` the failed job's sacct ``NodeList``. One per restart with a time."""
+    out = []
+    runs = run.get("jobs") or []
+    for index, item in enumerate(run.get("failures") or []):
+        before = runs[index] if index < len(runs) else {}
+        when, known = item.get("last_progress_time"), True
+        if when is None:
+            when, known = before.get("end_time"), False
+        if when is None:
+            continue
+        failed = item.get("failed_nodes")
+        out.append({"number": index + 1, "time": float(when), "known": known, "job_id": item.get("job_id"),
+                    "state": item.get("state"), "step": item.get("reached_step"),
+                    "node": ", ".join(str(n) for n in failed) if failed else None,
+                    "nodes": item.get("node_list") if item.get("node_list") is not None else before.get("node_list")})
+    return out
+
+
+def _mark_text(mark: Dict[str, Any]) -> str:
+    """The failure's label on the pictures: ``failure 1: job 1 NODE_FAIL, node n2, step 55``."""
+    where = ("node %s" % mark["node"]) if mark["node"] else ("on %s" % mark["nodes"] if mark["nodes"] else "")
+    step = ("step %s" % mark["step"]) if mark["step"] is not None else "last progress unknown"
+    return "failure %d: job %s %s, %s" % (mark["number"], mark["job_id"], mark["state"] or "?",
+                                          ", ".join(p for p in (where, step) if p))
+
+
+def _mark_failures(axes: Any, axis: Dict[str, Any], marks: List[Dict[str, Any]], label: bool) -> None:
+    """A vertical line at each failure mark (dashed where the last progress is unknown), with its
+    text when ``label``; each line's SVG group id ``failure-mark-N``."""
+    for mark in marks:
+        x = (mark["time"] - axis["origin"]) / axis["scale"]
+        line = axes.axvline(x, color=FAILURE_COLOUR, linewidth=1.4, zorder=4,
+                            linestyle="-" if mark["known"] else "--")
+        line.set_gid("failure-mark-%d" % mark["number"])
+        if label:
+            axes.annotate(_mark_text(mark), (x, 1.0), xycoords=("data", "axes fraction"), xytext=(4, -3),
+                          textcoords="offset points", ha="left", va="top", fontsize=8, color=FAILURE_COLOUR,
+                          parse_math=False, zorder=5, gid="failure-label-%d" % mark["number"],
+                          bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "none",
+                                "alpha": 0.85})
+
+
+def _figure(height: float) -> Tuple[Any, Any]:
+    """A figure of :data:`FIGURE_WIDTH` and ``height`` inches whose plot area has the fixed margins."""
+    fig = _matplotlib()(figsize=(FIGURE_WIDTH, height), dpi=96)
+    fig.subplots_adjust(left=MARGIN_LEFT / FIGURE_WIDTH, right=1 - MARGIN_RIGHT / FIGURE_WIDTH,
+                        top=1 - MARGIN_TOP / height, bottom=MARGIN_BOTTOM / height)
+    return fig, fig.add_subplot(1, 1, 1)
 
 
 def _lost_spans(run: Dict[str, Any]) -> List[Tuple[float, float, Dict[str, Any]]]:
@@ -247,30 +355,36 @@ def _segments(run: Dict[str, Any], points: List[List[float]]) -> List[List[List[
     return out
 
 
-def progress_svg(run: Dict[str, Any]) -> str:
-    """The progress curve: step over time (seconds since the first submission), each restart's
-    lost work shaded in :data:`LOST_COLOUR`. ``<p>`` saying why when the run has no event log."""
+def progress_svg(run: Dict[str, Any], axis: Optional[Dict[str, Any]] = None) -> str:
+    """The progress curve: step over time (on :func:`time_axis`), each restart's lost work shaded
+    in :data:`LOST_COLOUR`, each failure marked at its last progress with the failed node. ``<p>``
+    saying why when the run has no event log."""
     points = (run.get("timeline") or {}).get("progress")
     if not points:
         return "<p>No progress curve: the run has no trainer event log (or no step in it).</p>"
-    fig = _matplotlib()(figsize=(10, 3.6), dpi=96)
-    axes = fig.add_subplot(1, 1, 1)
-    origin = _origin(run)
+    axis = axis or time_axis(run)
+    fig, axes = _figure(3.6)
+    origin, scale = axis["origin"], axis["scale"]
     for number, (begin, end, item) in enumerate(_lost_spans(run)):
-        axes.axvspan(begin - origin, end - origin, color=LOST_COLOUR, zorder=0,
+        axes.axvspan((begin - origin) / scale, (end - origin) / scale, color=LOST_COLOUR, zorder=0,
                      label="lost work (steps %s-%s and the time to regain them)" % (
                          item.get("resumed_step"), item.get("reached_step")) if number == 0 else None)
     for number, segment in enumerate(_segments(run, points)):
-        axes.plot([t - origin for t, dummy in segment], [s for dummy, s in segment], color=RUNNING_COLOUR,
+        axes.plot([(t - origin) / scale for t, dummy in segment], [s for dummy, s in segment], color=RUNNING_COLOUR,
                   linewidth=1.6, zorder=2, label="step" if number == 0 else None)
     marks = (run.get("timeline") or {}).get("checkpoints") or []
     if marks:
-        axes.scatter([c["time"] - origin for c in marks], [c["step"] for c in marks], marker="v",
+        axes.scatter([(c["time"] - origin) / scale for c in marks], [c["step"] for c in marks], marker="v",
                      color=CHECKPOINT_COLOUR, zorder=3, s=28, label="checkpoint written")
-    axes.set_xlabel("seconds since the first submission")
+    bottom, top = axes.get_ylim()
+    axes.set_ylim(bottom, top + 0.12 * (top - bottom))   # room above the curve for the failures' labels
+    _mark_failures(axes, axis, failure_marks(run), label=True)
+    axes.set_xlim(*axis["xlim"])
+    axes.set_gid("progress-axes")
+    axes.set_xlabel(axis["label"])
     axes.set_ylabel("step")
     axes.grid(True, color="#e5e5e5", zorder=1)
-    axes.legend(loc="upper left", fontsize=8)
+    axes.legend(loc="lower right", fontsize=8)
     return _svg(fig)
 
 
@@ -278,45 +392,56 @@ def _timeline_rows(run: Dict[str, Any]) -> List[Dict[str, Any]]:
     return [j for j in run.get("jobs") or [] if j.get("submit_time") is not None]
 
 
-def timeline_svg(run: Dict[str, Any]) -> str:
-    """The timeline: one row per run of a job (queued in grey, running in blue, its end state
-    in red when a restart followed), a row of remediation's actions and one of checkpoints;
-    seconds since the first submission."""
+def timeline_svg(run: Dict[str, Any], axis: Optional[Dict[str, Any]] = None) -> str:
+    """The timeline: one row per run of a job (queued in grey, running in blue, the detection of
+    its failure - its last progress to its end, lost - in :data:`DETECTION_COLOUR`, its end state
+    in red when a restart followed), a row of remediation's actions and one of checkpoints; each
+    failure marked at its last progress (:func:`failure_marks`); on :func:`time_axis`."""
     rows = _timeline_rows(run)
     if not rows:
         return "<p>No job of the run was found.</p>"
-    fig = _matplotlib()(figsize=(10, 1.2 + 0.45 * (len(rows) + 2)), dpi=96)
-    axes = fig.add_subplot(1, 1, 1)
-    origin, now = _origin(run), float(run.get("now") or 0)
+    axis = axis or time_axis(run)
+    fig, axes = _figure(1.4 + 0.45 * (len(rows) + 2))
+    origin, now, scale = axis["origin"], float(run.get("now") or 0), axis["scale"]
+    marks = dict((m["number"], m) for m in failure_marks(run))
     labels = []
     for index, job in enumerate(rows):
         submit, start, end = job["submit_time"], job.get("start_time"), job.get("end_time")
         y = len(rows) + 1 - index
-        axes.barh(y, (start if start is not None else now) - submit, left=submit - origin, height=0.5,
-                  color=QUEUED_COLOUR, zorder=2)
+        axes.barh(y, ((start if start is not None else now) - submit) / scale, left=(submit - origin) / scale,
+                  height=0.5, color=QUEUED_COLOUR, zorder=2)
         if start is not None:
-            axes.barh(y, (end if end is not None else now) - start, left=start - origin, height=0.5,
-                      color=RUNNING_COLOUR, zorder=2)
+            axes.barh(y, ((end if end is not None else now) - start) / scale, left=(start - origin) / scale,
+                      height=0.5, color=RUNNING_COLOUR, zorder=2)
+        mark = marks.get(index + 1)
+        if mark is not None and mark["known"] and end is not None and mark["time"] < end:
+            axes.barh(y, (end - mark["time"]) / scale, left=(mark["time"] - origin) / scale, height=0.5,
+                      color=DETECTION_COLOUR, zorder=2, gid="detection-%d" % mark["number"])
         if end is not None and index + 1 < len(rows):
-            axes.scatter([end - origin], [y], marker="X", s=60, color=FAILURE_COLOUR, zorder=3)
-            axes.annotate(str(job.get("state") or "?"), (end - origin, y), xytext=(4, 6),
-                          textcoords="offset points", fontsize=8, color=FAILURE_COLOUR)
+            axes.scatter([(end - origin) / scale], [y], marker="X", s=60, color=FAILURE_COLOUR, zorder=3)
+            axes.annotate(str(job.get("state") or "?"), ((end - origin) / scale, y), xytext=(4, 6),
+                          textcoords="offset points", fontsize=8, color=FAILURE_COLOUR, parse_math=False)
         labels.append((y, "job %s%s" % (job.get("job_id"), " (requeued)" if job.get("requeue_of") else "")))
     timeline = run.get("timeline") or {}
     actions = timeline.get("actions") or []
-    axes.scatter([a["time"] - origin for a in actions], [1] * len(actions), marker="D", s=40,
+    axes.scatter([(a["time"] - origin) / scale for a in actions], [1] * len(actions), marker="D", s=40,
                  color=ACTION_COLOUR, zorder=3)
     for action in actions:
-        axes.annotate(str(action.get("action")), (action["time"] - origin, 1), xytext=(4, 6),
-                      textcoords="offset points", fontsize=8, color=ACTION_COLOUR)
-    marks = timeline.get("checkpoints") or []
-    axes.scatter([c["time"] - origin for c in marks], [0] * len(marks), marker="v", s=28,
+        axes.annotate(str(action.get("action")), ((action["time"] - origin) / scale, 1), xytext=(4, 6),
+                      textcoords="offset points", fontsize=8, color=ACTION_COLOUR, parse_math=False)
+    saved = timeline.get("checkpoints") or []
+    axes.scatter([(c["time"] - origin) / scale for c in saved], [0] * len(saved), marker="v", s=28,
                  color=CHECKPOINT_COLOUR, zorder=3)
     labels += [(1, "remediation"), (0, "checkpoints")]
     axes.set_yticks([y for y, dummy in labels])
     axes.set_yticklabels([text for dummy, text in labels], fontsize=8)
-    axes.set_ylim(-0.7, len(rows) + 1.7)
-    axes.set_xlabel("seconds since the first submission")
+    for tick in axes.get_yticklabels():
+        tick.set_parse_math(False)
+    axes.set_ylim(-0.7, len(rows) + 2.2)   # room above the rows for the failures' labels
+    _mark_failures(axes, axis, list(marks.values()), label=True)
+    axes.set_xlim(*axis["xlim"])
+    axes.set_gid("timeline-axes")
+    axes.set_xlabel(axis["label"])
     axes.grid(True, axis="x", color="#e5e5e5", zorder=1)
     return _svg(fig)
 
@@ -330,6 +455,31 @@ def _jobs_table(run: Dict[str, Any]) -> str:
             _cell(job.get("node_list")), _cell(job.get("running"), "s")))
     return ('<table id="jobs"><tr><th>job</th><th>state</th><th>submitted</th><th>started</th><th>ended</th>'
             '<th>nodes</th><th>running</th></tr>%s</table>' % "".join(body))
+
+
+def _axis_attributes(axis: Dict[str, Any]) -> str:
+    """The shared time axis as a figure's attributes: ``data-unit``, ``data-xlim`` (two numbers)."""
+    return 'data-unit="%s" data-xlim="%r %r"' % (_e(axis["unit"]), axis["xlim"][0], axis["xlim"][1])
+
+
+def _failures_list(run: Dict[str, Any], axis: Dict[str, Any]) -> str:
+    """The failures marked on both pictures, in words: ``<ol id="failures">``, each ``<li
+    id="failure-N" data-time="...">`` (the mark's Unix time) naming the failed node."""
+    marks = failure_marks(run)
+    if not marks:
+        return ""
+    items = []
+    for mark in marks:
+        at = "%.1f %s" % ((mark["time"] - axis["origin"]) / axis["scale"], axis["unit"])
+        when = ("last progress (step %s) at %s, %s" % ("unknown" if mark["step"] is None else mark["step"], at,
+                                                       _utc(mark["time"])) if mark["known"]
+                else "last progress unknown: marked at the job's end, %s, %s" % (at, _utc(mark["time"])))
+        node = ('failed node <b class="node">%s</b> (of the job\'s nodes %s)' % (_e(mark["node"]), _e(mark["nodes"]))
+                if mark["node"] else "failed node not known; the job ran on %s" % _e(mark["nodes"] or "no node"))
+        items.append('<li id="failure-%d" data-time="%s">job %s ended %s: %s; %s.</li>' % (
+            mark["number"], _e(repr(mark["time"])), _e(mark["job_id"]), _e(mark["state"]), _e(when), node))
+    return ('<p>Failures, marked on both pictures at the last progress before each (red line; the '
+            'detection after it is lost time):</p><ol id="failures">%s</ol>' % "".join(items))
 
 
 def render_report(run: Dict[str, Any]) -> str:
@@ -347,6 +497,7 @@ def render_report(run: Dict[str, Any]) -> str:
                           % (type(run).__name__,))
     state = "finished" if run.get("finished") else ("a job is pending or running" if run.get("active") else
                                                     "no job queued or running")
+    axis = time_axis(run)
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         "<title>Goodput of %s</title>" % _e(run["name"]), "<style>%s</style></head><body>" % _STYLE,
@@ -354,8 +505,9 @@ def render_report(run: Dict[str, Any]) -> str:
         "<p>Owner %s; first submission %s; read %s; %s.</p>" % (
             _e(run.get("owner")), _e(_utc(run.get("first_submit"))), _e(_utc(run.get("now"))), _e(state)),
         _headline(run),
-        "<h2>Timeline</h2><figure id=\"timeline\">%s</figure>" % timeline_svg(run),
-        "<h2>Progress</h2><figure id=\"progress\">%s</figure>" % progress_svg(run),
+        _failures_list(run, axis),
+        "<h2>Timeline</h2><figure id=\"timeline\" %s>%s</figure>" % (_axis_attributes(axis), timeline_svg(run, axis)),
+        "<h2>Progress</h2><figure id=\"progress\" %s>%s</figure>" % (_axis_attributes(axis), progress_svg(run, axis)),
         "<h2>Goodput</h2>", _totals_table(run),
         "<h2>Restarts</h2>", _restarts_table(run),
         "<h2>Jobs</h2>", _jobs_table(run),

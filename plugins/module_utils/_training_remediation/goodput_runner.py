@@ -3,7 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The task of the module ``training_goodput_info``: read the registered runs, their jobs with one
-sacct and one squeue call, each run's folders as its owner, and report :func:`.goodput.goodput`.
+sacct and one squeue call, each run's folders as its owner, and report :func:`.goodput.goodput`;
+with ``failed_nodes``, also one ``sacctmgr show event`` of the nodes of the jobs that ended by a
+node failure (none when no job did), which names the failed node of each.
 
 Private to the collection (the leading underscore of the package): no API promise outside it.
 
@@ -21,8 +23,11 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint impor
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.bounds import record_value_problem
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.fsutil import read_bounded
 from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import read_jobs
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_events import read_node_events
 from ansible_collections.clusterops.slurm.plugins.module_utils._privsep import PrivsepError
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.goodput import (
+    CAUSES,
+    NODE_CAUSES,
     STEP_EVENTS,
     goodput,
 )
@@ -41,7 +46,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._training_remedia
 )
 
 try:
-    from typing import Any, Dict, List, Optional  # noqa: F401 pylint: disable=unused-import
+    from typing import Any, Dict, List, Optional, Set, Tuple  # noqa: F401 pylint: disable=unused-import
 except ImportError:  # pragma: no cover
     pass
 
@@ -128,12 +133,28 @@ def _folders(run: Dict[str, Any], job_id_raw: Optional[Any], event_log: Optional
         return {"error": "cannot read the run's folders as %s: %s" % (run["owner"], exc)}
 
 
+def node_failures(runs: List[Dict[str, Any]], jobs: List[Dict[str, Any]]) -> Tuple[Optional[float], List[str]]:
+    """``(earliest start, node names)`` of the runs' jobs (each run of a job, its ``history``
+    too) that ended by a node failure (sacct ``State`` of :data:`.goodput.NODE_CAUSES`: NODE_FAIL,
+    BOOT_FAIL): what to read Slurm's node events of. ``(None, [])`` when none did."""
+    starts: List[float] = []
+    nodes: Set[str] = set()
+    for run in runs:
+        for job in run_jobs(run, jobs):
+            for entry in list(job.get("history") or []) + [job]:
+                if CAUSES.get(entry.get("state") or "") in NODE_CAUSES and entry.get("start_time") is not None:
+                    starts.append(entry["start_time"])
+                    nodes.update(entry.get("nodes") or [])
+    return (min(starts) if starts else None), sorted(nodes)
+
+
 def run_goodput(run: Dict[str, Any], jobs: List[Dict[str, Any]], accounting: bool, event_log: Optional[str],
-                now: float) -> Dict[str, Any]:
+                now: float, node_events: Optional[List[Dict[str, Any]]] = None) -> Dict[str, Any]:
     """One run's entry: ``{"name", "owner", "finished"}``, :func:`.goodput.goodput`'s keys and
     ``timeline`` (:func:`.goodput_timeline.timeline`: the progress curve of the event log, the
     checkpoints, remediation's actions of ``state.json``, each bounded); a folder or
-    ``state.json`` that cannot be read leaves its figures unknown (said in ``unknown``)."""
+    ``state.json`` that cannot be read leaves its figures unknown (said in ``unknown``).
+    ``node_events``: :func:`node_failures`' nodes' events, None when not read."""
     mine = run_jobs(run, jobs)
     folders = _folders(run, mine[-1]["job_id_raw"] if mine else None, event_log)
     problems = []
@@ -153,7 +174,8 @@ def run_goodput(run: Dict[str, Any], jobs: List[Dict[str, Any]], accounting: boo
     if folders["events"] is not None:
         events = [{"event": e, "step": s, "time": t} for e, s, t in folders["events"]]
     result = goodput(mine, state, now, checkpoints=folders["checkpoints"], progress=folders["progress"],
-                     events=events, accounting=accounting, finished=bool(folders["ckpt"].get("finished")))
+                     events=events, accounting=accounting, finished=bool(folders["ckpt"].get("finished")),
+                     node_events=node_events)
     result["unknown"] = problems + result["unknown"]
     result["timeline"] = timeline(events, folders["checkpoints"], state)
     return dict({"name": run["name"], "owner": run["owner"], "finished": bool(folders["ckpt"].get("finished"))},
@@ -177,10 +199,15 @@ def goodput_info(module: Any, cli: Any) -> Dict[str, Any]:
     users = sorted(set(r["owner"] for r in runs))
     jobs, accounting = read_jobs(cli, names=names, users=users, start=start)
     result["accounting"] = accounting
+    node_events = None
+    if params.get("failed_nodes") and accounting:
+        since, nodes = node_failures(runs, jobs)
+        if since is not None and nodes:
+            node_events = read_node_events(cli, since, nodes)
     now = time.time()
     for run in runs:
         try:
-            entry = run_goodput(run, jobs, accounting, params["event_log"], now)
+            entry = run_goodput(run, jobs, accounting, params["event_log"], now, node_events)
         # One run's fault stays that run's (as in remediation): its figures are unknown, with the reason.
         except Exception as exc:  # pylint: disable=broad-except
             entry = unknown_run(run, accounting, now, "%s: %s" % (type(exc).__name__, exc))

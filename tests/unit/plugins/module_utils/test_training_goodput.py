@@ -101,7 +101,10 @@ def test_totals_of_a_run_known_in_full(tmp_path):
     assert (g["first_submit"], g["wall_time"], g["queued_time"], g["running_time"], g["between_jobs_time"]) == (
         1000, 500.0, 90.0, 360.0, 50.0)
     assert g["wall_time"] == g["queued_time"] + g["running_time"] + g["between_jobs_time"]
-    assert (g["recompute_time"], g["productive_time"], g["effective_ratio"]) == (110.0, 250.0, 0.5)
+    # detection is lost, not productive: 1090-1100 (step 7 to NODE_FAIL) and 1290-1300 (step 20 to TIMEOUT)
+    assert [f["lost_to_detection"] for f in g["failures"]] == [10.0, 10.0]
+    assert (g["recompute_time"], g["lost_to_detection"]) == (110.0, 20.0)
+    assert (g["productive_time"], g["effective_ratio"]) == (230.0, 0.46)      # 360 - 110 - 20
     assert g["node_seconds"] == 720.0
     assert (g["restarts"], g["steps_lost"], g["active"]) == (2, 7, True)
     assert g["restarts_by_cause"] == {"node_failure": 1, "hang": 0, "time_limit": 1, "preemption": 0,
@@ -139,7 +142,8 @@ def test_without_events_the_resubmission_and_checkpoints_say_the_resumed_step(tm
     assert (second["resumed_step"], second["resumed_source"]) == (15, "state.json")
     assert first["reached_step"] is None and first["steps_lost"] is None and g["steps_lost"] is None
     assert g["recompute_time"] is None and g["productive_time"] is None and g["effective_ratio"] is None
-    assert g["productive_time_at_most"] == 360.0
+    # no progress record: neither the recompute nor the detection is known, so no bound below 360
+    assert g["lost_to_detection"] is None and g["productive_time_at_most"] == 360.0
     figures = set(u["figure"] for u in g["unknown"])
     assert {"events", "recompute_time", "steps_lost", "productive_time", "effective_ratio"} <= figures
     # sacct alone still gives the spans
@@ -215,6 +219,9 @@ def test_a_hang_cancelled_by_remediation(tmp_path):
     assert (item["detection"], item["waiting_for_remediation"], item["remediation"]) == (120.0, 0.0, 25.0)
     assert g["restarts_by_cause"]["hang"] == 1
     assert item["recompute_time"] is None and g["productive_time"] is None
+    # 2180 (last heartbeat) to 2310 (sacct End): the 120 s idle and the 10 s of the cancel, all lost
+    assert item["lost_to_detection"] == 130.0 and g["lost_to_detection"] == 130.0
+    assert g["productive_time_at_most"] == g["running_time"] - 130.0
 
 
 @pytest.mark.parametrize("state_word, cause", [
@@ -269,3 +276,25 @@ def test_a_restarted_job_that_never_passed_the_step_reached_recomputed_all_its_t
     assert first["recompute_time"] == 40.0       # 110 to its end at 150: never past step 8
     assert (second["reached_step"], second["resumed_step"], second["steps_lost"]) == (5, 2, 3)
     assert second["recompute_time"] == 40.0      # 170 to step 6 at 210
+    # detection lost: 90-100 for the first; the second's (140-150) is inside its recompute (110-150): not twice
+    assert (first["lost_to_detection"], second["lost_to_detection"], g["lost_to_detection"]) == (10.0, 0.0, 10.0)
+    assert g["productive_time"] == g["running_time"] - 80.0 - 10.0
+
+
+def test_detection_time_is_lost_not_productive():
+    """Issue 37 part 5: the failed job's running time from its last step to its end (the detection)
+    trained nothing: the productive time is the running time less the recompute AND the detection."""
+    sacct = sacct_line(800, "NODE_FAIL", "n[1-2]", 1000, 1000, 1100) \
+        + sacct_line(801, "COMPLETED", "n[1,3]", 1110, 1120, 1200)
+    events = step_events(1000, 0, 6, begin=1000) + step_events(1120, 4, 12, begin=1120)   # step 6 at 1060
+    g = goodput(jobs_of(sacct), registry.empty_state(), 1300, events=events, finished=True)
+    (item,) = g["failures"]
+    assert (item["last_progress_time"], item["detection"], item["lost_to_detection"]) == (1060.0, 40.0, 40.0)
+    # 180 s running: 30 s recomputing steps 5 and 6 (1120 to step 7 at 1150), 40 s of detection
+    assert (g["running_time"], g["recompute_time"], g["lost_to_detection"]) == (180.0, 30.0, 40.0)
+    assert g["productive_time"] == 110.0 and g["effective_ratio"] == 0.55     # 110 / 200 s of wall time
+    # a job that never started lost nothing to detection
+    sacct = sacct_line(810, "CANCELLED by 0", "", 1000, None, 1050) + sacct_line(811, "COMPLETED", "n1", 1060, 1070, 1100)
+    g = goodput(jobs_of(sacct), registry.empty_state(), 1300, events=step_events(1070, 0, 3, begin=1070),
+                finished=True)
+    assert g["failures"][0]["lost_to_detection"] == 0.0 and g["lost_to_detection"] == 0.0

@@ -20,6 +20,7 @@ import re
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -198,3 +199,144 @@ def test_the_playbook_takes_the_registry_s_run_names_only():
     assert pattern == RUN_NAME.pattern
     for bad in ("../etc/passwd", ".hidden", "a/b", "", "x y"):
         assert not re.match(pattern, bad)
+
+
+# ---- one time axis, the failure marked, the failed node named (issue 37 part 5) ------------------
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def pictures(page):
+    """``{figure id: (its data-* attributes, its <svg> parsed)}`` of the page's pictures."""
+    out = {}
+    for fid, attrs, svg in re.findall(r'<figure id="(\w+)"([^>]*)>(<svg.*?</svg>)\s*</figure>', page, re.S):
+        out[fid] = (dict(re.findall(r'(data-[\w-]+)="([^"]*)"', attrs)), ET.fromstring(svg))
+    return out
+
+
+def group(root, gid):
+    (found,) = [g for g in root.iter(SVG + "g") if g.get("id") == gid]
+    return found
+
+
+def numbers(path):
+    return [float(v) for v in re.findall(r"-?\d+(?:\.\d+)?", path.get("d"))]
+
+
+def plot_area(root, gid):
+    """``(left, right)`` of the plot area of the axes with SVG id ``gid`` (its background patch)."""
+    patch = next(g for g in group(root, gid) if g.get("id", "").startswith("patch_"))
+    xs = numbers(patch.find(SVG + "path"))[0::2]
+    return min(xs), max(xs)
+
+
+def xticks(root, gid):
+    """``[(x, label)]`` of the axes' x tick labels."""
+    out = []
+    for tick in group(root, gid).iter(SVG + "g"):
+        if tick.get("id", "").startswith("xtick_"):
+            text = next(tick.iter(SVG + "text"))
+            out.append((round(float(text.get("x")), 3), text.text))
+    return out
+
+
+def texts(element):
+    return ["".join(t.itertext()) for t in element.iter(SVG + "text")]
+
+
+def test_both_pictures_share_one_time_axis_and_mark_the_failure_at_its_last_progress():
+    run = recorded_run()
+    (item,) = run["failures"]
+    page = report.render_report(run)
+    found = pictures(page)
+    assert set(found) == {"timeline", "progress"}
+    (tattrs, timeline), (pattrs, progress) = found["timeline"], found["progress"]
+    # the same range and unit, said on both figures: 0 to the last thing drawn (job 2's end, 87 s) + 2 %
+    assert tattrs == pattrs and tattrs["data-unit"] == "s"
+    left, right = [float(v) for v in tattrs["data-xlim"].split()]
+    assert left == 0.0 and right == pytest.approx(87 * 1.02)
+    # the plot areas at the same x, the same ticks at the same places, the same axis label
+    assert plot_area(timeline, "timeline-axes") == plot_area(progress, "progress-axes")
+    ticks = xticks(timeline, "timeline-axes")
+    assert ticks == xticks(progress, "progress-axes") and [t for dummy, t in ticks][:3] == ["0", "10", "20"]
+    label = "seconds since the first submission (2026-12-04 21:39:11 UTC)"
+    assert label in texts(timeline) and label in texts(progress)
+    # the failure: one line on each picture at the last progress (step 55, 21.0 s), the same x
+    x0, x1 = plot_area(progress, "progress-axes")
+    want = x0 + (item["last_progress_time"] - run["first_submit"] - left) / (right - left) * (x1 - x0)
+    for root in (timeline, progress):
+        xs = numbers(group(root, "failure-mark-1").find(".//" + SVG + "path"))[0::2]
+        assert xs == pytest.approx([want, want], abs=0.01)
+        (text,) = texts(group(root, "failure-label-1"))
+        assert text == "failure 1: job 1 NODE_FAIL, node n2, step 55"
+    # the detection (last progress to the job's end) drawn as lost on job 1's row, from the mark
+    bar = numbers(group(timeline, "detection-1").find(".//" + SVG + "path"))[0::2]
+    end = x0 + (run["jobs"][0]["end_time"] - run["first_submit"]) / (right - left) * (x1 - x0)
+    assert (min(bar), max(bar)) == pytest.approx((want, end), abs=0.01)
+    # in words, with the exact time
+    li = re.search(r'<li id="failure-1" data-time="([^"]*)">(.*?)</li>', page)
+    assert float(li.group(1)) == item["last_progress_time"]
+    assert "last progress (step 55) at 21.0 s" in li.group(2)
+    assert "failed node <b class=\"node\">n2</b> (of the job's nodes n[1-2])" in li.group(2)
+    assert re.search(r'<tr id="restart-1">(<td[^>]*>[^<]*</td>){3}<td>n\[1-2\]</td><td>n2</td>', page)
+
+
+def test_detection_is_lost_not_productive_on_the_page():
+    run = recorded_run()
+    (item,) = run["failures"]
+    page = report.render_report(run)
+
+    def value(row):
+        return float(re.search(r'<tr id="total-%s"><th>[^<]*</th><td class="n" data-value="([^"]*)"' % row,
+                               page).group(1))
+
+    assert value("lost_to_detection") == item["lost_to_detection"] == item["detection"]
+    assert value("productive_time") == pytest.approx(
+        value("running_time") - value("recompute_time") - value("lost_to_detection"))
+    assert "productive (running less recomputing and detection)" in page
+    assert "effective training time: <b>43.5 %</b>" in page       # 37.9 of 87 s (74.6 % with detection productive)
+    assert re.search(r'<tr id="restart-1">.*<td class="n" data-value="%r">27\.0 s</td></tr>' % item["lost_to_detection"],
+                     page)
+
+
+def test_hostile_node_names_are_text_on_the_page_and_in_the_pictures():
+    run = recorded_run()
+    hostile = HOSTILE + " $x^{2}$ \\"
+    run["failures"][0].update(failed_nodes=[hostile], node_list=hostile, state=hostile)
+    page = report.render_report(run)
+    assert "<script>" not in page and "<img" not in page
+    assert '<b class="node">%s</b>' % report._e(hostile) in page
+    for dummy, root in pictures(page).values():      # well-formed SVG: the name is text, not markup
+        (text,) = texts(group(root, "failure-label-1"))
+        assert text == "failure 1: job 1 %s, node %s, step 55" % (hostile, hostile)
+        assert not [e for e in root.iter() if e.tag in (SVG + "script", SVG + "foreignObject", SVG + "image")]
+
+
+def test_a_failure_without_progress_is_marked_at_the_job_end_and_without_node_events_the_nodes_are_said():
+    run = recorded_run()
+    run["failures"][0].update(last_progress_time=None, failed_nodes=None, reached_step=None)
+    page = report.render_report(run)
+    for dummy, root in pictures(page).values():
+        line = group(root, "failure-mark-1").find(".//" + SVG + "path")
+        assert "stroke-dasharray" in line.get("style")          # dashed: not the last progress
+        (text,) = texts(group(root, "failure-label-1"))
+        assert text == "failure 1: job 1 NODE_FAIL, on n[1-2], last progress unknown"
+    li = re.search(r'<li id="failure-1" data-time="([^"]*)">(.*?)</li>', page)
+    assert float(li.group(1)) == run["jobs"][0]["end_time"]
+    assert "last progress unknown: marked at the job&#x27;s end" in li.group(2)
+    assert "failed node not known; the job ran on n[1-2]" in li.group(2)
+
+
+@pytest.mark.parametrize("span, unit", [(600, "s"), (5 * 3600, "min"), (3 * 86400, "h")])
+def test_the_time_unit_follows_the_run_s_span_and_is_the_same_on_both_pictures(span, unit):
+    first = 1796420000
+    run = {"name": "r", "first_submit": first, "now": first + span, "failures": [], "timeline": {
+        "progress": [[first + 10.0, 0], [first + span - 1.0, 50]], "checkpoints": [], "actions": []},
+        "jobs": [{"job_id": "1", "state": "RUNNING", "submit_time": first, "start_time": first + 5, "end_time": None}]}
+    axis = report.time_axis(run)
+    assert axis["unit"] == unit and axis["xlim"][1] == pytest.approx(span / axis["scale"] * 1.02)
+    found = pictures(report.render_report(run))
+    assert found["timeline"][0] == found["progress"][0] and found["timeline"][0]["data-unit"] == unit
+    words = {"s": "seconds", "min": "minutes", "h": "hours"}[unit]
+    for dummy, root in found.values():
+        assert any(t.startswith(words + " since the first submission") for t in texts(root))

@@ -229,3 +229,36 @@ def test_one_runs_fault_is_that_runs_own(run_module, tmp_path, monkeypatch):
         "figure": "run", "why": "cannot compute the run's goodput: OverflowError: int too large to convert to float"}
     assert broken["restarts"] == 0 and broken["wall_time"] is None and set(broken) == set(fine)
     assert fine["name"] == "zz-second" and fine["timeline"]["checkpoints"] == [{"step": 5, "time": float(END - 10)}]
+
+
+def test_failed_nodes_reads_the_node_events_of_the_failed_jobs_nodes_once(run_module, tmp_path):
+    """Issue 37 part 5: the page names the failed node. With failed_nodes, one sacctmgr call for the
+    nodes of the jobs that ended NODE_FAIL (job 58, n[2-3], from its start); its answer in the form
+    22.05 prints (slurm-22.05/node-events-crash): n2 went DOWN* at the job's End, n3 was drained
+    before the job started (not this failure's), n4 is no node of the job."""
+    events = [{"event": "start", "step": 0, "time": 1796042282.0}] + [
+        {"event": "step", "step": s, "time": 1796042283.0 + 3 * s} for s in range(1, 8)]
+    reg = registry(tmp_path, events=events)
+    answer = ("n3|1796042200|1796042250|DRAIN|root(0)|maintenance\n"
+              "n2|%d|%d|DOWN*|root(0)|Not responding\n"
+              "n4|%d|Unknown|DOWN*|root(0)|Not responding\n") % (END, END + 20, END)
+    sacctmgr = (["/usr/bin/sacctmgr"] + _slurm_commands.node_events(1796042281, ["n2", "n3"])[1], 0, answer, "")
+    result = run_module(training_goodput_info, args(reg, event_log="events.jsonl", failed_nodes=True),
+                        calls() + [sacctmgr])
+    assert [c[0] for c in result["commands"]] == ["/usr/bin/sacct", "/usr/bin/squeue", "/usr/bin/sacctmgr"]
+    assert "nodes=n2,n3" in result["commands"][2]
+    (item,) = result["runs"][0]["failures"]
+    assert (item["node_list"], item["failed_nodes"]) == ("n[2-3]", ["n2"])
+    # no event of its nodes at the failure: unknown, said why
+    answer = "n3|1796042200|1796042250|DRAIN|root(0)|maintenance\n"
+    result = run_module(training_goodput_info, args(reg, event_log="events.jsonl", failed_nodes=True),
+                        calls() + [sacctmgr[:2] + (answer, "")])
+    (item,) = result["runs"][0]["failures"]
+    assert item["failed_nodes"] is None
+    assert "no node event of n[2-3]" in dict((u["figure"], u["why"]) for u in item["unknown"])["failed_nodes"]
+    # without the option: no sacctmgr call (remediate.yml's goodput task), the node list only
+    result = run_module(training_goodput_info, args(reg, event_log="events.jsonl"), calls())
+    assert [c[0] for c in result["commands"]] == ["/usr/bin/sacct", "/usr/bin/squeue"]
+    (item,) = result["runs"][0]["failures"]
+    assert (item["node_list"], item["failed_nodes"]) == ("n[2-3]", None)
+    assert "failed_nodes" not in [u["figure"] for u in item["unknown"]]
