@@ -292,8 +292,10 @@ def _mark_failures(axes: Any, axis: Dict[str, Any], marks: List[Dict[str, Any]],
                             linestyle="-" if mark["known"] else "--")
         line.set_gid("failure-mark-%d" % mark["number"])
         if label:
-            axes.annotate(_mark_text(mark), (x, 1.0), xycoords=("data", "axes fraction"), xytext=(4, -3),
-                          textcoords="offset points", ha="left", va="top", fontsize=8, color=FAILURE_COLOUR,
+            right = x > sum(axis["xlim"]) / 2.0    # in the right half: the label to the left of the line
+            axes.annotate(_mark_text(mark), (x, 1.0), xycoords=("data", "axes fraction"),
+                          xytext=(-4 if right else 4, -3), textcoords="offset points",
+                          ha="right" if right else "left", va="top", fontsize=8, color=FAILURE_COLOUR,
                           parse_math=False, zorder=5, gid="failure-label-%d" % mark["number"],
                           bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "none",
                                 "alpha": 0.85})
