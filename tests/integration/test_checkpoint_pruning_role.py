@@ -427,7 +427,7 @@ def test_a_folder_with_a_replica_is_copied_then_pruned_as_its_owner(alice):
     assert "copied step_000000600" in logged and "deleted the copy step_000000400" in logged
     # The run folder's newest lost: the replica's verified copy is where a resume starts.
     shutil.rmtree(os.path.join(run_dir, "step_000000600"))
-    tool = job.split(" ")[7]
+    tool = [word for word in job.split(" ") if word.endswith("/clusterops_checkpoint")][0]
     latest = subprocess.run(["/usr/bin/python3", tool, "latest", run_dir, "--replica", replica], user=alice["uid"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
     assert (latest.returncode, latest.stdout.strip()) == (0, os.path.join(replica, "step_000000600")), latest.stderr

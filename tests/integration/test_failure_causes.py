@@ -99,15 +99,29 @@ def test_slurmdbd_stopped_is_an_accounting_failure(healthy):
     assert node["reason"] == "Kill task failed"  # nothing acted on
 
 
-def test_jmespath_missing_on_the_target_is_a_configuration_error(healthy):
+@pytest.mark.parametrize("check_mode", [False, True], ids=["run", "check"])
+def test_jmespath_missing_on_the_target_is_a_configuration_error(healthy, check_mode):
     """scope needs the jmespath library where the module runs; Debian's python3 here has none."""
     assert os.system("/usr/bin/python3 -c 'import jmespath' 2>/dev/null") != 0  # nosec B605 B607
     proc, prom = remediate("-e", json.dumps({"remediate_nodes_scope": "[?name=='n1']",
-                                             "ansible_python_interpreter": "/usr/bin/python3"}))
-    assert_cause(proc, prom, "configuration", "jmespath")
+                                             "ansible_python_interpreter": "/usr/bin/python3"}), check_mode=check_mode)
+    assert_cause(proc, prom, "configuration", "jmespath", check_mode)
 
 
-def test_a_hung_controller_is_slurm_unreadable_and_says_how_long_it_waited(healthy):
+@pytest.mark.parametrize("check_mode", [False, True], ids=["run", "check"])
+def test_a_stopped_controller_is_slurm_unreadable(healthy, check_mode):
+    """slurmctld not running at all (a truly unreachable controller): the one cause that says Slurm could not
+    be read, in --check as in the run."""
+    make("cluster-slurmctld-stop")
+    try:
+        proc, prom = remediate("-e", json.dumps({"slurm_command_timeout": 20}), check_mode=check_mode)
+    finally:
+        make("cluster-slurmctld-start")
+    assert_cause(proc, prom, "slurm_unreadable", "Slurm controller unreachable or answer incomplete", check_mode)
+
+
+@pytest.mark.parametrize("check_mode", [False, True], ids=["run", "check"])
+def test_a_hung_controller_is_slurm_unreadable_and_says_how_long_it_waited(healthy, check_mode):
     """slurmctld stopped (SIGSTOP): with slurm_command_timeout 5 every Slurm command of the run, the election's
     included, waits 5 s at most, and the message says what it waited for and how long; the cluster keeps its
     ClusterName (from slurm.conf, as scontrol could not answer)."""
@@ -115,12 +129,13 @@ def test_a_hung_controller_is_slurm_unreadable_and_says_how_long_it_waited(healt
     assert len(pids) == 1, pids
     os.kill(pids[0], signal.SIGSTOP)
     try:
-        proc, prom = remediate("-e", json.dumps({"slurm_command_timeout": 5}))
+        proc, prom = remediate("-e", json.dumps({"slurm_command_timeout": 5}), check_mode=check_mode)
     finally:
         os.kill(pids[0], signal.SIGCONT)
-    assert_cause(proc, prom, "slurm_unreadable", "within 5 seconds")
-    # scontrol could not name the cluster: slurm.conf's ClusterName does, not the host's name
-    assert 'clusterops_remediate_slurm_readable{cluster="%s"} 0' % cluster_name() in prom, prom
+    assert_cause(proc, prom, "slurm_unreadable", "within 5 seconds", check_mode)
+    if not check_mode:
+        # scontrol could not name the cluster: slurm.conf's ClusterName does, not the host's name
+        assert 'clusterops_remediate_slurm_readable{cluster="%s"} 0' % cluster_name() in prom, prom
 
 
 def test_an_account_slurm_does_not_let_change_nodes_is_a_permission_failure(healthy):
