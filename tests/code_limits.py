@@ -9,7 +9,11 @@ outside ``tests/`` (programs without a ``.py`` name, such as the health check, b
   left out, docstring included);
 - no file over ``MAX_FILE_LINES`` lines;
 - inside a package, no file imports a private name (``_name``) of another file of the package: what
-  the package's files share is public within it.
+  the package's files share is public within it;
+- a policy module (:data:`POLICY_MODULES`: each ``policy.py`` of ``plugins/module_utils`` and the
+  other pure planners named there) imports no command runner (:data:`COMMAND_RUNNERS`), neither
+  itself nor through the collection's modules it imports (issue 40): a policy decides from what was
+  read, it never reads or acts.
 
 ``python3 tests/code_limits.py`` prints one line per offender (``path:line: what``) and exits 1 when
 there is one that ``KNOWN`` does not list, or a ``KNOWN`` entry that no longer offends (so the list
@@ -22,14 +26,33 @@ import ast
 import os
 import subprocess
 import sys
-from typing import Iterator, List, Tuple
+from typing import Iterator, List, Optional, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_FUNCTION_LINES = 80
 MAX_FILE_LINES = 600
+#: The pure planners besides every ``plugins/module_utils/**/policy.py``: given what was read, they
+#: decide; nothing they import may run a command.
+POLICY_MODULES = (
+    "plugins/module_utils/_node_changes.py",
+    "plugins/module_utils/_training_remediation/records.py",
+    "plugins/module_utils/_training_remediation/report.py",
+)
+#: What runs a command: the collection's command layer and privilege separation (a forked child),
+#: and the standard library's process modules.
+COMMAND_RUNNERS = frozenset((
+    "plugins/module_utils/_slurm_cli.py",
+    "plugins/module_utils/_privsep.py",
+    "subprocess",
+    "pty",
+    "multiprocessing",
+))
+#: The collection's import path, as its modules spell it.
+COLLECTION = "ansible_collections.clusterops.slurm."
 
 #: Offenders not mended yet (issue 26, part 5), by their key (``path`` for a file, ``path::name``
-#: for a function, ``path->imported module:name`` for a private import). Mended ones must leave.
+#: for a function, ``path->imported module:name`` for a private import, ``path=>runner`` for a policy
+#: module that imports a command runner). Mended ones must leave.
 KNOWN = frozenset((
 ))
 
@@ -93,11 +116,86 @@ def offenders(path: str) -> Iterator[Tuple[str, int, str]]:
                        "imports the private %s of %s.py" % (alias.name, module))
 
 
+def is_policy(path: str) -> bool:
+    """Whether ``path`` (relative to ROOT) is a policy module: it must import no command runner."""
+    return (path.startswith("plugins/module_utils/") and os.path.basename(path) == "policy.py") or path in POLICY_MODULES
+
+
+def _module_file(dotted: str) -> Optional[str]:
+    """The repository file (relative to ROOT) of a module of the collection (``dotted``, absolute),
+    or None: a module outside the collection, or a package's ``__init__.py`` for a package."""
+    if not dotted.startswith(COLLECTION):
+        return None
+    base = os.path.join(*dotted[len(COLLECTION):].split("."))
+    for candidate in (base + ".py", os.path.join(base, "__init__.py")):
+        if os.path.isfile(os.path.join(ROOT, candidate)):
+            return candidate
+    return None
+
+
+def imports_of(path: str) -> List[str]:
+    """What ``path`` imports: the collection's files it loads (relative to ROOT, packages'
+    ``__init__.py`` on the way included) and the top-level names of the other modules."""
+    with open(os.path.join(ROOT, path), encoding="utf-8") as handle:
+        tree = ast.parse(handle.read(), filename=path)
+    package = os.path.dirname(path).replace(os.sep, ".")
+    found: List[str] = []
+    for node in ast.walk(tree):
+        names: List[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = COLLECTION + ".".join(parts[:len(parts) - node.level + 1])
+                module = base + ("." + node.module if node.module else "")
+            else:
+                module = node.module or ""
+            names = [module] + [module + "." + alias.name for alias in node.names]
+        for name in names:
+            if not name.startswith(COLLECTION):
+                found.append(name.partition(".")[0])
+                continue
+            parts = name[len(COLLECTION):].split(".")
+            for end in range(1, len(parts) + 1):   # each package on the way, then the module
+                target = _module_file(COLLECTION + ".".join(parts[:end]))
+                if target:
+                    found.append(target)
+    return found
+
+
+def command_runner_chain(path: str) -> Optional[List[str]]:
+    """The import chain from ``path`` to a command runner (``[path, ..., runner]``), or None."""
+    seen = {path}
+    queue: List[List[str]] = [[path]]
+    while queue:
+        chain = queue.pop(0)
+        if not chain[-1].endswith(".py"):
+            continue
+        for target in imports_of(chain[-1]):
+            if target in COMMAND_RUNNERS:
+                return chain + [target]
+            if target not in seen and target.endswith(".py"):
+                seen.add(target)
+                queue.append(chain + [target])
+    return None
+
+
+def policy_offenders(path: str) -> Iterator[Tuple[str, int, str]]:
+    """``(key, line, what)`` when ``path`` is a policy module that imports a command runner."""
+    if not is_policy(path):
+        return
+    chain = command_runner_chain(path)
+    if chain:
+        yield ("%s=>%s" % (path, chain[-1]), 1,
+               "a policy module imports a command runner: %s" % " -> ".join(chain))
+
+
 def check() -> Tuple[List[str], List[str], List[str]]:
     """Every offender's line, those ``KNOWN`` does not list, and the ``KNOWN`` keys that no longer offend."""
     report, new, seen = [], [], set()
     for path in python_files():
-        for key, line, what in offenders(path):
+        for key, line, what in list(offenders(path)) + list(policy_offenders(path)):
             seen.add(key)
             report.append("%s:%d: %s%s" % (path, line, what, "" if key in KNOWN else " [new]"))
             if key not in KNOWN:

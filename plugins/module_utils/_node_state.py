@@ -303,3 +303,8 @@ def state_matches(state: NodeState, wanted: Iterable[str]) -> bool:
             if other.flags <= state.flags:
                 return True
     return False
+
+
+def node_state(node: Dict[str, Any]) -> NodeState:
+    """The :class:`NodeState` of a node dict made by ``_nodes``' parsers (``state``, ``flags``, ``state_raw``)."""
+    return NodeState(node["state"], node["flags"], node["state_raw"])

@@ -32,9 +32,10 @@ from __future__ import annotations
 import json
 import time
 
-from ansible_collections.clusterops.slurm.plugins.module_utils._node_state import (
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_state import (  # noqa: F401 pylint: disable=unused-import
     NodeState,
     SlurmStateError,
+    node_state,
     parse_state,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
@@ -304,11 +305,6 @@ def parse_sinfo_text(text: str) -> List[Dict[str, Any]]:
         raise NodeParseError("sinfo listed no node at all: the controller's answer is "
                              "incomplete, nothing is trusted")
     return nodes
-
-
-def node_state(node: Dict[str, Any]) -> NodeState:
-    """The :class:`NodeState` of a node dict made by this module's parsers."""
-    return NodeState(node["state"], node["flags"], node["state_raw"])
 
 
 def read_nodes(cli: Any, source: str = "auto") -> Tuple[List[Dict[str, Any]], str]:

@@ -14,7 +14,7 @@ import sys
 import time
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist
-from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import node_state
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_state import node_state
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.classes import (
     DEFAULT_REASON_CLASSES,
     HOLD_CLASS,

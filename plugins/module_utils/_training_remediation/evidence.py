@@ -17,17 +17,14 @@ import errno
 import os
 import re
 import time
+from typing import Any, Dict, List, Optional
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.fsutil import open_dir_nofollow, open_regular
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import expand_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._privsep import PrivsepError
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import SlurmCommandError
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_commands import stack_collection
-
-try:
-    from typing import Dict, List, Optional  # noqa: F401 pylint: disable=unused-import
-except ImportError:  # pragma: no cover
-    pass
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.observe import owner_call
 
 #: Run on each node of a hung job (one task per node, as the run's owner): every process of the
 #: job on this node with torchrun's RANK in its environment (a training rank), its Python stacks
@@ -118,7 +115,7 @@ def _log_tails(log_dir: str, prefix: str) -> str:
 
 
 def write_evidence(folder: str, name: str, text: str, log_dir: Optional[str], log_prefix: Optional[str]) -> str:
-    """Write the evidence file ``<folder>/<name>`` (run as the run's owner, ``runner.owner_call``):
+    """Write the evidence file ``<folder>/<name>`` (run as the run's owner, ``observe.owner_call``):
     ``text``, then, when ``log_dir`` is given, the tails of its logs ``<log_prefix>*``. Returns its path.
 
     The file is new: created ``O_CREAT | O_EXCL | O_NOFOLLOW`` relative to the folder, which is opened
@@ -156,13 +153,14 @@ def write_evidence(folder: str, name: str, text: str, log_dir: Optional[str], lo
     raise OSError(errno.EEXIST, "ten evidence file names are taken", os.path.join(folder, name))
 
 
-def collect_evidence(module, cli, me, run, decision, now, owner_call):
+def collect_evidence(module: Any, cli: Any, me: str, run: Any, decision: Any, command: List[str], now: float) -> Optional[str]:
     """Save the hung job's stacks next to the run's logs; the file's path, or None when it could not
     be written (a warning says why; never raises for a failed collection: the file then says why).
 
     ``srun`` runs as the owner (``cli.as_user``); the file is written and the logs are read as the
     owner too (``owner_call(run, write_evidence, ...)``): nothing the owner left in their folders
-    makes root write or read a file the owner could not."""
+    makes root write or read a file the owner could not. ``command``: :func:`evidence_commands`'
+    (said in the file's header)."""
     last = decision["last_job"]
     folder = run.get("log_dir") or run.get("workdir") or run["checkpoint_dir"]
     name = "hang-%s-%s.txt" % (last["job_id_raw"], time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now)))
@@ -170,7 +168,7 @@ def collect_evidence(module, cli, me, run, decision, now, owner_call):
     runner = cli if owner == me else cli.as_user(owner)
     lines = ["# clusterops.slurm training_remediation: run %s, job %s hung: %s" % (
         run["name"], last["job_id"], decision["reason"]),
-        "# command: %s" % " ".join(runner.prefix + decision["evidence_command"])]
+        "# command: %s" % " ".join(runner.prefix + command)]
     try:
         rc, out, err = runner.run(*evidence_form(run, decision), check=False,
                                   what="collect the hung job's stacks")

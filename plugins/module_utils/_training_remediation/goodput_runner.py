@@ -39,7 +39,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._training_remedia
     read_state,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry_options import registered_runs
-from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.runner import (
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.observe import (
     folder_progress,
     owner_call,
     read_folders,

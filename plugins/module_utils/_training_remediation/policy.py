@@ -2,32 +2,38 @@
 # Copyright (c) clusterops.slurm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Training-run policy, pure: what to do with each run given its jobs, checkpoint, budgets, hangs
-and suspect nodes; the bookkeeping after an action; the report.
+"""Decide, pure: what to do with each training run given its jobs, checkpoint, budgets, hangs and
+suspect nodes (:func:`decide`, a frozen :class:`.records.Decision`); which suspect nodes to drain;
+the bookkeeping after an action; the report.
 
 Private to the collection (the leading underscore of the package): no API promise outside it.
 
-Nothing here reads or writes a file or runs a command: jobs (``_jobs.read_jobs``), the checkpoint
-status and progress (``runner.checkpoint_status``, ``runner.read_progress``), the run spec and its
-state (:mod:`.registry`) in, a decision out.
+Nothing here reads or writes a file or runs a command, nor imports what does (``tests/code_limits.py``
+checks): the jobs (``_jobs.read_jobs``), the checkpoint status and progress
+(:func:`.observe.checkpoint_status`, :func:`.observe.read_progress`), the run spec and its state
+(:mod:`.registry`) come in, read by :mod:`.observe`; a decision goes out, to :mod:`.act`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ansible_collections.clusterops.slurm.plugins.module_utils._node_actions import plan_node_changes
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_changes import plan_node_changes
 # The drain reason of a suspect node: the node healing's class HOLD_CLASS maps it to ``human``, no
 # healing rule resumes it.
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.classes import SUSPECT_PREFIX
-from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import node_state
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_state import node_state
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.records import (
+    CheckpointStatus,
+    Decision,
+    Observation,
+    Progress,
+    Run,
+)
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry import STATE_FILE
-
-try:
-    from typing import Any, Dict, List, Optional, Tuple  # noqa: F401 pylint: disable=unused-import
-except ImportError:  # pragma: no cover
-    pass
 
 #: Last-job states after which the run is resubmitted (within its budget).
 RESUBMIT_STATES = ("NODE_FAIL", "FAILED", "TIMEOUT", "PREEMPTED", "BOOT_FAIL")
@@ -59,13 +65,14 @@ SUSPECT_AFTER = 2
 # The decision (pure)
 # ---------------------------------------------------------------------------------------------
 
-def run_jobs(run: Dict[str, Any], jobs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+def run_jobs(run: Mapping[str, Any], jobs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """The jobs of one run (its job name and its owner), oldest submission first."""
     mine = [j for j in jobs if j["name"] == run["name"] and j["user"] == run["owner"]]
     return sorted(mine, key=lambda j: (j.get("submit_time") or 0, j["job_id_raw"]))
 
 
-def _job_brief(job: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+def job_brief(job: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """A decision's ``last_job``: the job's fields a report and the state's bookkeeping need."""
     if job is None:
         return None
     return {"job_id": job["job_id"], "job_id_raw": job["job_id_raw"], "state": job["state"],
@@ -86,7 +93,7 @@ def hang_cancelled(state: Dict[str, Any], job_id_raw: Any) -> Optional[Dict[str,
     return None
 
 
-def hang_check(run: Dict[str, Any], job: Dict[str, Any], progress: Optional[Dict[str, Any]], now: float) -> Optional[Dict[str, Any]]:
+def hang_check(run: Run, job: Dict[str, Any], progress: Optional[Progress], now: float) -> Optional[Dict[str, Any]]:
     """Whether the RUNNING ``job`` of ``run`` is hung: None, or ``{"idle", "since", "step"}``.
 
     Hung: the run has a watchdog (``hang_timeout`` > 0), the job is RUNNING and neither its last
@@ -101,22 +108,22 @@ def hang_check(run: Dict[str, Any], job: Dict[str, Any], progress: Optional[Dict
     start = job.get("start_time")
     if not start:
         return None
-    last = (progress or {}).get("time")
+    last = progress.get("time") if progress else None
     since = max(start, last) if last is not None else start
     idle = now - since
     if idle <= timeout:
         return None
-    step = (progress or {}).get("step") if last is not None and last >= start else None
+    step = progress.get("step") if progress and last is not None and last >= start else None
     return {"idle": int(idle), "since": since, "step": step}
 
 
-def decide(run: Dict[str, Any],
+def decide(run: Run,
            jobs: List[Dict[str, Any]],
-           ckpt: Dict[str, Any],
+           ckpt: CheckpointStatus,
            state: Dict[str, Any],
-           progress: Optional[Dict[str, Any]] = None,
-           now: Optional[float] = None) -> Dict[str, Any]:
-    """What to do for one run.
+           progress: Optional[Progress] = None,
+           now: Optional[float] = None) -> Decision:
+    """What to do for one run: an immutable :class:`.records.Decision`.
 
     ``progress`` (:func:`read_progress`) and ``now`` (Unix seconds) feed the hang watchdog: a
     RUNNING job that is hung (:func:`hang_check`) gets the action ``cancel_hung`` (status
@@ -126,15 +133,16 @@ def decide(run: Dict[str, Any],
     step as the hangs before the last ``no_progress_limit`` resubmissions, that is no progress.
 
     Args:
-        run: its registry spec (:func:`read_registry`).
+        run: its registry spec (``registry.read_registry``).
         jobs: every job read (``_jobs.read_jobs``); those of other runs are ignored.
-        ckpt: :func:`checkpoint_status` of its checkpoint folder.
-        state: its bookkeeping (:func:`read_state`).
+        ckpt: :func:`.observe.checkpoint_status` of its checkpoint folder.
+        state: its bookkeeping (``registry.read_state``).
 
     Returns:
-        ``{"name", "owner", "action": "none"|"resubmit"|"stop", "status", "needs_human": bool,
-        "reason": str, "last_job": dict|None, "step": int|None, "checkpoint": str|None,
-        "resubmissions": int, "max_resubmissions": int}``. ``status`` is one word: ``disabled``,
+        ``name``, ``owner``, ``action`` (``none``, ``resubmit``, ``stop``, ``cancel_hung``), ``status``,
+        ``needs_human``, ``reason``, ``last_job`` (:func:`job_brief`), ``step`` and ``checkpoint`` (the
+        newest valid one's), ``resubmissions``, ``max_resubmissions``; ``hang`` for a job found hung now,
+        ``hang_step`` for one remediation cancelled because it hung. ``status`` is one word: ``disabled``,
         ``finished``, ``active``, ``held``, ``unknown``, ``not_started``, ``stopped``,
         ``cancelled``, ``failed``, ``lost`` (our resubmission is not visible), ``ended``
         (another final state).
@@ -153,16 +161,31 @@ def decide(run: Dict[str, Any],
     resubmissions = state.get("resubmissions") or []
     mine = run_jobs(run, jobs)
     last = mine[-1] if mine else None
-    out = {"name": run["name"], "owner": run["owner"], "action": NONE, "status": "",
-           "needs_human": False, "reason": "", "last_job": _job_brief(last),
-           "step": ckpt.get("step"), "checkpoint": ckpt.get("checkpoint"),
-           "resubmissions": len(resubmissions), "max_resubmissions": run["max_resubmissions"]}
+    out: Dict[str, Any] = {}    # hang, hang_step: what the verdicts found on the way
     verdict = (_verdict_before_jobs(run, mine, ckpt)
                or _verdict_active(run, mine, state, progress, time.time() if now is None else now, out)
                or _verdict_ended(run, last, ckpt, state, resubmissions, out))
     status, reason, action, human = verdict
-    out.update(status=status, reason=reason, action=action, needs_human=human)
-    return out
+    return Decision(name=run["name"], owner=run["owner"], action=action, status=status, needs_human=human,
+                    reason=reason, last_job=job_brief(last), step=ckpt.get("step"),
+                    checkpoint=ckpt.get("checkpoint"), resubmissions=len(resubmissions),
+                    max_resubmissions=run["max_resubmissions"], **out)
+
+
+def unusable(run: Run, jobs: List[Dict[str, Any]], reason: str) -> Decision:
+    """The decision for a run that cannot be decided (its folders or state unreadable, or reading or
+    deciding raised): nothing is done, a human looks."""
+    decision = decide(run, jobs, {"status": "error"}, {"resubmissions": []})  # type: ignore[typeddict-item]
+    return dataclasses.replace(decision, action=NONE, needs_human=True, status="ended", reason=reason)
+
+
+def decide_observed(observation: Observation, jobs: List[Dict[str, Any]]) -> Decision:
+    """:func:`decide` over what :mod:`.observe` read of one run, or :func:`unusable` when that could
+    not be read."""
+    if observation.problem is not None or observation.checkpoint is None or observation.state is None:
+        return unusable(observation.run, jobs, observation.problem or "")
+    return decide(observation.run, jobs, observation.checkpoint, observation.state, observation.progress,
+                  observation.now)
 
 
 #: What :func:`decide` says: ``(status, reason, action, needs_human)``.
@@ -173,7 +196,7 @@ def _verdict(status: str, reason: str, action: str = NONE, human: bool = False) 
     return status, reason, action, human
 
 
-def _verdict_before_jobs(run: Dict[str, Any], mine: List[Dict[str, Any]], ckpt: Dict[str, Any]) -> Optional[Verdict]:
+def _verdict_before_jobs(run: Run, mine: List[Dict[str, Any]], ckpt: CheckpointStatus) -> Optional[Verdict]:
     """Disabled, finished, or a job in a state this collection does not know; else None."""
     if not run["enabled"]:
         return _verdict("disabled", "disabled in the registry (enabled: false)")
@@ -187,8 +210,8 @@ def _verdict_before_jobs(run: Dict[str, Any], mine: List[Dict[str, Any]], ckpt: 
     return None
 
 
-def _verdict_active(run: Dict[str, Any], mine: List[Dict[str, Any]], state: Dict[str, Any],
-                    progress: Optional[Dict[str, Any]], now: float, out: Dict[str, Any]) -> Optional[Verdict]:
+def _verdict_active(run: Run, mine: List[Dict[str, Any]], state: Dict[str, Any],
+                    progress: Optional[Progress], now: float, out: Dict[str, Any]) -> Optional[Verdict]:
     """The run's active job: more than one, held, hung (``out["hang"]`` set) or running; None
     when no job of the run is active."""
     active = [j for j in mine if j.get("active")]
@@ -216,7 +239,7 @@ def _verdict_active(run: Dict[str, Any], mine: List[Dict[str, Any]], state: Dict
         out["hang"] = hung
         return _verdict("hung", "job %s is RUNNING but its progress (%s) has not moved for %d s (hang_timeout "
                         "%d s)%s: hung" % (
-                            job["job_id"], (progress or {}).get("source"), hung["idle"], run["hang_timeout"],
+                            job["job_id"], progress.get("source") if progress else None, hung["idle"], run["hang_timeout"],
                             ", last step %d" % hung["step"] if hung["step"] is not None else ""),
                         action=CANCEL_HUNG)
     why = "job %s is %s" % (job["job_id"], job["state"])
@@ -226,7 +249,7 @@ def _verdict_active(run: Dict[str, Any], mine: List[Dict[str, Any]], state: Dict
     return _verdict("active", why + ": nothing to do")
 
 
-def _verdict_ended(run: Dict[str, Any], last: Optional[Dict[str, Any]], ckpt: Dict[str, Any],
+def _verdict_ended(run: Run, last: Optional[Dict[str, Any]], ckpt: CheckpointStatus,
                    state: Dict[str, Any], resubmissions: List[Dict[str, Any]], out: Dict[str, Any]) -> Verdict:
     """No job of the run is active: stopped earlier, not started, lost, or ended in a state that
     is resubmitted (:func:`_verdict_budget`) or left for a human (``out["hang_step"]`` set for a
@@ -266,7 +289,7 @@ def _verdict_ended(run: Dict[str, Any], last: Optional[Dict[str, Any]], ckpt: Di
     return _verdict_budget(run, ended, ckpt, resubmissions, hang)
 
 
-def _verdict_budget(run: Dict[str, Any], ended: str, ckpt: Dict[str, Any], resubmissions: List[Dict[str, Any]],
+def _verdict_budget(run: Run, ended: str, ckpt: CheckpointStatus, resubmissions: List[Dict[str, Any]],
                     hang: Optional[Dict[str, Any]]) -> Verdict:
     """A job that ended in a state remediation resubmits after: resubmit, or stop when the budget
     is used up or the last ``no_progress_limit`` resubmissions made no progress (the same
@@ -296,7 +319,7 @@ def _verdict_budget(run: Dict[str, Any], ended: str, ckpt: Dict[str, Any], resub
 # Suspect nodes (pure)
 # ---------------------------------------------------------------------------------------------
 
-def failed_attempts(run: Dict[str, Any], jobs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+def failed_attempts(run: Run, jobs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """The run's job runs that ended FAILED or NODE_FAIL (:data:`SUSPECT_STATES`), oldest first:
     ``[{"job_id": str, "state": str, "nodes": [str, ...]}]``.
 
@@ -314,7 +337,7 @@ def failed_attempts(run: Dict[str, Any], jobs: List[Dict[str, Any]]) -> List[Dic
     return out
 
 
-def run_suspects(run: Dict[str, Any], jobs: List[Dict[str, Any]], suspect_after: int = SUSPECT_AFTER) -> List[Dict[str, Any]]:
+def run_suspects(run: Run, jobs: List[Dict[str, Any]], suspect_after: int = SUSPECT_AFTER) -> List[Dict[str, Any]]:
     """The nodes the run's last ``k`` failed jobs all ran on: ``[{"node", "jobs": [job id, ...]}]``
     by node name (empty when there is none).
 
@@ -346,6 +369,20 @@ def run_suspects(run: Dict[str, Any], jobs: List[Dict[str, Any]], suspect_after:
         if attempt["job_id"] not in job_ids:
             job_ids.append(attempt["job_id"])
     return [{"node": name, "jobs": list(job_ids)} for name in sorted(common)]
+
+
+def suspects_by_run(observations: List[Observation], decisions: List[Decision], jobs: List[Dict[str, Any]],
+                    suspect_after: int) -> Dict[str, List[Dict[str, Any]]]:
+    """``{run name: run_suspects(...)}`` of the runs failing now (decided ``resubmit`` or ``stop``,
+    their state read) that have suspect nodes: what :func:`plan_suspects` plans over."""
+    by_run: Dict[str, List[Dict[str, Any]]] = {}
+    for observation, decision in zip(observations, decisions):
+        if observation.state is None or decision.action not in (RESUBMIT, STOP):
+            continue
+        found = run_suspects(observation.run, jobs, suspect_after)
+        if found:
+            by_run[observation.run["name"]] = found
+    return by_run
 
 
 def suspect_reason(runs: List[str], job_ids: List[str]) -> str:
@@ -423,7 +460,7 @@ def plan_suspects(by_run: Dict[str, List[Dict[str, Any]]], nodes: List[Dict[str,
     return {"suspects": suspects, "changes": changes, "exclude": exclude, "limit": max(0, int(limit))}
 
 
-def record_resubmission(state: Dict[str, Any], decision: Dict[str, Any], job_id: Any, now: float) -> Dict[str, Any]:
+def record_resubmission(state: Dict[str, Any], decision: Mapping[str, Any], job_id: Any, now: float) -> Dict[str, Any]:
     """The state after resubmitting ``decision``'s run as ``job_id`` (a new dict)."""
     new = dict(state)
     last = decision["last_job"] or {}
@@ -436,7 +473,7 @@ def record_resubmission(state: Dict[str, Any], decision: Dict[str, Any], job_id:
     return new
 
 
-def record_hang_cancel(state: Dict[str, Any], decision: Dict[str, Any], now: float, evidence: Optional[str]) -> Dict[str, Any]:
+def record_hang_cancel(state: Dict[str, Any], decision: Mapping[str, Any], now: float, evidence: Optional[str]) -> Dict[str, Any]:
     """The state after deciding to cancel ``decision``'s hung job (a new dict; written before scancel)."""
     new = dict(state)
     last = decision["last_job"] or {}
@@ -447,116 +484,9 @@ def record_hang_cancel(state: Dict[str, Any], decision: Dict[str, Any], now: flo
     return new
 
 
-def record_stop(state: Dict[str, Any], decision: Dict[str, Any], now: float) -> Dict[str, Any]:
+def record_stop(state: Dict[str, Any], decision: Mapping[str, Any], now: float) -> Dict[str, Any]:
     """The state after remediation stopped ``decision``'s run (a new dict)."""
     new = dict(state)
     last = decision["last_job"] or {}
     new["stopped"] = {"time": int(now), "after_job": last.get("job_id_raw"), "reason": decision["reason"]}
     return new
-
-
-# ---------------------------------------------------------------------------------------------
-# The report (pure)
-# ---------------------------------------------------------------------------------------------
-
-def brief(decision: Dict[str, Any]) -> str:
-    """The run's status and last job in a few words (the diff's ``before``): ``failed (job 41 NODE_FAIL)``."""
-    last = decision["last_job"]
-    return "%s%s" % (decision["status"], " (job %s %s)" % (last["job_id"], last["state"]) if last else "")
-
-
-def report_line(decision: Dict[str, Any]) -> str:
-    """One line for the summary: name, status, newest valid step, action and why."""
-    action = decision["action"]
-    if action == RESUBMIT:
-        action = "resubmit (job %s)" % decision["job_id"] if decision["job_id"] else (
-            "resubmit (check mode)" if decision["error"] is None else "resubmit FAILED")
-        if decision.get("exclude"):
-            action += " excluding %s" % decision["exclude"]
-    then = decision.get("then")
-    if action == CANCEL_HUNG:
-        action = "cancel_hung (evidence %s)" % decision.get("evidence") if decision.get("evidence") else (
-            "cancel_hung (check mode)" if decision["error"] is None else "cancel_hung FAILED")
-        if then and then["action"] == RESUBMIT:
-            action += ", resubmit (job %s)" % then["job_id"] if then["job_id"] else ", resubmit FAILED"
-        elif then:
-            action += ", %s" % then["action"]
-    line = "%s: %s, newest valid step %s -> %s: %s" % (
-        decision["name"], decision["status"],
-        decision["step"] if decision["step"] is not None else "none", action, decision["reason"])
-    if then:
-        line += "; then: %s" % then["reason"]
-        if then.get("error"):
-            line += " [error: %s]" % then["error"]
-    if decision["error"]:
-        line += " [error: %s]" % decision["error"]
-    if decision["needs_human"]:
-        line += " [needs a human]"
-    return line
-
-
-#: Where the runbook of a run that needs a human is (docs/training-remediation.md, its section).
-RUNBOOK = "docs/training-remediation.md#runbook-needs-a-human"
-_RESET = "then remove state.json from the run's registry folder (the next run resubmits it)"
-#: What a person does next, by the decision's status (and, for ``ended``, the job's state).
-_NEXT = {
-    "registry": "fix the run's run.json in the registry folder, or remove the run's folder",
-    "error": "fix what the error says; the next run tries again",
-    "unknown": "decide by hand (squeue -j <job>); report the state word so that the collection learns it",
-    "active": "cancel the extra job(s) (squeue -n <run> lists them)",
-    "held": "release the job once its cause is fixed (scontrol release <job>), or cancel it",
-    "stopped": "fix why it was stopped, " + _RESET,
-    "lost": "look the job up (sacct -j <job>); the next run reports the run once the job shows up",
-    "ended OUT_OF_MEMORY": "raise the job's memory request or lower the batch size, then submit the launcher",
-    "ended COMPLETED": "the program must write the FINISHED marker at its end; submit it again if it was not done",
-    "ended": "decide whether to submit the launcher again",
-    "checkpoint": "clusterops_checkpoint list <checkpoint_dir> --validate sha256 says why each is invalid: "
-                  "restore or move the broken ones aside; never start from scratch by accident",
-    "stop": "read the per-node logs (<log_dir>/<run>-<job>-<node>.out) for the error each attempt ended on; fix it, "
-            + _RESET,
-}
-
-
-def next_step(decision: Optional[Dict[str, Any]]) -> str:
-    """What a person does next about a run that needs a human: ``decision`` as :func:`decide` gives it
-    (after acting: with its ``error``), or None for an unusable registry entry; one line that ends
-    with the runbook's section (:data:`RUNBOOK`)."""
-    if decision is None:
-        key = "registry"
-    elif decision.get("error"):
-        key = "error"
-    elif decision.get("status") == "ended":
-        state = (decision.get("last_job") or {}).get("state")
-        key = "ended %s" % state if "ended %s" % state in _NEXT else "ended"
-    elif decision.get("status") == "failed":
-        key = "stop" if decision.get("action") == STOP else "checkpoint"
-    else:
-        key = decision.get("status")
-    return "next: %s (%s)" % (_NEXT.get(key, _NEXT["error"]), RUNBOOK)
-
-
-def needs_human(decisions: List[Dict[str, Any]], errors: List[Dict[str, str]]) -> List[Dict[str, str]]:
-    """What a person has to look at, one item per run: ``[{"run": name, "why": str, "next": str}]``.
-
-    ``errors`` (unusable registry entries, ``{"name", "error"}``) first, then every decision
-    whose ``needs_human`` is set, in their order. ``why`` is the decision's ``reason``, then the
-    decision after a cancelled hung job (``then``) when that one needs a human, then a failed
-    action's ``error``; ``next`` what a person does about it (:func:`next_step`). Suspect nodes
-    are not runs: they are the result's ``suspects``.
-    """
-    items = [{"run": e["name"], "why": "registry entry unusable: %s" % e["error"], "next": next_step(None)}
-             for e in errors]
-    for decision in decisions:
-        if not decision["needs_human"]:
-            continue
-        why = decision["reason"]
-        then = decision.get("then")
-        if then and then.get("needs_human"):
-            why += "; then: %s" % then["reason"]
-            if then.get("error"):
-                why += " (error: %s)" % then["error"]
-        if decision.get("error"):
-            why += " (error: %s)" % decision["error"]
-        items.append({"run": decision["name"], "why": why,
-                      "next": next_step(then if then and then.get("needs_human") else decision)})
-    return items

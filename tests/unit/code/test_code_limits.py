@@ -42,3 +42,42 @@ def test_each_limit_is_found(limits, tmp_path, monkeypatch):
         "pkg/a.py::long": "function long of 81 lines (limit 80)",
         "pkg/big.py": "file of 601 lines (limit 600)",
     }
+
+
+def test_a_policy_module_that_imports_a_command_runner_is_found(limits, tmp_path, monkeypatch):
+    """Issue 40: a policy decides from what was read; one that imports the command layer, itself or
+    through a module of the collection (relative or absolute import), or subprocess is an offender."""
+    monkeypatch.setattr(limits, "ROOT", str(tmp_path))
+    utils = tmp_path / "plugins" / "module_utils"
+    (utils / "_pkg").mkdir(parents=True)
+    for init in (utils / "__init__.py", utils / "_pkg" / "__init__.py"):
+        init.write_text("")
+    (utils / "_slurm_cli.py").write_text("import subprocess\n")
+    (utils / "_reader.py").write_text("from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import run\n")
+    (utils / "_pure.py").write_text("import re\n")
+    (utils / "_pkg" / "helper.py").write_text("from .. import _reader\n")
+    cases = {
+        "direct": "from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import SlurmCLI\n",
+        "through": "from ansible_collections.clusterops.slurm.plugins.module_utils._reader import read\n",
+        "relative": "from .helper import x\n",
+        "subprocess": "import subprocess\n",
+        "pure": "from ansible_collections.clusterops.slurm.plugins.module_utils._pure import x\nimport time\n",
+    }
+    found = {}
+    for name, text in cases.items():
+        (utils / "_pkg" / "policy.py").write_text(text)
+        found[name] = [what for dummy, dummy, what in limits.policy_offenders("plugins/module_utils/_pkg/policy.py")]
+    assert found == {
+        "direct": ["a policy module imports a command runner: plugins/module_utils/_pkg/policy.py -> "
+                   "plugins/module_utils/_slurm_cli.py"],
+        "through": ["a policy module imports a command runner: plugins/module_utils/_pkg/policy.py -> "
+                    "plugins/module_utils/_reader.py -> plugins/module_utils/_slurm_cli.py"],
+        "relative": ["a policy module imports a command runner: plugins/module_utils/_pkg/policy.py -> "
+                     "plugins/module_utils/_pkg/helper.py -> plugins/module_utils/_reader.py -> "
+                     "plugins/module_utils/_slurm_cli.py"],
+        "subprocess": ["a policy module imports a command runner: plugins/module_utils/_pkg/policy.py -> subprocess"],
+        "pure": [],
+    }
+    # not a policy module: the same import is no offence
+    (utils / "_pkg" / "runner.py").write_text(cases["direct"])
+    assert list(limits.policy_offenders("plugins/module_utils/_pkg/runner.py")) == []

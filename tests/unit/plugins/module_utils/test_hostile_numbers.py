@@ -23,7 +23,7 @@ import pytest
 
 from ansible_collections.clusterops.slurm.plugins.module_utils import _checkpoint as ck
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import bounds, replica_index
-from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import evidence, runner
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import evidence, observe
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import registry as training_registry
 from ansible_collections.clusterops.slurm.tests.unit.plugins.module_utils.checkpoint.checkpoint_builders import (
     Metadata,
@@ -81,7 +81,7 @@ def test_the_bounds_take_what_the_writers_write_and_show_what_cannot_be_printed(
 
 
 # ---------------------------------------------------------------------------------------------
-# The heartbeat (runner.read_progress): the run needs a human
+# The heartbeat (observe.read_progress): the run needs a human
 # ---------------------------------------------------------------------------------------------
 
 def heartbeat_run(tmp_path, body):
@@ -98,21 +98,21 @@ def test_a_heartbeat_number_out_of_range_names_the_file_and_the_field(tmp_path, 
     fields[field] = text
     spec, path = heartbeat_run(tmp_path, obj(**fields))
     with pytest.raises(ValueError) as err:
-        runner.read_progress(spec, 7)
+        observe.read_progress(spec, 7)
     assert str(err.value).startswith("heartbeat %s: %s " % (path, field)), err.value
     # as remediation reads it (as the owner, in a child): that run's folders give an error, no exception
-    out = runner.folders_or_failure(dict(spec, owner=None), 7)
+    out = observe.folders_or_failure(dict(spec, owner=None), 7)
     assert set(out) == {"error"} and "heartbeat %s: %s " % (path, field) in out["error"], out
 
 
 def test_a_heartbeat_in_range_gives_its_step_and_a_mtime_out_of_range_is_refused(tmp_path):
     spec, path = heartbeat_run(tmp_path, obj(step="25", time="1796042290.5"))
-    assert runner.read_progress(spec, 7)["step"] == 25
+    assert observe.read_progress(spec, 7)["step"] == 25
     spec, path = heartbeat_run(tmp_path, obj(step="25"))   # no time: the mtime is the time
-    assert runner.read_progress(spec, 7)["step"] == 25
+    assert observe.read_progress(spec, 7)["step"] == 25
     os.utime(path, (-86400, -86400))     # touch -d 1969-12-31
     with pytest.raises(ValueError, match="%s: mtime -86400.0 is not a number of seconds" % path):
-        runner.read_progress(spec, 7)
+        observe.read_progress(spec, 7)
 
 
 def test_a_log_file_whose_mtime_is_out_of_range_is_refused(tmp_path):
@@ -122,7 +122,7 @@ def test_a_log_file_whose_mtime_is_out_of_range_is_refused(tmp_path):
     os.utime(str(log), (5e9, 5e9))     # touch -d 2128
     spec = run(checkpoint_dir=str(tmp_path / "ckpt"), log_dir=str(tmp_path / "logs"), hang_timeout=60)
     with pytest.raises(ValueError, match="llm-7.out: mtime 5000000000.0 is not a number of seconds"):
-        runner.read_progress(spec, 7)
+        observe.read_progress(spec, 7)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -214,7 +214,7 @@ def test_a_manifest_number_out_of_range_makes_that_checkpoint_invalid(tmp_path, 
     older, newer = report.checkpoints
     assert newer.valid is False and field.split(".")[-1] in newer.why_invalid, newer.why_invalid
     assert report.latest_valid is older
-    st = runner.checkpoint_status(str(folder), ck.STRUCTURE)
+    st = observe.checkpoint_status(str(folder), ck.STRUCTURE)
     assert (st["status"], st["step"]) == ("valid", 10) and "step_000000020 is invalid" in st["warnings"][0]
 
 
@@ -252,7 +252,7 @@ def test_a_lightning_data_pkl_number_out_of_range_makes_that_file_invalid(tmp_pa
     assert bad["name"] == "epoch=1-val_loss=0.4.ckpt" and bad["valid"] is False
     assert "data.pkl says " in bad["reason"] and "is not an integer of 0 to 2**53" in bad["reason"]
     assert report.latest_valid.step == 5
-    st = runner.checkpoint_status(str(folder), ck.STRUCTURE)
+    st = observe.checkpoint_status(str(folder), ck.STRUCTURE)
     assert (st["status"], st["step"]) == ("valid", 5), st
 
 
@@ -310,7 +310,7 @@ def test_a_replica_manifest_number_out_of_range_makes_the_replica_unused(tmp_pat
     assert message.startswith("%s: the entry 'step_000000020' " % index), message
     assert field.split(".")[-1] in message
     # remediation resumes from the run folder, and says why the replica is not used
-    st = runner.checkpoint_status(str(folder), ck.SIZES, replicas=[str(replica)])
+    st = observe.checkpoint_status(str(folder), ck.SIZES, replicas=[str(replica)])
     assert (st["status"], st["step"], st["copy"]) == ("valid", 20, "primary")
     assert any(str(index) in w for w in st["warnings"]), st["warnings"]
 

@@ -5,7 +5,7 @@
 """The goodput of a run (``_training_remediation.goodput``) from the readers' own answers: jobs
 parsed by ``_jobs`` from sacct/squeue text (recorded on Slurm 22.05 and 24.11, or written in the
 exact form our sacct and squeue print), state.json and heartbeat files read from tmp_path by the
-registry's and the runner's readers, and trainer events as the reference trainer writes them."""
+registry's and observe's readers, and trainer events as the reference trainer writes them."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import merg
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_commands import REC_END, SEP
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import registry
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.goodput import goodput
-from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.runner import read_progress
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.observe import read_progress
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures")
 
@@ -185,7 +185,7 @@ def test_recorded_requeue_after_node_fail_without_any_progress_record(squeue, sa
 
 
 def test_recorded_node_fail_with_a_heartbeat_file_and_checkpoints(tmp_path):
-    """24.11's job 8 ran 1796061462-1796061514 on n3; its heartbeat (read by runner.read_progress)
+    """24.11's job 8 ran 1796061462-1796061514 on n3; its heartbeat (read by observe.read_progress)
     was written at step 12 during that run; step 10 was checkpointed before: 2 steps lost."""
     beat = tmp_path / "heartbeat.json"
     beat.write_text(json.dumps({"step": 12, "time": 1796061500}))

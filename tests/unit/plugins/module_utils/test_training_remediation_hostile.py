@@ -15,7 +15,7 @@ import tempfile
 import pytest
 
 from ansible_collections.clusterops.slurm.plugins.module_utils import _privsep
-from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import evidence, runner
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import evidence, observe, runner
 from ansible_collections.clusterops.slurm.tests.unit.plugins.module_utils.training_remediation_cases import run
 
 NAME = "hang-7-20261202T030000Z.txt"
@@ -70,7 +70,7 @@ def test_only_regular_job_logs_are_copied_never_what_a_link_leads_to(tmp_path, v
 def test_a_run_folder_that_resolves_elsewhere_is_refused(tmp_path):
     (tmp_path / "bobs").mkdir()
     (tmp_path / "alices").symlink_to(tmp_path / "bobs")
-    out = runner.read_folders(run(checkpoint_dir=str(tmp_path / "alices")), None, progress=False)
+    out = observe.read_folders(run(checkpoint_dir=str(tmp_path / "alices")), None, progress=False)
     assert out["ckpt"]["status"] == "error" and "resolves to %s" % (tmp_path / "bobs") in out["ckpt"]["detail"]
 
 
@@ -78,7 +78,7 @@ def test_a_fifo_heartbeat_gives_no_step_and_never_blocks(tmp_path):
     os.mkfifo(str(tmp_path / "heartbeat.json"))
     spec = run(checkpoint_dir=str(tmp_path), progress="heartbeat", heartbeat_file=str(tmp_path / "heartbeat.json"),
                hang_timeout=60)
-    out = runner.owner_call(dict(spec, owner=None), runner.read_folders, spec, 7)  # in a child, no id change
+    out = observe.owner_call(dict(spec, owner=None), observe.read_folders, spec, 7)  # in a child, no id change
     assert out["progress"]["step"] is None and out["progress"]["time"] is not None
 
 
@@ -87,7 +87,7 @@ def test_a_log_folder_that_resolves_elsewhere_gives_no_progress(tmp_path):
     (tmp_path / "logs").symlink_to(tmp_path / "elsewhere")
     spec = run(checkpoint_dir=str(tmp_path), log_dir=str(tmp_path / "logs"), hang_timeout=60)
     with pytest.raises(ValueError, match="log_dir .* resolves to"):
-        runner.read_folders(spec, 7)
+        observe.read_folders(spec, 7)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the owner switch needs root")
@@ -106,12 +106,12 @@ def test_as_root_the_evidence_is_written_as_the_owner_who_cannot_read_roots_file
         with open(os.path.join(logs, "llm-7.out"), "w") as handle:
             handle.write("a log line\n")
         spec = run(owner="nobody", checkpoint_dir=base, log_dir=logs)
-        path = runner.owner_call(spec, evidence.write_evidence, logs, NAME, "# stacks", logs, "llm-7")
+        path = observe.owner_call(spec, evidence.write_evidence, logs, NAME, "# stacks", logs, "llm-7")
         assert os.stat(path).st_uid == user.pw_uid and "a log line" in open(path).read()
         # what only root may read stays unread, even under a name the log reader would take
         os.unlink(os.path.join(logs, "llm-7.out"))
         os.rename(secret, os.path.join(logs, "llm-7.out"))   # root's file, mode 0600, in the owner's folder
-        path = runner.owner_call(spec, evidence.write_evidence, logs, NAME, "# stacks", logs, "llm-7")
+        path = observe.owner_call(spec, evidence.write_evidence, logs, NAME, "# stacks", logs, "llm-7")
         assert "root only" not in open(path).read()
     finally:
         for dirpath, dirnames, filenames in os.walk(base, topdown=False):
@@ -127,16 +127,17 @@ def test_a_run_whose_decision_raises_is_reported_and_the_others_are_decided(monk
     runs = [run(name=n, owner="nobody", checkpoint_dir=str(tmp_path)) for n in ("a", "b")]
     for spec in runs:
         spec["folder"] = str(tmp_path / spec["name"])
-    monkeypatch.setattr(runner, "read_jobs", lambda cli, names, users, start: ([], {}))
-    real = runner._decide_one
+    monkeypatch.setattr(observe, "read_jobs", lambda cli, names, users, start: ([], {}))
+    real = runner.decide_observed
 
-    def decide_one(spec, jobs):
-        if spec["name"] == "a":
+    def decide_observed(observation, jobs):
+        if observation.run["name"] == "a":
             raise RecursionError("maximum recursion depth exceeded")
-        return real(spec, jobs)
-    monkeypatch.setattr(runner, "_decide_one", decide_one)
-    planned, dummy, before = runner._decide_all(None, runs, 0)
-    (a, da, sa), (b, db, sb) = planned
+        return real(observation, jobs)
+    monkeypatch.setattr(runner, "decide_observed", decide_observed)
+    jobs, observations = observe.observe_runs(None, runs, 0)
+    (oa, da), (ob, db) = runner.decide_all(observations, jobs)
+    sa, sb = oa.state, ob.state
     assert sa is None and da["needs_human"] and da["action"] == "none"
     assert "cannot decide: RecursionError" in da["reason"]
     assert (db["status"], db["needs_human"]) == ("not_started", False) and sb is not None, db["reason"]

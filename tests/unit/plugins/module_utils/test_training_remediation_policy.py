@@ -18,6 +18,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import (
     parse_squeue,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import policy
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import report
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import registry as training_registry
 from ansible_collections.clusterops.slurm.tests.unit.plugins.module_utils.training_remediation_cases import ckpt, job, run, state
 
@@ -228,7 +229,7 @@ def test_needs_human_is_one_item_per_run_with_why():
         "needs_human": True, "reason": "job 9 ended CANCELLED; the budget is used up", "error": None,
         "status": "failed", "action": "stop"})
     runbook = " (docs/training-remediation.md#runbook-needs-a-human)"
-    assert policy.needs_human([ok, oom, failed, hung], errors) == [
+    assert report.needs_human([ok, oom, failed, hung], errors) == [
         {"run": "broken", "why": "registry entry unusable: /reg/broken/run.json is not valid JSON",
          "next": "next: fix the run's run.json in the registry folder, or remove the run's folder" + runbook},
         {"run": "b", "why": "job 8 ended OUT_OF_MEMORY: ran out of memory; the same job would fail again",
@@ -254,6 +255,6 @@ def test_needs_human_is_one_item_per_run_with_why():
 ])
 def test_every_status_that_needs_a_human_has_its_next_step(status, state, action, words):
     decision = {"status": status, "action": action, "last_job": {"state": state}, "error": None}
-    step = policy.next_step(decision)
+    step = report.next_step(decision)
     assert step.startswith("next: ") and words in step and step.endswith(
         "(docs/training-remediation.md#runbook-needs-a-human)")

@@ -16,7 +16,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_commands import REC_END, SEP
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import policy
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import registry as training_registry
-from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import runner
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import observe
 
 OWNER = "alice"
 NOW = 10000.0
@@ -186,17 +186,17 @@ def test_read_progress_heartbeat_checkpoint_and_log(tmp_path):
     hb.write_text(json.dumps({"step": 12, "time": 1.0}))
     os.utime(str(hb), (5000, 5000))
     r = run(heartbeat_file=str(hb), checkpoint_dir=str(tmp_path / "ckpt"), log_dir=str(tmp_path / "logs"))
-    assert runner.read_progress(r) == {"source": "heartbeat", "path": str(hb), "time": 5000, "step": 12}
+    assert observe.read_progress(r) == {"source": "heartbeat", "path": str(hb), "time": 5000, "step": 12}
     hb.write_text("{half")
     os.utime(str(hb), (5001, 5001))
-    assert runner.read_progress(r)["step"] is None and runner.read_progress(r)["time"] == 5001
+    assert observe.read_progress(r)["step"] is None and observe.read_progress(r)["time"] == 5001
 
     (tmp_path / "ckpt").mkdir()
     (tmp_path / "ckpt" / "step_000000010").mkdir()
     os.utime(str(tmp_path / "ckpt"), (100, 100))
     os.utime(str(tmp_path / "ckpt" / "step_000000010"), (200, 200))
     r["progress"] = "checkpoint"
-    assert runner.read_progress(r)["time"] == 200
+    assert observe.read_progress(r)["time"] == 200
 
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -204,12 +204,12 @@ def test_read_progress_heartbeat_checkpoint_and_log(tmp_path):
         (logs / name).write_text("x")
         os.utime(str(logs / name), (t, t))
     r["progress"] = "log"
-    assert runner.read_progress(r, 7)["time"] == 400
-    assert runner.read_progress(r, 8)["time"] is None
+    assert observe.read_progress(r, 7)["time"] == 400
+    assert observe.read_progress(r, 8)["time"] is None
 
 
 class QueueAnswers(object):
-    """A SlurmCLI stand-in for runner._ended: each squeue call gets the next (rc, out, err)."""
+    """A SlurmCLI stand-in for observe.job_ended: each squeue call gets the next (rc, out, err)."""
 
     def __init__(self, *answers):
         self.answers = list(answers)
@@ -239,5 +239,5 @@ def squeue_line(state):
 ])
 def test_a_cancelled_hung_job_has_ended_only_when_squeue_says_so(answer, ended):
     cli = QueueAnswers(answer)
-    assert runner._ended(cli, 41) is ended
+    assert observe.job_ended(cli, 41) is ended
     assert cli.calls[0][0] == "squeue" and "--jobs=41" in cli.calls[0] and "--states=all" in cli.calls[0]

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from ansible_collections.clusterops.slurm.plugins.module_utils import _checkpoint as ck
-from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import runner
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import observe
 
 
 def build(root, entries):
@@ -82,7 +82,7 @@ def test_training_state_no_layout_explains_is_never_empty(tmp_path, layout):
     assert report.unexplained, report.ignored
     assert any("no known layout" in w or "training state" in w for w in report.warnings)
     assert latest_exit(run_dir) == ck.EXIT_INVALID
-    status = runner.checkpoint_status(str(run_dir), "sizes")
+    status = observe.checkpoint_status(str(run_dir), "sizes")
     assert status["status"] == "invalid", status
     assert "not starting from scratch" in status["detail"] or "none is valid" in status["detail"]
 
@@ -95,7 +95,7 @@ def test_a_folder_without_training_state_is_empty(tmp_path, layout):
     report = ck.inspect(str(run_dir), "sizes")
     assert report.empty and report.unexplained == []
     assert latest_exit(run_dir) == ck.EXIT_NONE
-    assert runner.checkpoint_status(str(run_dir), "sizes")["status"] == "none"
+    assert observe.checkpoint_status(str(run_dir), "sizes")["status"] == "none"
 
 
 def test_a_valid_checkpoint_is_still_chosen_beside_unexplained_state(tmp_path):
@@ -170,6 +170,6 @@ def test_property_a_name_any_layout_accepts_is_never_none(names, kinds):
         report = ck.inspect(root, "sizes")
         assert not report.empty, (names, kinds, report.ignored)
         assert latest_exit(root) != ck.EXIT_NONE
-        assert runner.checkpoint_status(root, "sizes")["status"] != "none"
+        assert observe.checkpoint_status(root, "sizes")["status"] != "none"
     finally:
         shutil.rmtree(root)
