@@ -34,12 +34,12 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._training_remedia
     record_hang_cancel,
     record_resubmission,
     record_stop,
-    run_jobs,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.records import (
     Decision,
     Outcome,
     Run,
+    run_jobs,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry import write_state
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.report import brief

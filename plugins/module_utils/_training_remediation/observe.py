@@ -26,12 +26,12 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._jobs import JobP
 from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import read_nodes
 from ansible_collections.clusterops.slurm.plugins.module_utils._privsep import PrivsepError, call_as
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import SlurmCommandError
-from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.policy import run_jobs
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.records import (
     CheckpointStatus,
     Observation,
     Progress,
     Run,
+    run_jobs,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry import RegistryError, read_state
 

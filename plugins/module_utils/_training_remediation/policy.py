@@ -32,6 +32,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._training_remedia
     Observation,
     Progress,
     Run,
+    run_jobs,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry import STATE_FILE
 
@@ -64,12 +65,6 @@ SUSPECT_AFTER = 2
 # ---------------------------------------------------------------------------------------------
 # The decision (pure)
 # ---------------------------------------------------------------------------------------------
-
-def run_jobs(run: Mapping[str, Any], jobs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """The jobs of one run (its job name and its owner), oldest submission first."""
-    mine = [j for j in jobs if j["name"] == run["name"] and j["user"] == run["owner"]]
-    return sorted(mine, key=lambda j: (j.get("submit_time") or 0, j["job_id_raw"]))
-
 
 def job_brief(job: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     """A decision's ``last_job``: the job's fields a report and the state's bookkeeping need."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Dict, Iterator, List, Optional, TypedDict
+from typing import Any, Dict, Iterator, List, Mapping as MappingType, Optional, TypedDict
 
 
 class Run(TypedDict, total=False):
@@ -93,6 +93,12 @@ class Observation:
     def warnings(self) -> List[str]:
         """The checkpoint library's warnings (a replica that could not be read...), [] without a status."""
         return list(self.checkpoint["warnings"]) if self.checkpoint else []
+
+
+def run_jobs(run: MappingType[str, Any], jobs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The jobs of one run (its job name and its owner), oldest submission first."""
+    mine = [j for j in jobs if j["name"] == run["name"] and j["user"] == run["owner"]]
+    return sorted(mine, key=lambda j: (j.get("submit_time") or 0, j["job_id_raw"]))
 
 
 #: ``Decision.hang_step`` of a decision about a job that remediation did not cancel for hanging.
