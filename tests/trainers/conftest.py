@@ -49,17 +49,32 @@ class Killed(Exception):
     """The save was killed here (a node lost, the job killed) before this file was written."""
 
 
-def _patch_safetensors():
-    """Every bound name of safetensors' ``save_file`` the libraries imported: (module, attribute) pairs."""
-    import safetensors.torch  # pylint: disable=import-outside-toplevel
-    pairs = [(safetensors.torch, "save_file")]
-    for name, module in list(sys.modules.items()):
-        if module is None or not name.startswith(("transformers", "accelerate", "lightning", "deepspeed")):
-            continue
-        for attr in ("safe_save_file", "save_file"):
-            if getattr(module, attr, None) is safetensors.torch.save_file:
-                pairs.append((module, attr))
-    return pairs
+#: The gate of the :func:`kill_at` in force (None: none): called with each path a library writes.
+_GATE = [None]
+
+
+def _gated(real):
+    """``real`` (a function whose second argument is the path it writes) asking the gate first. Installed once,
+    before the libraries import it: a module that binds the name while a :func:`kill_at` is in force
+    (``from safetensors.torch import save_file``) keeps a wrapper that still asks the gate of the moment."""
+    def write(obj, f, *args, **kwargs):
+        if _GATE[0] is not None and isinstance(f, (str, os.PathLike)):
+            _GATE[0](f)
+        outer, _GATE[0] = _GATE[0], None   # what it writes through Python's open is this one file
+        try:
+            return real(obj, f, *args, **kwargs)
+        finally:
+            _GATE[0] = outer
+    write.__wrapped__ = real
+    return write
+
+
+torch.save = torch.serialization.save = _gated(torch.serialization.save)
+try:
+    import safetensors.torch  # noqa: E402  pylint: disable=wrong-import-position
+    safetensors.torch.save_file = _gated(safetensors.torch.save_file)
+except ImportError:  # pragma: no cover
+    pass
 
 
 @contextlib.contextmanager
@@ -74,11 +89,10 @@ def kill_at(root, n, order=None):
     rename into ``root`` (fsspec's transactions, which Lightning saves through, DCP's ``.metadata.tmp``)."""
     root = os.path.realpath(str(root))
     count = [0]
-    inner = [0]   # torch.save and save_file open nothing through Python's open; guard against double counting
 
     def gate(path):
         full = os.path.realpath(os.fspath(path))
-        if not full.startswith(root + os.sep) or inner[0]:
+        if not full.startswith(root + os.sep):
             return
         if n is not None and count[0] >= n:
             raise Killed(os.path.relpath(full, root))
@@ -86,46 +100,30 @@ def kill_at(root, n, order=None):
         if order is not None:
             order.append(os.path.relpath(full, root))
 
-    real_save, real_open, real_io_open = torch.save, builtins.open, io.open
-
-    def save(obj, f, *args, **kwargs):
-        if isinstance(f, (str, os.PathLike)):
-            gate(f)
-        inner[0] += 1
-        try:
-            return real_save(obj, f, *args, **kwargs)
-        finally:
-            inner[0] -= 1
-
     def opener(real):
         def _open(file, mode="r", *args, **kwargs):
-            if isinstance(file, (str, os.PathLike)) and any(c in mode for c in "wax+"):
-                gate(file)
+            if _GATE[0] is not None and isinstance(file, (str, os.PathLike)) and any(c in mode for c in "wax+"):
+                _GATE[0](file)
             return real(file, mode, *args, **kwargs)
         return _open
 
     def renamer(real):
         def _rename(src, dst, *args, **kwargs):
-            gate(dst)
+            if _GATE[0] is not None:
+                _GATE[0](dst)
             return real(src, dst, *args, **kwargs)
         return _rename
 
-    patches = [(torch, "save", save), (torch.serialization, "save", save),
-               (builtins, "open", opener(real_open)), (io, "open", opener(real_io_open)),
+    patches = [(builtins, "open", opener(builtins.open)), (io, "open", opener(io.open)),
                (os, "rename", renamer(os.rename)), (os, "replace", renamer(os.replace))]
-    for module, attr in _patch_safetensors():
-        real_file = getattr(module, attr)
-
-        def save_file(tensors, filename, *args, _real=real_file, **kwargs):
-            gate(filename)
-            return _real(tensors, filename, *args, **kwargs)
-        patches.append((module, attr, save_file))
     saved = [(module, attr, getattr(module, attr)) for module, attr, _new in patches]
+    outer, _GATE[0] = _GATE[0], gate
     try:
         for module, attr, new in patches:
             setattr(module, attr, new)
         yield count
     finally:
+        _GATE[0] = outer
         for module, attr, old in reversed(saved):
             setattr(module, attr, old)
 
