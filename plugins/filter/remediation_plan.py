@@ -258,6 +258,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation
     DEFAULT_MAX_PERCENT,
     DEFAULT_REBOOT_REASON,
     DEFAULT_SCOPE,
+    PolicySettings,
     RemediationError,
 )
 
@@ -279,11 +280,11 @@ def remediation_plan(nodes, classes=None, scope=DEFAULT_SCOPE, max_nodes=DEFAULT
     if events is not None and not isinstance(events, list):
         raise AnsibleFilterError("remediation_plan: events must be the event list of slurm_node_event_info")
     try:
-        return plan_from_options(
-            [dict(n) for n in nodes], classes=classes, allow_reasons=allow_reasons,
-            reboot_reasons=reboot_reasons, scope=scope, on_allowlist=_deprecate,
-            max_nodes=max_nodes, max_percent=max_percent, events=events, heal_budget=heal_budget,
-            heal_window=heal_window, heal_since=heal_since, circuit=circuit, reboot_reason=reboot_reason)
+        settings = PolicySettings(
+            classes=classes, allow_reasons=allow_reasons, reboot_reasons=reboot_reasons, scope=scope,
+            max_nodes=max_nodes, max_percent=max_percent, heal_budget=heal_budget, heal_window=heal_window,
+            heal_since=heal_since, circuit=circuit, reboot_reason=reboot_reason)
+        return plan_from_options([dict(n) for n in nodes], settings, events=events, on_allowlist=_deprecate)
     except (RemediationError, KeyError, TypeError) as exc:
         raise AnsibleFilterError("remediation_plan: %s" % to_native(exc))
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_state import node_state
@@ -36,22 +37,11 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation
     summarise_skipped,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.settings import (
-    DEFAULT_HEAL_BUDGET,
-    DEFAULT_HEAL_SINCE,
-    DEFAULT_HEAL_WINDOW,
-    DEFAULT_MAX_NODES,
-    DEFAULT_MAX_PERCENT,
-    DEFAULT_REBOOT_REASON,
-    DEFAULT_SCOPE,
+    PolicySettings,
     RemediationError,
     circuit_settings,
     int_setting,
 )
-
-try:
-    from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple  # noqa: F401 pylint: disable=unused-import
-except ImportError:  # pragma: no cover
-    pass
 
 _OWNED_ELSEWHERE = (
     ("REBOOT_REQUESTED", "a reboot is already requested"),
@@ -302,79 +292,57 @@ def within_limits(candidates: List[Dict[str, Any]], limit: int, in_flight: int,
 
 
 def plan_from_options(nodes: List[Dict[str, Any]],
-                      classes: Optional[Sequence[Dict[str, Any]]] = None,
-                      allow_reasons: Optional[Sequence[str]] = None,
-                      reboot_reasons: Optional[Sequence[str]] = None,
-                      scope: str = DEFAULT_SCOPE,
-                      on_allowlist: Optional[Callable[[str], None]] = None,
-                      events_of: Optional[Callable[[List[str]], List[Dict[str, Any]]]] = None,
-                      **policy: Any) -> Dict[str, Any]:
+                      settings: PolicySettings,
+                      events: Optional[List[Dict[str, Any]]] = None,
+                      now: Optional[float] = None,
+                      on_allowlist: Optional[Callable[[str], None]] = None) -> Dict[str, Any]:
     """The one way the filter ``remediation_plan`` and the module ``slurm_node_remediation`` plan:
-    their options as the user gave them, resolved here, then :func:`plan_remediation`.
-
-    Args:
-        nodes: as for :func:`plan_remediation`.
-        classes, allow_reasons, reboot_reasons: see :func:`.classes.resolve_classes`; when the deprecated
-            allowlist gave the classes, ``on_allowlist`` (if given) is called once with
-            :data:`.classes.ALLOWLIST_DEPRECATION`.
-        scope: a JMESPath expression over ``nodes`` (:func:`scope_names`); empty means every node.
-        events_of: instead of ``events``, a function that reads the events of the nodes it is given
-            (:func:`.heals.heal_candidates`, never empty); not called when there is no such node (no event
-            is needed then). A cluster whose admins drained thousands of nodes holds as many
-            events, none of which a plan reads.
-        policy: the other keyword arguments of :func:`plan_remediation` (limits, events, budget,
-            circuit, reboot_reason, now).
-
-    Returns:
-        The plan (:func:`plan_remediation`).
+    :func:`plan_remediation`, and when the deprecated allowlist gave the classes, ``on_allowlist``
+    (if given) is called once with :data:`.classes.ALLOWLIST_DEPRECATION`.
 
     Raises:
         RemediationError: classes and the allowlist both given, a bad scope, or invalid settings.
-        Whatever ``events_of`` raises.
     """
-    resolved, deprecated = resolve_classes(classes, allow_reasons, reboot_reasons)
+    dummy, deprecated = resolve_classes(settings.classes, settings.allow_reasons, settings.reboot_reasons)
     if deprecated and on_allowlist is not None:
         on_allowlist(ALLOWLIST_DEPRECATION)
-    in_scope = scope_names(nodes, scope) if scope else None
-    if events_of is not None:
-        names = heal_candidates(nodes, compile_classes(resolved), in_scope)
-        policy["events"] = events_of(names) if names else []
-    return plan_remediation(nodes, classes=resolved, in_scope=in_scope, **policy)
+    return plan_remediation(nodes, settings, events=events, now=now)
+
+
+def event_nodes(nodes: List[Dict[str, Any]], settings: PolicySettings) -> List[str]:
+    """The nodes whose node events a plan with ``settings`` needs (:func:`.heals.heal_candidates`: in
+    scope, of a class that heals), what the runner reads from accounting before planning (with a
+    healing budget). A cluster whose admins drained thousands of nodes holds as many
+    events, none of which a plan reads.
+
+    Raises:
+        RemediationError: classes and the allowlist both given, a bad scope or classes.
+    """
+    resolved, dummy = resolve_classes(settings.classes, settings.allow_reasons, settings.reboot_reasons)
+    return heal_candidates(nodes, compile_classes(resolved), scope_names(nodes, settings.scope) if settings.scope else None)
 
 
 def plan_remediation(nodes: List[Dict[str, Any]],
-                     classes: Sequence[Dict[str, Any]] = DEFAULT_REASON_CLASSES,
+                     settings: PolicySettings = PolicySettings(),
                      in_scope: Optional[Sequence[str]] = None,
-                     max_nodes: int = DEFAULT_MAX_NODES,
-                     max_percent: float = DEFAULT_MAX_PERCENT,
                      events: Optional[List[Dict[str, Any]]] = None,
-                     heal_budget: int = DEFAULT_HEAL_BUDGET,
-                     heal_window: int = DEFAULT_HEAL_WINDOW,
-                     circuit: Optional[Dict[str, Any]] = None,
-                     reboot_reason: str = DEFAULT_REBOOT_REASON,
                      now: Optional[float] = None,
-                     heal_since: int = DEFAULT_HEAL_SINCE,
                      ) -> Dict[str, Any]:
-    """Plan one remediation run.
+    """Plan one remediation run: pure, nodes and events in, a plan out.
 
     Args:
         nodes: every node of the cluster (``slurm_node_info`` ``nodes``); ``total`` for the
             percent limit is ``len(nodes)``.
-        classes: reason classes ``[{name, match, action}]`` (see ``DEFAULT_REASON_CLASSES``).
-        in_scope: names of the nodes to consider at all (e.g. from a JMESPath scope); None
-            means every node.
-        max_nodes: most nodes rebooting or acted on at once (blast radius).
-        max_percent: the same, as percent of the whole cluster.
+        settings: :class:`.settings.PolicySettings`: the reason classes (``[{name, match, action}]``,
+            see ``DEFAULT_REASON_CLASSES``, or the deprecated allowlist), the scope (a JMESPath
+            expression over ``nodes``, :func:`scope_names`), the blast radius (``max_nodes``, also
+            as ``max_percent`` of the whole cluster), the healing budget (``heal_budget`` heals within
+            ``heal_window`` seconds, not before ``heal_since``, after which a node is left for a
+            human; 0: no budget), the circuit breaker (``circuit``, ``window`` 0 turns it off) and the
+            ``reboot_reason`` remediation gives reboots (recognises reboots in flight).
+        in_scope: names of the nodes to consider at all; None: those ``settings.scope`` selects.
         events: node events of Slurm's accounting (``slurm_node_event_info`` ``events``) covering
-            at least ``heal_window``; None skips the healing budget.
-        heal_budget: heals within ``heal_window`` after which a node is left for a human
-            (0: no budget).
-        heal_window: seconds.
-        heal_since: Unix seconds; heals before it do not count either (e.g. the end of a
-            maintenance that removed a cause shared by many nodes). 0: no such limit.
-        circuit: ``{window, max_nodes, max_percent, min_nodes}`` (missing keys from
-            ``DEFAULT_CIRCUIT``); ``window`` 0 turns the circuit breaker off.
-        reboot_reason: the reason remediation gives reboots (recognises reboots in flight).
+            at least ``heal_window`` (those of :func:`event_nodes` suffice); None skips the budget.
         now: Unix seconds (default: the clock).
 
     Returns:
@@ -398,12 +366,16 @@ def plan_remediation(nodes: List[Dict[str, Any]],
     Raises:
         RemediationError: invalid classes, limits or settings.
     """
+    classes, dummy = resolve_classes(settings.classes, settings.allow_reasons, settings.reboot_reasons)
+    if in_scope is None and settings.scope:
+        in_scope = scope_names(nodes, settings.scope)
+    reboot_reason = settings.reboot_reason
     compiled = compile_classes(classes)
-    limit = blast_radius_limit(len(nodes), max_nodes, max_percent)
-    heal_budget = int_setting(heal_budget, "heal_budget")
-    heal_window = int_setting(heal_window, "heal_window", 1)
-    heal_since = int_setting(heal_since, "heal_since")
-    breaker = circuit_settings(circuit)
+    limit = blast_radius_limit(len(nodes), settings.max_nodes, settings.max_percent)
+    heal_budget = int_setting(settings.heal_budget, "heal_budget")
+    heal_window = int_setting(settings.heal_window, "heal_window", 1)
+    heal_since = int_setting(settings.heal_since, "heal_since")
+    breaker = circuit_settings(settings.circuit)
     now = time.time() if now is None else float(now)
     heal_start = max(int(now) - heal_window, heal_since)
     heals = count_heals(events, compiled, heal_start, reboot_reason) if events is not None else {}

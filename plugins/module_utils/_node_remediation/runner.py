@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.clusterops.slurm.plugins.module_utils import _causes as causes
 from ansible_collections.clusterops.slurm.plugins.module_utils._causes import refused_cause
@@ -32,18 +33,15 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation
     write_journal,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.policy import (
+    event_nodes,
     plan_from_options,
     reboot_outcomes,
 )
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.settings import PolicySettings
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import effective_user
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_commands import admin_level, configuration
 from ansible_collections.clusterops.slurm.plugins.module_utils._task import TaskFailure
 from ansible_collections.clusterops.slurm.plugins.module_utils._triggers import SLURM_USER
-
-try:
-    from typing import Any, Dict, List, Optional, Tuple  # noqa: F401 pylint: disable=unused-import
-except ImportError:  # pragma: no cover
-    pass
 
 
 def heal_since(params: Dict[str, Any], now: float) -> int:
@@ -52,9 +50,10 @@ def heal_since(params: Dict[str, Any], now: float) -> int:
 
 
 def plan(module, cli, now: float, journal: Optional[List[Dict[str, Any]]] = None) -> Tuple[List[Dict[str, Any]], Dict[str, Any], List[Dict[str, Any]]]:
-    """Read the nodes (and, with a healing budget, the events of ``heal_window`` before ``now`` of
-    the nodes a class heals) and plan with the module's options; the heals of ``journal`` (the
-    heal journal's) that those events do not show yet count too (:func:`.journal.unseen_heals`).
+    """Read the nodes, then, with a healing budget, the events of ``heal_window`` before ``now`` of
+    the nodes a class heals (:func:`.policy.event_nodes`), and plan with the module's options (the
+    policy reads nothing); the heals of ``journal`` (the heal journal's) that those events do not
+    show yet count too (:func:`.journal.unseen_heals`).
 
     Returns:
         ``(nodes, plan, events)``: every node as ``slurm_node_info`` gives it, the plan, and the
@@ -67,42 +66,28 @@ def plan(module, cli, now: float, journal: Optional[List[Dict[str, Any]]] = None
     params = module.params
     if params["heal_window"] < 1:
         raise TaskFailure("heal_window must be >= 1, not %d" % params["heal_window"])
+    settings = PolicySettings.of(params)
     # Every setting is checked before Slurm is read: the policy over no nodes raises what a wrong one
     # (a limit, a class's regex or action, the scope or its library) would raise later, so a wrong
     # setting is never reported as Slurm's failure.
-    policy_of(module, [], None, now)
+    plan_from_options([], settings, now=now)
     nodes, dummy = read_nodes(cli)
-    events_of = None
+    events = None
     read: List[Dict[str, Any]] = []
     if params["heal_budget"] > 0:
         # Heals before heal_since never count: the events before it are not read, nor those of
         # nodes no class heals (the accounting of a cluster whose admins drain thousands of nodes
         # holds as many events).
-        start = heal_since(params, now)
-
-        def events_of(names):
-            read.extend(read_node_events(cli, start, compress_hostlist(names)))
+        names = event_nodes(nodes, settings)
+        events = []
+        if names:
+            start = heal_since(params, now)
+            read = read_node_events(cli, start, compress_hostlist(names))
             wanted = set(names)
-            return read + [e for e in unseen_heals(journal or [], read, start, params["reboot_reason"])
-                           if e["node"] in wanted]
-    return nodes, policy_of(module, nodes, events_of, now, deprecate=True), read
-
-
-def policy_of(module, nodes: List[Dict[str, Any]], events_of: Any, now: float, deprecate: bool = False) -> Dict[str, Any]:
-    """:func:`.policy.plan_from_options` with the module's options over ``nodes``.
-
-    Raises:
-        RemediationError: a setting that is not valid.
-    """
-    params = module.params
-    return plan_from_options(
-        nodes, classes=params["classes"], allow_reasons=params["allow_reasons"],
-        reboot_reasons=params["reboot_reasons"], scope=params["scope"],
-        on_allowlist=(lambda message: module.deprecate(message, version="2.0.0", collection_name="clusterops.slurm"))
-        if deprecate else None,
-        max_nodes=params["max_nodes"], max_percent=params["max_percent"], events_of=events_of,
-        heal_budget=params["heal_budget"], heal_window=params["heal_window"], heal_since=params["heal_since"],
-        circuit=params["circuit"], reboot_reason=params["reboot_reason"], now=now)
+            events = read + [e for e in unseen_heals(journal or [], read, start, params["reboot_reason"])
+                             if e["node"] in wanted]
+    deprecate = (lambda message: module.deprecate(message, version="2.0.0", collection_name="clusterops.slurm"))
+    return nodes, plan_from_options(nodes, settings, events=events, now=now, on_allowlist=deprecate), read
 
 
 def act(cli, nodes: List[Dict[str, Any]], planned: Dict[str, Any], reboot_reason: str,

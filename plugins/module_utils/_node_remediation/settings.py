@@ -2,7 +2,8 @@
 # Copyright (c) clusterops.slurm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The node remediation policy's settings: their defaults and their checks.
+"""The node remediation policy's settings: their defaults, :class:`PolicySettings` (the one object
+the policy, the runner and the filter ``remediation_plan`` pass) and their checks.
 
 The one home of every default of the policy: the filter ``remediation_plan``, the module
 ``slurm_node_remediation``, the doc fragment ``remediation_policy``, the role ``remediate_nodes``
@@ -12,10 +13,8 @@ equal. The reason classes' defaults live with the classes (:mod:`.classes`).
 
 from __future__ import annotations
 
-try:
-    from typing import Any, Dict, Optional  # noqa: F401 pylint: disable=unused-import
-except ImportError:  # pragma: no cover
-    pass
+from dataclasses import dataclass, fields
+from typing import Any, Dict, Mapping, Optional, Sequence
 
 
 #: The reason this collection's remediation gives Slurm when it reboots a node.
@@ -98,3 +97,35 @@ def circuit_settings(circuit: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     except (TypeError, ValueError):
         raise RemediationError("circuit max_percent must be a number, not %r" % settings["max_percent"])
     return checked
+
+
+@dataclass(frozen=True)
+class PolicySettings:
+    """The settings of one node remediation plan, as the user gave them (checked when the plan is
+    made: :func:`.policy.plan_remediation` raises :class:`RemediationError` for a wrong one).
+
+    ``classes`` (None: ``classes.DEFAULT_REASON_CLASSES``), or the deprecated ``allow_reasons`` and
+    ``reboot_reasons`` (``classes.resolve_classes``); ``scope`` a JMESPath expression over the nodes
+    ("": every node); ``max_nodes``/``max_percent`` the blast radius; ``heal_budget`` heals within
+    ``heal_window`` seconds (and not before ``heal_since``, Unix seconds) after which a node is left
+    for a human; ``circuit`` the circuit breaker (``{window, max_nodes, max_percent, min_nodes}``, any
+    subset, :func:`circuit_settings`); ``reboot_reason`` the reason remediation's reboots carry.
+    """
+
+    classes: Optional[Sequence[Dict[str, Any]]] = None
+    allow_reasons: Optional[Sequence[str]] = None
+    reboot_reasons: Optional[Sequence[str]] = None
+    scope: str = DEFAULT_SCOPE
+    max_nodes: int = DEFAULT_MAX_NODES
+    max_percent: float = DEFAULT_MAX_PERCENT
+    heal_budget: int = DEFAULT_HEAL_BUDGET
+    heal_window: int = DEFAULT_HEAL_WINDOW
+    heal_since: int = DEFAULT_HEAL_SINCE
+    circuit: Optional[Dict[str, Any]] = None
+    reboot_reason: str = DEFAULT_REBOOT_REASON
+
+    @classmethod
+    def of(cls, options: Mapping[str, Any]) -> "PolicySettings":
+        """The settings among ``options`` (a module's parameters, the filter's keyword arguments),
+        each by its field's name; those not given keep their defaults."""
+        return cls(**dict((f.name, options[f.name]) for f in fields(cls) if f.name in options))

@@ -21,11 +21,12 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.heals import heal_candidates
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.policy import (
     blast_radius_limit,
+    event_nodes,
     plan_from_options,
     plan_remediation,
     scope_names,
 )
-from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.settings import RemediationError
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.settings import PolicySettings, RemediationError
 
 
 def by_name(groups):
@@ -70,7 +71,7 @@ CLUSTER = [
 
 
 def test_policy_without_limits():
-    plan = plan_remediation(CLUSTER, max_nodes=100, max_percent=100)
+    plan = plan_remediation(CLUSTER, PolicySettings(max_nodes=100, max_percent=100))
     assert plan["reboot"] == ["n2", "n3"]
     assert plan["resume"] == ["n5", "n10"]
     skipped = skipped_by_name(plan)
@@ -85,14 +86,14 @@ def test_policy_without_limits():
 
 
 def test_admin_drained_nodes_are_never_planned():
-    plan = plan_remediation(CLUSTER, max_nodes=100, max_percent=100)
+    plan = plan_remediation(CLUSTER, PolicySettings(max_nodes=100, max_percent=100))
     acted = set(plan["reboot"]) | set(plan["resume"])
     assert not acted & {"n4", "n7", "n9", "n8"}
 
 
 def test_blast_radius_oldest_first_and_reboots_in_flight_count():
     # n6 is rebooting (REBOOT_REQUESTED): it takes one of the three places.
-    plan = plan_remediation(CLUSTER, max_nodes=3, max_percent=100)
+    plan = plan_remediation(CLUSTER, PolicySettings(max_nodes=3, max_percent=100))
     assert plan["in_flight"] == {"count": 1, "hostlist": "n6"}
     assert sorted(by_name(plan["actions"])) == ["n2", "n3"]
     assert sorted(by_name(plan["overflow"])) == ["n10", "n5"]
@@ -102,18 +103,18 @@ def test_blast_radius_oldest_first_and_reboots_in_flight_count():
 
 def test_blast_radius_percent():
     # 12 nodes, 10 % -> 1 node, and that one place is taken by n6's reboot in flight
-    plan = plan_remediation(CLUSTER, max_nodes=16, max_percent=10)
+    plan = plan_remediation(CLUSTER, PolicySettings(max_nodes=16, max_percent=10))
     assert plan["limit"] == 1
     assert plan["actions"] == [] and len(by_name(plan["overflow"])) == 4
     without_reboot = [n for n in CLUSTER if n["name"] != "n6"]
-    plan = plan_remediation(without_reboot, max_nodes=16, max_percent=10)
+    plan = plan_remediation(without_reboot, PolicySettings(max_nodes=16, max_percent=10))
     assert len(by_name(plan["actions"])) == 1 and len(by_name(plan["overflow"])) == 3
 
 
 def test_room_is_what_the_blast_radius_leaves():
     # 5 places: n6 in flight, four acted on -> none left; 16 places (12, the cluster) -> 7 left.
-    assert plan_remediation(CLUSTER, max_nodes=5, max_percent=100)["room"] == 0
-    plan = plan_remediation(CLUSTER, max_nodes=16, max_percent=100)
+    assert plan_remediation(CLUSTER, PolicySettings(max_nodes=5, max_percent=100))["room"] == 0
+    plan = plan_remediation(CLUSTER, PolicySettings(max_nodes=16, max_percent=100))
     assert plan["counts"]["acted"] == 4 and plan["counts"]["in_flight"] == 1 and plan["limit"] == 12 and plan["room"] == 12 - 1 - 4
 
 
@@ -138,14 +139,14 @@ def test_scope_without_jmespath_says_where_and_what_to_install(monkeypatch):
 
 
 def test_scope():
-    plan = plan_remediation(CLUSTER, in_scope=["n3", "n4"], max_nodes=100, max_percent=100)
+    plan = plan_remediation(CLUSTER, PolicySettings(max_nodes=100, max_percent=100), in_scope=["n3", "n4"])
     assert plan["reboot"] == ["n3"] and plan["resume"] == []
     assert plan["considered"] == 2
 
 
 def test_custom_classes():
-    plan = plan_remediation(CLUSTER, classes=[{"name": "nhc_fs", "match": "^NHC: check_fs_mount", "action": "reboot"}],
-                            max_nodes=100, max_percent=100)
+    plan = plan_remediation(CLUSTER, PolicySettings(
+        classes=[{"name": "nhc_fs", "match": "^NHC: check_fs_mount", "action": "reboot"}], max_nodes=100, max_percent=100))
     # Only the given classes count: "Not responding" (n2) now matches none and is not acted on, but
     # Slurm flags it NOT_RESPONDING: a human hears of it. n4 (responding, drained by an admin) is left alone.
     assert plan["reboot"] == ["n7"] and plan["resume"] == []
@@ -154,7 +155,7 @@ def test_custom_classes():
 
 
 def test_report_has_one_line_per_group_and_every_listed_node():
-    plan = plan_remediation(CLUSTER, max_nodes=2, max_percent=100)
+    plan = plan_remediation(CLUSTER, PolicySettings(max_nodes=2, max_percent=100))
     lines = {}
     for line in plan["report"]:
         lines.update((name, line) for name in expand_hostlist(line.split(":", 1)[0]))
@@ -168,7 +169,7 @@ def test_nodes_that_say_the_same_share_one_entry():
     """What the plan returns does not grow with the cluster: 500 nodes drained for one reason are one
     action, one report line, whatever the blast radius lets through."""
     many = [node("k%d" % i, "IDLE+DRAIN", "Kill task failed", 100 + i) for i in range(500)]
-    plan = plan_remediation(many, max_nodes=1000, max_percent=100)
+    plan = plan_remediation(many, PolicySettings(max_nodes=1000, max_percent=100))
     assert len(plan["reboot"]) == 500 and plan["reboot_hostlist"] == "k[0-499]"
     assert plan["actions"] == [{"action": "reboot", "class": "kill_task_failed", "state": "IDLE+DRAIN",
                                 "reason": "Kill task failed", "count": 500, "hostlist": "k[0-499]"}]
@@ -189,7 +190,7 @@ def test_nodes_that_say_the_same_share_one_entry():
     "Kill task failed [bob@yesterday]",
 ])
 def test_only_slurms_exact_reasons_are_fixed(reason):
-    plan = plan_remediation([node("n1", "IDLE+DRAIN", reason)], max_nodes=10, max_percent=100)
+    plan = plan_remediation([node("n1", "IDLE+DRAIN", reason)], PolicySettings(max_nodes=10, max_percent=100))
     assert plan["reboot"] == [] and plan["resume"] == []
     assert "no class" in plan["skipped"][0]["why"]
 
@@ -227,7 +228,7 @@ def test_reason_origin_takes_off_only_what_slurmctld_appends(reason, base, tails
     ("IDLE+DRAIN", "Kill task failed [root@2026-09-21T15:02:11]", "reboot"),
 ])
 def test_the_class_of_the_reason_slurm_started_with_decides(state, reason, action):
-    plan = plan_remediation([node("n1", state, reason)], max_nodes=10, max_percent=100)
+    plan = plan_remediation([node("n1", state, reason)], PolicySettings(max_nodes=10, max_percent=100))
     assert plan[action] == ["n1"], plan["report"]
 
 
@@ -239,7 +240,7 @@ def test_the_class_of_the_reason_slurm_started_with_decides(state, reason, actio
 ])
 def test_a_reboot_slurm_could_not_finish_is_for_a_human_and_not_in_flight(state, reason):
     plan = plan_remediation([node("n1", state, reason), node("n2", "IDLE+DRAIN", "Kill task failed")],
-                            max_nodes=1, max_percent=100)
+                            PolicySettings(max_nodes=1, max_percent=100))
     assert plan["reboot"] == ["n2"]  # n1 holds no room of the blast radius: its reboot is over
     assert plan["in_flight"]["count"] == 0
     assert by_name(plan["human"])["n1"]["class"] == "resume_timeout"
@@ -255,7 +256,7 @@ def test_a_reboot_slurm_could_not_finish_is_for_a_human_and_not_in_flight(state,
     ("IDLE+DRAIN", "maintenance: swap DIMM", "skipped"),
 ])
 def test_no_class_on_a_node_slurm_flags_as_failing_needs_a_human(state, reason, where):
-    plan = plan_remediation([node("n1", state, reason)], max_nodes=10, max_percent=100)
+    plan = plan_remediation([node("n1", state, reason)], PolicySettings(max_nodes=10, max_percent=100))
     assert plan["reboot"] == [] and plan["resume"] == []
     assert list(by_name(plan[where])) == ["n1"]
     if where == "human":
@@ -278,7 +279,7 @@ def test_no_class_on_a_node_slurm_flags_as_failing_needs_a_human(state, reason, 
     ("IDLE+DRAIN", "batch job complete failure", "resume"),
 ])
 def test_reasons_slurm_writes_on_every_release_are_healed(state, reason, action):
-    plan = plan_remediation([node("n1", state, reason)], max_nodes=10, max_percent=100)
+    plan = plan_remediation([node("n1", state, reason)], PolicySettings(max_nodes=10, max_percent=100))
     assert plan[action] == ["n1"], plan["report"]
 
 
@@ -286,7 +287,7 @@ def test_skipped_nodes_are_summarised_by_why_and_reason():
     """Thousands of admin drains are a few groups, not one entry (and report line) per node."""
     nodes = [node("n%d" % i, "IDLE+DRAIN", "rack 7 powered off") for i in range(1, 1001)]
     nodes += [node("n1001", "IDLE+DRAIN", "RMA 4711"), node("n1002", "IDLE+DRAIN+REBOOT_ISSUED", "rack 7 powered off")]
-    plan = plan_remediation(nodes, circuit={"window": 0})
+    plan = plan_remediation(nodes, PolicySettings(circuit={"window": 0}))
     assert plan["skipped"] == [
         {"why": "reason matches no class (drained on purpose?)", "reason": "rack 7 powered off", "count": 1000,
          "hostlist": "n[1-1000]"},
@@ -309,6 +310,7 @@ def test_heal_candidates_are_the_nodes_a_class_heals():
 
 
 def test_events_are_read_for_the_heal_candidates_only_and_only_when_there_are_some():
+    # The runner reads the events of event_nodes (none when it gives none), then plans: the policy reads nothing.
     asked = []
 
     def events_of(names):
@@ -316,9 +318,12 @@ def test_events_are_read_for_the_heal_candidates_only_and_only_when_there_are_so
         return [{"node": "n3", "start": 1000, "end": 1100, "state": "DRAIN", "user": "slurm",
                  "reason": "Kill task failed"}] * 3
 
-    plan = plan_from_options(CLUSTER, events_of=events_of, heal_budget=1, heal_window=10 ** 6, now=2000,
-                             circuit={"window": 0})
+    def runner_plan(nodes, settings):
+        names = event_nodes(nodes, settings)
+        return plan_from_options(nodes, settings, events=events_of(names) if names else [], now=2000)
+
+    plan = runner_plan(CLUSTER, PolicySettings(heal_budget=1, heal_window=10 ** 6, circuit={"window": 0}))
     assert asked == [["n2", "n3", "n5", "n10"]]
     assert "n3" in by_name(plan["flapping"]) and "n3" not in plan["reboot"]  # the events were used
-    plan_from_options([node("n1", "IDLE")], events_of=events_of, heal_budget=1, now=2000)
+    runner_plan([node("n1", "IDLE")], PolicySettings(heal_budget=1))
     assert len(asked) == 1

@@ -27,7 +27,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation
     circuit_threshold,
     plan_remediation,
 )
-from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.settings import RemediationError
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.settings import PolicySettings, RemediationError
 
 
 def skipped_by_name(plan):
@@ -59,11 +59,10 @@ def event(name, start, end, reason, state="DRAIN"):
     return {"node": name, "start": start, "end": end, "state": state, "user": "slurm", "reason": reason}
 
 
-def plan(nodes, **kwargs):
-    kwargs.setdefault("max_nodes", 100)
-    kwargs.setdefault("max_percent", 100)
-    kwargs.setdefault("now", NOW)
-    return plan_remediation(nodes, **kwargs)
+def plan(nodes, events=None, now=NOW, **settings):
+    settings.setdefault("max_nodes", 100)
+    settings.setdefault("max_percent", 100)
+    return plan_remediation(nodes, PolicySettings(**settings), events=events, now=now)
 
 
 # Reasons the node_health HealthCheckProgram writes (docs/node-health.md) and what the default

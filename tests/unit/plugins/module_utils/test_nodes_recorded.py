@@ -19,6 +19,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._nodes import (
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_commands import SEP
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.classes import reason_origin
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.policy import plan_remediation
+from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.settings import PolicySettings
 
 
 def skipped_by_name(plan):
@@ -108,8 +109,8 @@ def test_recorded_text_agrees_with_json(scenario):
         if node["state"] is not None:
             assert node["state"] == other["state"]
     # ... and the decisions taken from either source are the same.
-    by_json = plan_remediation(list(from_json.values()), max_nodes=100, max_percent=100)
-    by_text = plan_remediation(from_text, max_nodes=100, max_percent=100)
+    by_json = plan_remediation(list(from_json.values()), PolicySettings(max_nodes=100, max_percent=100))
+    by_text = plan_remediation(from_text, PolicySettings(max_nodes=100, max_percent=100))
     for key in ("reboot", "resume"):
         assert by_text[key] == by_json[key]
     assert skipped_names(by_text) == skipped_names(by_json)
@@ -119,7 +120,7 @@ def test_recorded_policy_decisions():
     """The real states Slurm showed after each failure lead to the right action."""
     def plan(scenario):
         nodes = parse_nodes_json(fixture("sinfo_json_%s.json" % scenario))
-        return plan_remediation(nodes, max_nodes=100, max_percent=100)
+        return plan_remediation(nodes, PolicySettings(max_nodes=100, max_percent=100))
     assert plan("crashed_n2")["reboot"] == ["n2"]
     assert plan("powered_on_down_n2")["resume"] == ["n2"]
     pending = plan("crashed_reboot_requested_n2")
@@ -201,7 +202,7 @@ def test_2411_sinfo_json_groups_are_refused_naming_the_release(snapshot):
 def test_2411_kill_task_failed_and_crash_are_planned():
     nodes = parse_nodes_json(
         release_fixture("24.11", "04-n1-down-n2-killtask", "scontrol-show-node-json.out"))
-    plan = plan_remediation(nodes, max_nodes=10, max_percent=100)
+    plan = plan_remediation(nodes, PolicySettings(max_nodes=10, max_percent=100))
     assert plan["reboot"] == ["n1", "n2"]
     assert skipped_names(plan) == ["n3"]
 
@@ -216,7 +217,7 @@ def test_2411_the_tail_slurmctld_appends_is_taken_off_the_recorded_reason():
     line = [l for l in release_fixture("24.11", "04-n1-down-n2-killtask", "scontrol-show-node.out").splitlines()
             if l.startswith("NodeName=n3 ")][0]
     assert reason_origin(line.split(" Reason=", 1)[1].rstrip()) == ("clusterops test", ("Not responding",))
-    plan = plan_remediation(list(nodes.values()), max_nodes=10, max_percent=100)
+    plan = plan_remediation(list(nodes.values()), PolicySettings(max_nodes=10, max_percent=100))
     assert skipped_names(plan) == ["n3"] and plan["human"] == []
 
 
@@ -229,7 +230,7 @@ def test_2205_reboot_issued_tail_of_a_recorded_reboot():
 def test_2411_reboot_states_are_left_alone():
     nodes = parse_nodes_json(
         release_fixture("24.11", "06-right-after-remediation", "scontrol-show-node-json.out"))
-    plan = plan_remediation(nodes, max_nodes=10, max_percent=100)
+    plan = plan_remediation(nodes, PolicySettings(max_nodes=10, max_percent=100))
     assert plan["reboot"] == [] and plan["resume"] == []
     assert skipped_names(plan) == ["n1", "n2"]
 
@@ -283,7 +284,7 @@ def test_every_release_kill_task_failed_is_rebooted(release):
     """22.05 and 24.11 write "Kill task failed"; 26.05 "Kill task failed (JobId=7 batch)"."""
     nodes = recorded_nodes(release, "kill-task-failed")
     assert nodes["n3"]["reason"].startswith("Kill task failed")
-    plan = plan_remediation(list(nodes.values()), max_nodes=10, max_percent=100)
+    plan = plan_remediation(list(nodes.values()), PolicySettings(max_nodes=10, max_percent=100))
     assert plan["reboot"] == ["n3"] and plan["resume"] == [], plan["report"]
 
 
@@ -292,7 +293,7 @@ def test_every_release_admin_drains_keep_their_own_reasons_and_are_left_alone(re
     nodes = recorded_nodes(release, "drained-admin")
     assert nodes["n1"]["reason"] == "maintenance: replace PSU (CHG-1234)"
     assert nodes["n2"]["reason"] == "health check: ECC errors on DIMM B2"
-    plan = plan_remediation(list(nodes.values()), max_nodes=10, max_percent=100)
+    plan = plan_remediation(list(nodes.values()), PolicySettings(max_nodes=10, max_percent=100))
     assert plan["reboot"] == [] and plan["resume"] == []
     assert skipped_names(plan) == ["n1", "n2"]
 
@@ -306,14 +307,14 @@ def test_every_release_completing_node_is_read(release):
 @pytest.mark.parametrize("release", [r for r in RELEASES if "down-not-responding" in scenarios_of(r)])
 def test_every_release_node_down_not_responding_is_rebooted(release):
     nodes = recorded_nodes(release, "down-not-responding")
-    plan = plan_remediation(list(nodes.values()), max_nodes=10, max_percent=100)
+    plan = plan_remediation(list(nodes.values()), PolicySettings(max_nodes=10, max_percent=100))
     assert plan["reboot"] == ["n3"], plan["report"]
 
 
 @pytest.mark.parametrize("release", [r for r in RELEASES if "rebooting" in scenarios_of(r)])
 def test_every_release_rebooting_nodes_are_left_to_slurm(release):
     nodes = recorded_nodes(release, "rebooting")
-    plan = plan_remediation(list(nodes.values()), max_nodes=10, max_percent=100)
+    plan = plan_remediation(list(nodes.values()), PolicySettings(max_nodes=10, max_percent=100))
     assert plan["reboot"] == [] and plan["resume"] == []
     assert skipped_names(plan) == ["n1", "n3"]
 
