@@ -10,8 +10,9 @@
 #                                on its dev cluster, which is stopped afterwards
 #   molecule                     the Molecule images (cached), then every scenario (podman), nice 5
 #   checks                       at nice 19, one after the other (they get what the clusters leave):
-#                                unit, typecheck, packaging, ansible-test sanity, the ansible-core
-#                                matrix, the event path (ansible-rulebook), ansible-lint, bandit,
+#                                unit, the real-library checkpoint suite (make trainers, its venv
+#                                made in the lane), typecheck, packaging, ansible-test sanity, the
+#                                ansible-core matrix, the event path (ansible-rulebook), ansible-lint, bandit,
 #                                the checkpoint_pruning role on this machine; none needs a cluster
 #
 # What lets them share the machine: each dev cluster has its own ports (the release table's port
@@ -80,6 +81,8 @@ lane_molecule() {
 
 lane_checks() {
   suite unit "${make}" --no-print-directory unit
+  # Checkpoint validity against the real libraries (tests/trainers; its venv is made here, in the lane).
+  suite trainers "${make}" --no-print-directory trainers
   suite typecheck "${make}" --no-print-directory typecheck
   suite packaging "${make}" --no-print-directory packaging
   suite sanity "${make}" --no-print-directory sanity
