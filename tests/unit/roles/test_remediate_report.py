@@ -61,6 +61,9 @@ HOSTS = {
     "suspect": {"remediate_training_summary": dict(TRAINING, needs_human=[], report=TRAINING["report"] + [SUSPECT])},
     "green": {"remediate_training_summary": dict(TRAINING, needs_human=[], suspects=[], suspect_drained=[],
                                                  suspect_report=[])},
+    # stopped by a wrong setting before any node was read (no part role's summary): no counts that read as a result
+    "stopped": {"remediate_nodes_summary": None, "remediate_failure": {
+        "cause": "configuration", "task": "Read, plan and heal", "message": "max_percent 150 is not between 0 and 100"}},
 }
 
 
@@ -70,8 +73,9 @@ def ansible_playbook(tmp_path):
     link.symlink_to(REPO)
     prom = tmp_path / "remediate-%s.prom"
     inventory = {"all": {"children": {"slurm_controller": {"hosts": {
-        name: dict(dict(remediate_nodes_summary=NODES), slurm_cluster=name,
-                   remediate_prometheus_textfile=str(prom) % name, **hostvars)
+        name: dict((key, value) for key, value in dict(dict(remediate_nodes_summary=NODES), slurm_cluster=name,
+                                                       remediate_prometheus_textfile=str(prom) % name,
+                                                       **hostvars).items() if value is not None)
         for name, hostvars in HOSTS.items()}}},
         "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}
     (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
@@ -122,8 +126,14 @@ def test_training_needs_human_from_items_and_suspect_report_not_from_report_word
     fleet = result["global_custom_stats"]["remediate"]
     assert rc == 2
     assert fleet["needs_human"] == ["cluster items: " + LINE, "cluster items: " + SUSPECT,
-                                    "cluster nodes: " + NODE_LINE, "cluster suspect: " + SUSPECT]
-    assert fleet["clusters_needing_human"] == ["items", "nodes", "suspect"]
+                                    "cluster nodes: " + NODE_LINE,
+                                    "cluster stopped: configuration error, nothing acted on from then on; fix the "
+                                    "setting named below (a task's option: the role variable "
+                                    "remediate_nodes_<option> for node healing, remediate_training_<option> for "
+                                    "training, as roles/*/meta/argument_specs.yml list them; ansible-playbook --check "
+                                    "shows it without acting) (task 'Read, plan and heal'): max_percent 150 is not "
+                                    "between 0 and 100", "cluster suspect: " + SUSPECT]
+    assert fleet["clusters_needing_human"] == ["items", "nodes", "stopped", "suspect"]
     assert fleet["clusters"]["items"]["runs_needing_human"] == 1
     assert fleet["clusters"]["report"]["runs_needing_human"] == 0
     failed = task(result, "Fail when something needs a human")
@@ -142,13 +152,14 @@ def test_fleet_totals_summary_lines_and_textfile(played):
     assert fleet["nodes_skipped"] == 20 and fleet["nodes_in_flight"] == 5
     assert fleet["runs_resubmitted"] == 5 and fleet["runs_needing_human"] == 1 and fleet["slurm_readable"]
     assert fleet["nodes_suspect"] == 2 and fleet["nodes_suspect_drained"] == 2
-    assert sorted(fleet["clusters"]) == ["green", "items", "nodes", "report", "suspect"]
+    assert sorted(fleet["clusters"]) == ["green", "items", "nodes", "report", "stopped", "suspect"]
     healed = "acted; nodes healed 3, reboot requested 1, skipped 4, overflow 0"
     assert fleet["report"] == [
         "cluster green: green %s; runs resubmitted 1" % healed,
         "cluster items: items %s, suspect 1 (drained 1); runs resubmitted 1 - needs a human" % healed,
         "cluster nodes: nodes %s; runs resubmitted 1 - needs a human" % healed,
         "cluster report: report %s; runs resubmitted 1" % healed,
+        "cluster stopped: stopped stopped (configuration) before any node was read: nothing acted on - needs a human",
         "cluster suspect: suspect %s, suspect 1 (drained 1); runs resubmitted 1 - needs a human" % healed]
     assert task(result, "Fleet summary, one line per cluster")["green"]["msg"] == fleet["report"]
     lines = set(open(str(prom) % "green").read().splitlines())
@@ -158,7 +169,7 @@ def test_fleet_totals_summary_lines_and_textfile(played):
             'clusterops_remediate_runs_needing_human{cluster="report"} 0',
             'clusterops_remediate_nodes_suspect{cluster="suspect"} 1',
             'clusterops_remediate_slurm_readable{cluster="green"} 1',
-            "clusterops_remediate_fleet_clusters 5", "clusterops_remediate_fleet_clusters_needing_human 3",
+            "clusterops_remediate_fleet_clusters 6", "clusterops_remediate_fleet_clusters_needing_human 4",
             "clusterops_remediate_fleet_nodes_healed 15", "clusterops_remediate_fleet_runs_resubmitted 5",
             "clusterops_remediate_fleet_nodes_suspect 2",
             'clusterops_remediate_run_resubmissions_total{cluster="green",run="run-b"} 2',
@@ -177,10 +188,10 @@ def test_textfile_passes_promtool_check_metrics(played, promtool):
 def test_textfile_written_atomically_by_prometheus_textfile(played):
     """Each acting host's textfile is written by clusterops.slurm.prometheus_textfile (a temporary in
     the folder, renamed; tests/unit/plugins/modules/test_prometheus_textfile.py): the folder holds the
-    five textfiles and no temporary; the task reports no change (a report, not a change)."""
+    six textfiles and no temporary; the task reports no change (a report, not a change)."""
     _rc, result, prom = played
     written = task(result, "Write the Prometheus textfile")
-    assert sorted(written) == ["green", "items", "nodes", "report", "suspect"]
+    assert sorted(written) == ["green", "items", "nodes", "report", "stopped", "suspect"]
     for cluster, outcome in written.items():
         assert outcome["textfile"] == str(prom) % cluster and outcome["written"] is True
         assert outcome["changed"] is False and outcome["leftovers_removed"] == []
