@@ -151,3 +151,27 @@ def test_each_file_missing_or_cut(whole, tmp_path):
         damage(run / newest, kind, rel)
         cases.append(("%s/%s %s" % (newest, rel, kind), run))
     assert_right(cases, resumer(objects), saved)
+
+
+def test_after_a_fall_back_the_invalid_newer_save_is_set_aside_and_the_next_save_succeeds(tmp_path):
+    """Automatic naming numbers its saves: resumed from checkpoint_0 past an invalid checkpoint_1, its next save
+    is checkpoint_1 again, which save_state refuses ("already exists") while the invalid one stays (issue 39,
+    part 3). set_aside_newer_invalid (what remediation runs before the resubmission) renames it aside; the
+    resumed run's next save succeeds and is the collection's next answer."""
+    from conftest import ask, ck  # pylint: disable=import-error,import-outside-toplevel
+    run = _run_dir(tmp_path, "checkpoint_<N>")
+    run.mkdir(parents=True)
+    with pytest.raises(Killed), kill_at(run, 8):   # checkpoint_1 killed before custom_checkpoint_0.pkl
+        train(run, "checkpoint_<N>", True)
+    answer, _report = ask(run)
+    assert os.path.basename(answer) == "checkpoint_0"
+    assert ck.set_aside_newer_invalid(str(run)) == [("checkpoint_1", "tmp-0-invalid-checkpoint_1")]
+    acc, _model, _optimizer, _schedule, _progress = _setup(run.parent, True)
+    acc.load_state(answer)
+    acc.project_configuration.iteration = 1   # the resumed run's next save number, as its script sets it
+    acc.save_state()
+    answer, report = ask(run)
+    assert os.path.basename(answer) == "checkpoint_1", report.warnings
+    assert "tmp-0-invalid-checkpoint_1" in [item["name"] for item in report.ignored]
+    # Accelerate's own listing (load_state() under automatic naming) orders by the first number of each name
+    acc.load_state()

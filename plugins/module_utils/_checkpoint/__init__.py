@@ -27,6 +27,7 @@ Modules, one job each (this file re-exports the public API):
 ``layouts``     the checks of each layout at each validation level
 ``runs``        run folders: :func:`inspect`, :func:`scan`, :func:`latest_valid`, :func:`verify`
 ``writer``      :func:`commit_checkpoint`, :class:`CheckpointWriter`, :func:`mark_finished`
+``aside``       :func:`set_aside_newer_invalid`: newer invalid checkpoints renamed aside before a resume
 ``pruning``     :func:`prune` by policy, under the run folder's flock
 ``replicas``    :func:`replicate` to a replica folder (verified copies, retention, lag)
 ``replica_index`` a replica folder's manifest: read and checked, written atomically
@@ -133,6 +134,7 @@ from .layouts import (  # noqa: F401
     load_error,
     torch_load,
 )
+from .aside import set_aside_newer_invalid  # noqa: F401
 from .runs import (  # noqa: F401
     inspect,
     latest_valid,
@@ -222,6 +224,7 @@ __all__ = [
     "torch_load",
     "inspect",
     "latest_valid",
+    "set_aside_newer_invalid",
     "scan",
     "verify",
     "CheckpointWriter",

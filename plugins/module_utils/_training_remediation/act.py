@@ -17,16 +17,18 @@ import os
 import time
 from typing import Any, Dict, List
 
+from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import set_aside_newer_invalid
 from ansible_collections.clusterops.slurm.plugins.module_utils._job_actions import SubmitError, submit
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_actions import apply_node_changes
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.classes import SUSPECT_PREFIX
+from ansible_collections.clusterops.slurm.plugins.module_utils._privsep import PrivsepError
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import SlurmCommandError
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_commands import job_action, resubmission
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.evidence import (
     collect_evidence,
     evidence_commands,
 )
-from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.observe import job_ended
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.observe import job_ended, owner_call
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.policy import (
     CANCEL_HUNG,
     RESUBMIT,
@@ -83,6 +85,7 @@ def resubmit(module: Any, cli: Any, me: str, run: Run, decision: Decision, jobs:
     if owner != me and os.geteuid() != 0:
         outcome.fail("cannot submit as %s: this task runs as %s; run it as root (become: true)" % (owner, me))
         return
+    set_aside(module, run)
     identity = {"name": run["name"], "user": owner, "key": run["name"]}
     known = [j["job_id_raw"] for j in run_jobs(run, jobs)]
     try:
@@ -95,6 +98,20 @@ def resubmit(module: Any, cli: Any, me: str, run: Run, decision: Decision, jobs:
     outcome.job_id = done["job_id"]
     outcome.changed = True
     write_state(run["folder"], record_resubmission(state, decision, done["job_id"], time.time()))
+
+
+def set_aside(module: Any, run: Run) -> None:
+    """Before the resubmission resumes from the newest valid checkpoint: every newer invalid one renamed aside as
+    the run's owner (``_checkpoint.set_aside_newer_invalid``: ``tmp-0-invalid-<name>``, never deleted), so that a
+    trainer that numbers its saves does not collide with it; each rename, or why none could be, a warning."""
+    try:
+        moved = owner_call(run, set_aside_newer_invalid, run["checkpoint_dir"], run["checkpoint_validate"],
+                           run.get("checkpoint_name_template"))
+    except PrivsepError as exc:
+        module.warn("%s: newer invalid checkpoints not set aside before the resubmission: %s" % (run["name"], exc))
+        return
+    for old, new in moved:
+        module.warn("%s: newer invalid checkpoint %s renamed %s before the resubmission" % (run["name"], old, new))
 
 
 def cancel_hung(module: Any, cli: Any, me: str, run: Run, decision: Decision, state: Dict[str, Any],
