@@ -3,9 +3,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-# Note: this module is private to the clusterops.slurm collection. Its API may change
-# at any time without notice; do not use it from outside the collection.
-
 """Why a task failed, in one word of a small set: the ``failed_cause`` of every module's failure
 (``_task.run_task``), which the role ``remediate`` carries into its summary, AWX artifacts and
 textfile, so that a failure pages the team that can fix it:
@@ -21,6 +18,8 @@ textfile, so that a failure pages the team that can fix it:
 - ``unexpected``: none of these (a module crashed): the message and task say where.
 
 Only ``slurm_unreadable`` means that Slurm could not be read.
+
+Private to the collection (the leading underscore): no API promise outside it.
 """
 
 from __future__ import annotations
@@ -28,11 +27,8 @@ from __future__ import annotations
 import errno
 import os
 import re
+from typing import Sequence
 
-try:
-    from typing import Sequence  # noqa: F401 pylint: disable=unused-import
-except ImportError:  # pragma: no cover
-    pass
 
 CONFIGURATION = "configuration"
 PERMISSION = "permission"

@@ -3,11 +3,10 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-# Note: this module is private to the clusterops.slurm collection. Its API may change
-# at any time without notice; do not use it from outside the collection.
-
 """The options every module that reads one run folder's checkpoints takes (``checkpoint_info``,
 ``checkpoint_prune``), documented once by the doc fragment ``clusterops.slurm.checkpoint``.
+
+Private to the collection (the leading underscore): no API promise outside it.
 
 Kept apart from the ``_checkpoint`` package, which also runs on hosts without Ansible."""
 

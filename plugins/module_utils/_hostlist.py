@@ -3,10 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
-# Do not use this from other collections or standalone plugins/modules!
-
 """Slurm hostlist expressions: expand, compress, first host, per Slurm release.
+
+Private to the collection (the leading underscore): no API promise outside it.
 
 Pure standard library, Python 3.8+: this file is shipped to target hosts inside modules.
 

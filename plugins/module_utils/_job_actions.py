@@ -3,10 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-# Note: this module is private to the clusterops.slurm collection. Its API may change
-# at any time without notice; do not use it from outside the collection.
-
 """Submitting and changing Slurm jobs: sbatch arguments and output, identity, actions.
+
+Private to the collection (the leading underscore): no API promise outside it.
 
 A job's identity is its name, its user and, optionally, a key kept in its comment
 (``clusterops-key=<key>``). :func:`submit` submits a batch script at most once per identity,
@@ -20,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._job_state import (
     is_held,
@@ -33,11 +33,6 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import
     failure_words,
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_commands import JOB_ACTION_FORMS, Command
-
-try:
-    from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple  # noqa: F401
-except ImportError:  # pragma: no cover
-    pass
 
 
 #: Prefix of the identity key in a job's comment.

@@ -3,10 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-# Note: this module is private to the clusterops.slurm collection. Its API may change
-# at any time without notice; do not use it from outside the collection.
-
 """One model of a Slurm job state: a base state, flags, and who cancelled it.
+
+Private to the collection (the leading underscore): no API promise outside it.
 
 Slurm keeps a job's state as a base (``JOB_STATE_BASE`` in slurm.h: PENDING, RUNNING, ...,
 OUT_OF_MEMORY) plus flags (COMPLETING, CONFIGURING, REQUEUE_HOLD, EXPEDITING...). Its commands
@@ -42,11 +41,7 @@ SPECIAL_EXIT / RESV_DEL_HOLD flags).
 from __future__ import annotations
 
 import re
-
-try:
-    from typing import Any, Iterable, Optional  # noqa: F401
-except ImportError:  # pragma: no cover
-    pass
+from typing import Any, Iterable, Optional
 
 
 #: Base states (``JOB_STATE_BASE``), as sacct/squeue name them.

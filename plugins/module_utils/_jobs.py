@@ -3,10 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-# Note: this module is private to the clusterops.slurm collection. Its API may change
-# at any time without notice; do not use it from outside the collection.
-
 """Reading Slurm jobs: parsers for ``squeue -O`` and ``sacct --parsable2`` text, and one reader.
+
+Private to the collection (the leading underscore): no API promise outside it.
 
 Both commands are asked for delimited fields (:data:`SEP`, the ASCII unit separator, which Slurm
 never prints in an id, state, node list or time), never fixed-width columns, and times as Unix

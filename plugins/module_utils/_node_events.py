@@ -3,11 +3,10 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-# Note: this module is private to the clusterops.slurm collection. Its API may change
-# at any time without notice; do not use it from outside the collection.
-
 """Reading the history of node state changes that Slurm keeps in its accounting
 (``sacctmgr show event``), and folding it into failure episodes.
+
+Private to the collection (the leading underscore): no API promise outside it.
 
 slurmctld sends slurmdbd a node *event* each time a node becomes DOWN, DRAIN(ED), FAIL or
 rebooting, and whenever the reason of such a node changes: the open event is closed and a new
@@ -45,6 +44,7 @@ from __future__ import annotations
 import calendar
 import re
 import time
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import (
     NO_ACCOUNTING,
@@ -58,11 +58,6 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_commands i
     accounting_configuration,
     node_events,
 )
-
-try:
-    from typing import Any, Dict, List, Optional, Sequence, Union  # noqa: F401
-except ImportError:  # pragma: no cover
-    pass
 
 
 #: Two events of a node belong to one failure episode when the second starts at most this many

@@ -3,10 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-# Note: this module is private to the clusterops.slurm collection. Its API may change
-# at any time without notice; do not use it from outside the collection.
-
 """One model of a Slurm node state: every spelling becomes a base state plus a set of flags.
+
+Private to the collection (the leading underscore): no API promise outside it.
 
 Slurm writes a node's state in several ways, and a remediation tool that matches on one
 of them (or worse, on a prefix of one) gets the others wrong:
@@ -29,11 +28,7 @@ and ``MIXED+DRAIN``. A node is drained whenever the DRAIN flag is set, whatever 
 from __future__ import annotations
 
 import re
-
-try:
-    from typing import Any, Dict, Iterable, List, Optional, Tuple, Union  # noqa: F401
-except ImportError:  # pragma: no cover
-    pass
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 
 #: Base states as Slurm names them (``NODE_STATE_BASE`` values in slurm.h).

@@ -3,11 +3,10 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-# Note: this module is private to the clusterops.slurm collection. Its API may change
-# at any time without notice; do not use it from outside the collection.
-
 """Reading Slurm nodes: parsers for node JSON (``scontrol show nodes --json`` of 23.02+,
 ``sinfo --json`` of 22.05) and ``sinfo -N`` text, and one reader that picks by release.
+
+Private to the collection (the leading underscore): no API promise outside it.
 
 A node is returned as a plain dict (the ``nodes`` element of ``slurm_node_info``'s RETURN):
 
@@ -31,6 +30,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_state import (  # noqa: F401 pylint: disable=unused-import
     NodeState,
@@ -51,11 +51,6 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_commands i
     nodes_json,
     nodes_text,
 )
-
-try:
-    from typing import Any, Dict, List, Optional, Tuple  # noqa: F401
-except ImportError:  # pragma: no cover
-    pass
 
 
 class NodeParseError(SlurmAnswerError):

@@ -3,12 +3,11 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-# Note: this module is private to the clusterops.slurm collection. Its API may change
-# at any time without notice; do not use it from outside the collection.
-
 """What modules take: :class:`ArgumentSpec` (a module's options and the rules between them,
 merged from shared parts) and the readers of option values that need more than Ansible's types
 (hostlists, state names, times).
+
+Private to the collection (the leading underscore): no API promise outside it.
 
 The shared parts live beside the code that reads them and are documented once, by a doc
 fragment each: ``_slurm_cli.SLURM_COMMAND_OPTIONS`` (``clusterops.slurm.slurm_cli``),
@@ -22,6 +21,7 @@ from __future__ import annotations
 
 import re
 import time
+from typing import Any, Callable, Dict, List, Optional, Set
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import (
     DEFAULT_RELEASE,
@@ -29,10 +29,6 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import 
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._task import TaskFailure
 
-try:
-    from typing import Any, Callable, Dict, List, Optional, Set  # noqa: F401
-except ImportError:  # pragma: no cover
-    pass
 
 #: The rules between options that ``AnsibleModule`` takes, each a list.
 RULES = ("mutually_exclusive", "required_together", "required_one_of", "required_if")

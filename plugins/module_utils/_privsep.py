@@ -27,11 +27,8 @@ import pwd
 import select
 import signal
 import time
+from typing import Any, Callable, List, Optional, Tuple
 
-try:
-    from typing import Any, Callable, Dict, List, Optional, Tuple  # noqa: F401 pylint: disable=unused-import
-except ImportError:  # pragma: no cover
-    pass
 
 #: Seconds a call may take before its child is killed (:func:`call_as`'s default): a checkpoint scan
 #: at validation level ``sizes`` of thousands of checkpoints takes a few seconds; a blocked read never ends.

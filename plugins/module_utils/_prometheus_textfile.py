@@ -3,15 +3,15 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-# Note: this module is private to the clusterops.slurm collection. Its API may change
-# at any time without notice; do not use it from outside the collection.
-
 """A Prometheus textfile for node_exporter's textfile collector, replaced atomically in its own folder:
 :func:`plan_textfile` reads what is there (the file, its mode and owner, leftovers of a killed run)
 and says what would change, :func:`apply_textfile` does it. The module
 ``clusterops.slurm.prometheus_textfile`` is the one caller; the write itself is
 ``_checkpoint.atomic.atomic_write_bytes`` (a ``.<name>.<random>.tmp`` beside the file, never a
-``*.prom`` that the collector would read half-written)."""
+``*.prom`` that the collector would read half-written).
+
+Private to the collection (the leading underscore): no API promise outside it.
+"""
 
 from __future__ import annotations
 

@@ -3,11 +3,10 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-# Note: this module is private to the clusterops.slurm collection. Its API may change
-# at any time without notice; do not use it from outside the collection.
-
 """The one command layer every clusterops.slurm module uses to run Slurm's commands, and the one
 way a module reports a failure (:func:`run_module`).
+
+Private to the collection (the leading underscore): no API promise outside it.
 
 Commands always run with an argument list, never a shell, so node names, reasons and paths
 are data: through ``AnsibleModule.run_command``, except reads whose answer grows with the

@@ -3,10 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-# Note: this module is private to the clusterops.slurm collection. Its API may change
-# at any time without notice; do not use it from outside the collection.
-
 """The Slurm command forms: every argument list this collection gives a Slurm command, declared once.
+
+Private to the collection (the leading underscore): no API promise outside it.
 
 Each form is a function that returns ``(command, args)``: the command's name (``sinfo``,
 ``scontrol``, ``squeue``, ``sacct``, ``sacctmgr``, ``sbatch``, ``scancel``, ``srun``, ``strigger``) and its

@@ -3,12 +3,11 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-# Note: this module is private to the clusterops.slurm collection. Its API may change
-# at any time without notice; do not use it from outside the collection.
-
 """The one shape of every module's run: ``main()`` builds the ``AnsibleModule`` and hands a task
 to :func:`run_task` (or ``_slurm_cli.run_module``, which adds the Slurm command layer); the task
 returns the result or raises, and only :func:`run_task` calls ``exit_json``/``fail_json``.
+
+Private to the collection (the leading underscore): no API promise outside it.
 """
 
 from __future__ import annotations

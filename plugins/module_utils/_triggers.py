@@ -3,12 +3,11 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-# Note: this module is private to the clusterops.slurm collection. Its API may change
-# at any time without notice; do not use it from outside the collection.
-
 """Slurm's event triggers (strigger(1)): what ``strigger --get`` lists, and SlurmUser from
 ``scontrol show config``; the trigger program's checks (a path SlurmUser runs and no one else
 can change).
+
+Private to the collection (the leading underscore): no API promise outside it.
 
 ``strigger --get`` prints a header, then one trigger a line (src/strigger/strigger.c, the same in
 22.05, 24.11 and 26.05: recorded in tests/unit/fixtures/slurm-*/strigger-get*.txt):
@@ -27,11 +26,8 @@ from __future__ import annotations
 import os
 import re
 import stat
+from typing import Any, Dict, List, Optional, Tuple
 
-try:
-    from typing import Any, Dict, List, Optional, Tuple  # noqa: F401
-except ImportError:  # pragma: no cover
-    pass
 
 HEADER = re.compile(r"^\s*TRIG_ID\s+RES_TYPE\s+RES_ID\s+TYPE\s+OFFSET\s+USER\s+FLAGS\s+PROGRAM\s*$")
 ROW = re.compile(r"^\s*(?P<id>[0-9]+)\s+(?P<res_type>\S+)\s+(?P<res_id>\S+)\s+(?P<type>\S+)\s+(?P<offset>-?[0-9]+)\s+"

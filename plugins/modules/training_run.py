@@ -226,11 +226,7 @@ failed_cause:
 
 import json
 import os
-
-try:
-    from typing import Any, Dict  # noqa: F401 pylint: disable=unused-import
-except ImportError:  # pragma: no cover
-    pass
+from typing import Any, Dict
 
 from ansible.module_utils.basic import AnsibleModule
 

@@ -12,13 +12,9 @@ reason by the reason Slurm started with (without the tails slurmctld appends).
 from __future__ import annotations
 
 import re
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.settings import RemediationError
-
-try:
-    from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple  # noqa: F401 pylint: disable=unused-import
-except ImportError:  # pragma: no cover
-    pass
 
 
 #: Reasons Slurm itself (or a failed prolog/epilog) sets are anchored at both ends: Slurm writes

@@ -7,14 +7,11 @@ reason of a node whose budget is spent (flapping)."""
 
 from __future__ import annotations
 
+from typing import Any, Dict, Iterator, List, Optional, Sequence
+
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.classes import FLAPPING_PREFIX, reason_classifier
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.report import duration
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.settings import DEFAULT_REBOOT_REASON
-
-try:
-    from typing import Any, Dict, Iterator, List, Optional, Sequence  # noqa: F401 pylint: disable=unused-import
-except ImportError:  # pragma: no cover
-    pass
 
 
 #: An event of a node that starts within this many seconds of the end of the one before follows it

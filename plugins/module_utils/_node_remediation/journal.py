@@ -39,6 +39,7 @@ dies). Format 1 (heals only, before trips were recorded) is read as a journal wi
 from __future__ import annotations
 
 import os
+from typing import Any, Dict, List, Optional, Sequence
 
 from ansible_collections.clusterops.slurm.plugins.module_utils import _causes as causes
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.atomic import atomic_write_json
@@ -49,10 +50,6 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.fsuti
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.settings import RemediationError
 from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import effective_user
 
-try:
-    from typing import Any, Dict, List, Optional, Sequence  # noqa: F401 pylint: disable=unused-import
-except ImportError:  # pragma: no cover
-    pass
 
 JOURNAL_FORMAT = "clusterops.slurm/node-heals"
 FORMAT_VERSION = 3

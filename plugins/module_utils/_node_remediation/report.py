@@ -8,13 +8,9 @@ grow with the cluster), durations and counts in words, one line per group."""
 from __future__ import annotations
 
 import re
+from typing import Any, Dict, List, Sequence, Tuple
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist
-
-try:
-    from typing import Any, Dict, List, Sequence, Tuple  # noqa: F401 pylint: disable=unused-import
-except ImportError:  # pragma: no cover
-    pass
 
 
 def duration(seconds: int) -> str:

@@ -2,15 +2,21 @@
 # Copyright (c) clusterops.slurm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Training remediation, private to the collection (the leading underscore): no API promise outside it.
+"""Training remediation: restart failed or hung training runs (``training_remediation``), register
+them (``training_run``), say what their failures cost (``training_goodput_info``). Observe, decide,
+act, report:
 
-- :mod:`.registry`: the run registry on disk: ``run.json`` (the run spec, its ONE set of defaults
-  and its validator) and ``state.json`` (remediation's bookkeeping), atomic writes, the lock.
-- :mod:`.policy`: pure decisions: what to do with a run given its jobs, checkpoint, budgets, hangs
-  and suspect nodes; the state after an action; the report.
-- :mod:`.evidence`: the stacks of a hung job's ranks (py-spy through ``srun --overlap``).
-- :mod:`.runner`: the loop of ``training_remediation``: lock, read the registry, ask Slurm, decide,
-  act, write the state.
+- :mod:`.runner` runs the task in that order and builds the result once;
+- :mod:`.observe` reads (the runs' jobs, each run's folders as its owner, ``state.json``);
+- :mod:`.policy` decides (pure); :mod:`.records` holds what passes between the steps (the run,
+  checkpoint status, progress, observation, decision, outcome);
+- :mod:`.act` acts (sbatch, scancel after :mod:`.evidence`, the suspect drains, ``state.json``);
+- :mod:`.report` says it (lines, next steps, the result's lists);
+- :mod:`.registry` and :mod:`.registry_options`: the run registry on disk and its options;
+- ``goodput*``: the goodput task, its figures, timeline and HTML page.
+
+Private to the collection (the leading underscore): no API promise outside it. Where a change goes:
+docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -108,8 +108,8 @@ def read_events(run: Dict[str, Any], event_log: Optional[str]) -> Optional[List[
 
 def read_goodput_folders(run: Dict[str, Any], job_id_raw: Optional[Any], event_log: Optional[str]) -> Dict[str, Any]:
     """What goodput needs from the run's folders, read as its owner (through
-    ``runner.owner_call``): ``runner.read_folders`` (``ckpt``), ``progress``
-    (``runner.folder_progress``; None with ``progress_error`` when it cannot be used: a folder that
+    ``observe.owner_call``): ``observe.read_folders`` (``ckpt``), ``progress``
+    (``observe.folder_progress``; None with ``progress_error`` when it cannot be used: a folder that
     resolves elsewhere, a heartbeat step out of range), ``checkpoints`` (:func:`checkpoint_times`) and
     ``events`` (:func:`read_events`; None with ``events_error``)."""
     out = read_folders(run, job_id_raw, progress=False)
@@ -126,7 +126,7 @@ def read_goodput_folders(run: Dict[str, Any], job_id_raw: Optional[Any], event_l
 
 
 def _folders(run: Dict[str, Any], job_id_raw: Optional[Any], event_log: Optional[str]) -> Dict[str, Any]:
-    """:func:`read_goodput_folders` as the owner, or ``{"error": reason}`` (as ``runner.folders_or_failure``)."""
+    """:func:`read_goodput_folders` as the owner, or ``{"error": reason}`` (as ``observe.folders_or_failure``)."""
     try:
         return owner_call(run, read_goodput_folders, run, job_id_raw, event_log)
     except PrivsepError as exc:

@@ -45,6 +45,7 @@ import re
 import shutil
 import stat
 import time
+from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import LEVELS, compile_name_template
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.atomic import atomic_write_json
@@ -57,10 +58,6 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint.fsuti
     read_bounded_stat,
 )
 
-try:
-    from typing import Any, Dict, List, Optional, Tuple  # noqa: F401 pylint: disable=unused-import
-except ImportError:  # pragma: no cover
-    pass
 
 #: Where the registry is unless a task says otherwise (training_remediation's and training_run's
 #: ``registry``, the roles' ``*_registry``/``*_registry_dir``).

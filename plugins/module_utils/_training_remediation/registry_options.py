@@ -12,6 +12,7 @@ Private to the collection (the leading underscore of the package): no API promis
 from __future__ import annotations
 
 import os
+from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._options import ArgumentSpec, parse_time_option
 from ansible_collections.clusterops.slurm.plugins.module_utils._task import TaskFailure
@@ -20,10 +21,6 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._training_remedia
     read_registry,
 )
 
-try:
-    from typing import Any, Dict, List, Optional, Tuple  # noqa: F401 pylint: disable=unused-import
-except ImportError:  # pragma: no cover
-    pass
 
 #: ``registry`` the folder, ``runs`` only these names, ``history`` how far back sacct looks.
 REGISTRY_OPTIONS = ArgumentSpec(dict(

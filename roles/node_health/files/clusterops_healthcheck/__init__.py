@@ -20,6 +20,4 @@ puts the folder beside it first on ``sys.path`` and runs :func:`loop.main`. One 
 - ``loop``: the command line and a run (check, act, check again after a reboot).
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations

@@ -4,11 +4,10 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """What every part of the health check shares: exit statuses, the errors that lead to them, the log."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import logging
 
-__metaclass__ = type
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_SLURM, EXIT_TIMEOUT = 0, 1, 2, 3, 4
 

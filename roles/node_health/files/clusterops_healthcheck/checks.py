@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The check types, what the checks of one run share, and running them in order."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import time
 
@@ -15,7 +15,6 @@ from .gpu import check_gpu_count, check_gpu_state, query_gpus
 from .host import check_command, check_disk_free, check_mount
 from .xid import check_gpu_xid
 
-__metaclass__ = type
 
 CHECK_TYPES = ("gpu_count", "gpu_state", "gpu_xid", "dcgm_health", "mount", "disk_free", "command")
 

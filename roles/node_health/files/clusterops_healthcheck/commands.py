@@ -4,13 +4,12 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Running commands: argument lists (never a shell), their own process group, hard timeouts."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import os
 import signal
 import subprocess
 
-__metaclass__ = type
 
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 

@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The config file, the log's handler, and the node's name."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import json
 import logging
@@ -15,7 +15,6 @@ import sys
 from .base import ConfigError, log
 from .checks import CHECK_TYPES
 
-__metaclass__ = type
 
 DEFAULT_CONFIG = "/etc/clusterops/healthcheck.json"
 CONFIG_ENV = "CLUSTEROPS_HEALTHCHECK_CONFIG"

@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """NVIDIA DCGM's health watches (``dcgmi health --check --json``): the dcgm_health check."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import json
 import re
@@ -12,7 +12,6 @@ import re
 from .base import log
 from .commands import expand, run_cmd
 
-__metaclass__ = type
 
 # dcgmi health --check --json (DCGM 4.6.0 dcgmi/Health.cpp, GenerateOutputFromResponse, written by
 # DcgmiOutputJson): {"header": ["Health Monitor Report"], "body": {"Overall Health": {"value": V},

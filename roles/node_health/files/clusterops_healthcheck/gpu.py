@@ -4,12 +4,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The GPUs as nvidia-smi shows them: the gpu_count and gpu_state checks."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 from .base import log
 from .commands import expand, run_cmd
 
-__metaclass__ = type
 
 # nvidia-smi --query-gpu fields read by gpu_count and gpu_state (nvidia-smi --help-query-gpu).
 GPU_FIELDS = ("index", "pci.bus_id", "name", "ecc.errors.uncorrected.volatile.total")

@@ -4,15 +4,13 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The node's own checks: mount, disk_free and a site's command."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import os
 import re
 
 from .base import ConfigError
 from .commands import expand, run_cmd
-
-__metaclass__ = type
 
 
 def mountpoints(text):

@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The command line and one run: read the node, check, drain or resume it, check again after a reboot."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import argparse
 import json
@@ -20,8 +20,6 @@ from .checks import Context, run_checks
 from .config import CONFIG_ENV, DEFAULT_CONFIG, NODE_ENV_VARS, load_config, node_name, setup_logging
 from .nhc import run_nhc
 from .slurm import REBOOT_FLAGS, decide, parse_show_node, scontrol, state_flags, wait_registered
-
-__metaclass__ = type
 
 
 def check_and_act(config, args, node, deadline, started):

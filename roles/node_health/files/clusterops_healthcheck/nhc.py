@@ -4,14 +4,12 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Mode nhc: LBNL NHC runs instead of the checks, and its exit status is the program's."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import os
 
 from .base import EXIT_TIMEOUT, ConfigError, log
 from .commands import run_cmd
-
-__metaclass__ = type
 
 
 def run_nhc(config, timeout):

@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Slurm: reading the node through scontrol, the drain reason, deciding, draining and resuming."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import re
 import time
@@ -12,7 +12,6 @@ import time
 from .base import SlurmError
 from .commands import command_env, run_cmd
 
-__metaclass__ = type
 
 PREFIX = "clusterops-health:"
 MAX_REASON = 200

@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Xids in the kernel log: which lines are the NVIDIA driver's, how the kernel log is read, the gpu_xid check."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import json
 import os
@@ -13,7 +13,6 @@ import shutil
 
 from .commands import expand, run_cmd
 
-__metaclass__ = type
 
 DEFAULT_KERNEL_LOG = [["journalctl", "-k", "-b", "-o", "short-monotonic", "--no-pager"], ["dmesg"]]
 # The NVIDIA driver's Xid message, which is the whole text of a kernel record and starts it:
