@@ -54,16 +54,9 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._training_remedia
     run_entry,
     then_entry,
 )
-from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry import (
-    RegistryError,
-    RegistryLock,
-)
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry import RegistryError, RegistryLock
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.registry_options import registered_runs
-from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.report import (
-    brief,
-    needs_human,
-    summarise,
-)
+from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.report import brief, needs_human, summarise
 
 #: One run on its way through: what was read, what was decided, what acting did.
 Step = Tuple[Observation, Decision, Outcome]
