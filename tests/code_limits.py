@@ -7,7 +7,7 @@ outside ``tests/`` (programs without a ``.py`` name, such as the health check, b
 
 - no function or method over ``MAX_FUNCTION_LINES`` lines (``def`` to its last line, decorators
   left out, docstring included);
-- no file over ``MAX_FILE_LINES`` lines;
+- no file over ``MAX_FILE_LINES`` lines (:data:`FILE_LIMITS`: fewer for some);
 - inside a package, no file imports a private name (``_name``) of another file of the package: what
   the package's files share is public within it;
 - a policy module (:data:`POLICY_MODULES`: each ``policy.py`` of ``plugins/module_utils`` and the
@@ -31,6 +31,10 @@ from typing import Iterator, List, Optional, Tuple
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_FUNCTION_LINES = 80
 MAX_FILE_LINES = 600
+#: Files held to less than ``MAX_FILE_LINES``: the runners, which only run their steps in order (issue 40).
+FILE_LIMITS = {
+    "plugins/module_utils/_training_remediation/runner.py": 200,
+}
 #: The pure planners besides every ``plugins/module_utils/**/policy.py``: given what was read, they
 #: decide; nothing they import may run a command.
 POLICY_MODULES = (
@@ -89,8 +93,9 @@ def offenders(path: str) -> Iterator[Tuple[str, int, str]]:
     with open(os.path.join(ROOT, path), encoding="utf-8") as handle:
         text = handle.read()
     lines = len(text.splitlines())
-    if lines > MAX_FILE_LINES:
-        yield path, 1, "file of %d lines (limit %d)" % (lines, MAX_FILE_LINES)
+    limit = FILE_LIMITS.get(path, MAX_FILE_LINES)
+    if lines > limit:
+        yield path, 1, "file of %d lines (limit %d)" % (lines, limit)
     tree = ast.parse(text, filename=path)
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):

@@ -42,6 +42,9 @@ def test_each_limit_is_found(limits, tmp_path, monkeypatch):
         "pkg/a.py::long": "function long of 81 lines (limit 80)",
         "pkg/big.py": "file of 601 lines (limit 600)",
     }
+    monkeypatch.setattr(limits, "FILE_LIMITS", {"pkg/big.py": 601, "alone.py": 80})
+    assert [what for dummy, dummy, what in limits.offenders("pkg/big.py")] == []
+    assert [what for dummy, dummy, what in limits.offenders("alone.py")] == ["file of 81 lines (limit 80)"]
 
 
 def test_a_policy_module_that_imports_a_command_runner_is_found(limits, tmp_path, monkeypatch):
