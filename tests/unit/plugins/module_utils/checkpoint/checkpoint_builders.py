@@ -62,12 +62,12 @@ class _Unseekable(io.RawIOBase):
         raise io.UnsupportedOperation("no tell")
 
 
-def torch_zip(stem="archive", payload_size=4000, descriptors=True, data=None):
+def torch_zip(stem="archive", payload_size=4000, descriptors=True, data=None, raw_pkl=None):
     """Bytes of a zip laid out like torch.save's: stored entries under one top folder; ``data``: what its
-    data.pkl holds."""
+    data.pkl holds (``raw_pkl``: its bytes, a recorded one)."""
     target = _Unseekable() if descriptors else io.BytesIO()
     with zipfile.ZipFile(target, "w", zipfile.ZIP_STORED) as archive:
-        archive.writestr(stem + "/data.pkl", pickle.dumps(
+        archive.writestr(stem + "/data.pkl", raw_pkl if raw_pkl is not None else pickle.dumps(
             {"w": "storage 0", "step": 1} if data is None else data, protocol=2))
         archive.writestr(stem + "/.format_version", b"1")
         archive.writestr(stem + "/byteorder", b"little")
@@ -249,3 +249,27 @@ def tree_digest(top):
 def names(root):
     """The entries of a run folder, sorted, less the prune's lock file."""
     return sorted(n for n in os.listdir(str(root)) if n != ck.PRUNE_LOCK)
+
+
+def rebuild_recorded(fixture, dest):
+    """A run folder rebuilt at ``dest`` from a recording of tests/trainers/record_fixtures.py (``fixture``: its
+    folder): every file the library wrote, by its recorded name; the small ones as recorded, each torch.save zip
+    with its recorded data.pkl, safetensors and DCP data files of their recorded sizes. Returns ``dest``."""
+    with open(os.path.join(str(fixture), "files.json")) as handle:
+        listing = json.load(handle)["files"]
+    for item in listing:
+        path = os.path.join(str(dest), *item["path"].split("/"))
+        recorded = os.path.join(str(fixture), "files", *item["path"].split("/"))
+        if item["kind"] == "copy":
+            with open(recorded, "rb") as handle:
+                data = handle.read()
+        elif item["kind"] == "zip":
+            with open(recorded + ".data.pkl", "rb") as handle:
+                stem = os.path.splitext(os.path.basename(path))[0]
+                data = torch_zip(stem, payload_size=max(item["size"] - 2000, 64), raw_pkl=handle.read())
+        elif item["kind"] == "safetensors":
+            data = safetensors(n_floats=max((item["size"] - 200) // 4, 1))
+        else:
+            data = b"\x11" * item["size"]
+        write(path, data)
+    return dest
