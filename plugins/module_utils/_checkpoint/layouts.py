@@ -495,7 +495,7 @@ def _deepspeed_world(files: List[Tuple[str, str, int]]) -> Optional[Tuple[str, i
         return None
     dp, mp = root.get("dp_world_size"), root.get("mp_world_size")
     problem = ranks_problem(dp, "dp_world_size") or ranks_problem(mp, "mp_world_size")
-    if problem:
+    if problem or not isinstance(dp, int) or not isinstance(mp, int):
         raise Invalid("%s says %s" % (rel, problem))
     zero = root.get("optimizer") is None and root.get("param_shapes") is not None
     return rel.rsplit("/", 1)[0] + "/" if "/" in rel else "", dp, mp, zero

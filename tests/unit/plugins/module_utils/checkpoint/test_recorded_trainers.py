@@ -10,7 +10,6 @@ the libraries' own resume (make trainers)."""
 from __future__ import annotations
 
 import os
-import shutil
 
 import pytest
 
@@ -23,6 +22,14 @@ RECORDED = os.path.abspath(os.path.join(os.path.dirname(__file__), *[".."] * 3, 
 
 def rebuilt(tmp_path, name):
     return rebuild_recorded(os.path.join(RECORDED, name), tmp_path / "run")
+
+
+def damage(path, kind):
+    """A file ``missing`` (removed) or ``cut`` (its first half left), as a kill or a crash leaves it."""
+    if kind == "missing":
+        os.remove(path)
+    else:
+        truncate(path, os.path.getsize(path) // 2)
 
 
 def chosen(run_dir, level="sizes"):
@@ -50,7 +57,7 @@ def test_trainer(tmp_path, damage, reason):
     if damage:
         name, kind = damage.split()
         path = str(run / "checkpoint-4" / name)
-        os.remove(path) if kind == "missing" else truncate(path, os.path.getsize(path) // 2)
+        damage(path, kind)
     report, name = chosen(run)
     assert name == ("checkpoint-2" if damage else "checkpoint-4"), report.warnings
     assert report.latest_valid.layout == "huggingface"
@@ -81,7 +88,7 @@ def test_accelerate(tmp_path, naming, damage, reason):
     if damage:
         name, kind = damage.split()
         path = str(run / newest / name)
-        os.remove(path) if kind == "missing" else truncate(path, os.path.getsize(path) // 2)
+        damage(path, kind)
     report, name = chosen(run)
     assert name == (older if damage else newest), report.warnings
     assert report.latest_valid.layout == "accelerate" and report.unexplained == []
@@ -171,4 +178,3 @@ def test_the_recordings_name_their_versions():
         with open(os.path.join(RECORDED, name, "README.md")) as handle:
             text = handle.read()
         assert "torch 2.13.0" in text and name.split("-")[1] in text, name
-    assert shutil.which("python3")
