@@ -24,7 +24,7 @@ def rebuilt(tmp_path, name):
     return rebuild_recorded(os.path.join(RECORDED, name), tmp_path / "run")
 
 
-def damage(path, kind):
+def apply_damage(path, kind):
     """A file ``missing`` (removed) or ``cut`` (its first half left), as a kill or a crash leaves it."""
     if kind == "missing":
         os.remove(path)
@@ -57,7 +57,7 @@ def test_trainer(tmp_path, damage, reason):
     if damage:
         name, kind = damage.split()
         path = str(run / "checkpoint-4" / name)
-        damage(path, kind)
+        apply_damage(path, kind)
     report, name = chosen(run)
     assert name == ("checkpoint-2" if damage else "checkpoint-4"), report.warnings
     assert report.latest_valid.layout == "huggingface"
@@ -88,7 +88,7 @@ def test_accelerate(tmp_path, naming, damage, reason):
     if damage:
         name, kind = damage.split()
         path = str(run / newest / name)
-        damage(path, kind)
+        apply_damage(path, kind)
     report, name = chosen(run)
     assert name == (older if damage else newest), report.warnings
     assert report.latest_valid.layout == "accelerate" and report.unexplained == []
