@@ -212,7 +212,9 @@ def judge(cases, resume, snapshots):
         name = os.path.basename(answer)
         try:
             got = resume(answer)
-        except Exception as exc:  # pylint: disable=broad-except  # the library refused the answer
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # pylint: disable=broad-except  # the library refused it (DCP's are BaseException)
             wrong.append("%s: chose %s, the library's resume fails: %s: %s" % (
                 label, name, type(exc).__name__, str(exc).splitlines()[0][:200] if str(exc) else ""))
             continue
