@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import copy
 import io
 import os
 import shutil
@@ -188,6 +189,25 @@ def same_state(got, want):
             return ""
         return "" if a == b else "%s %r != %r" % (where, a, b)
     return diff(got, want, "state")
+
+
+def tiny_gpt2():
+    """A GPT-2 of one layer built from its config (no weights from a hub)."""
+    import transformers  # pylint: disable=import-outside-toplevel
+    return transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        n_layer=1, n_head=2, n_embd=8, vocab_size=32, n_positions=16))
+
+
+def adamw_and_schedule(model):
+    """The optimizer and schedule of the hand-written loops: AdamW and a LambdaLR of 1/(1+s)."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0 / (1 + s))
+
+
+def snapshot_of(step, model, optimizer, schedule):
+    """What a resume must give back: step, weights, optimizer state and schedule (copies)."""
+    return copy.deepcopy({"step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                          "scheduler": schedule.state_dict()})
 
 
 def fresh_copy(src, dst):

@@ -17,7 +17,7 @@ import os
 import pytest
 import torch
 
-from conftest import assert_right, damage, damages, fresh_copy, kill_at, Killed  # pylint: disable=import-error
+from conftest import adamw_and_schedule, assert_right, damage, damages, fresh_copy, kill_at, Killed  # pylint: disable=import-error
 
 accelerate = pytest.importorskip("accelerate")
 transformers = pytest.importorskip("transformers")
@@ -48,8 +48,7 @@ def _setup(project_dir=None, objects=True):
     model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
         vocab_size=32, hidden_size=8, intermediate_size=16, num_hidden_layers=1, num_attention_heads=2,
         num_key_value_heads=1, max_position_embeddings=16))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0 / (1 + s))
+    optimizer, schedule = adamw_and_schedule(model)
     model, optimizer, schedule = acc.prepare(model, optimizer, schedule)
     progress = Progress()
     if objects:

@@ -11,7 +11,6 @@ of a whole save missing or cut. Without (``use_collectives=False``, two gloo ran
 
 from __future__ import annotations
 
-import copy
 import os
 
 import pytest
@@ -22,7 +21,7 @@ from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType
 
-from conftest import ask, assert_right, damage, damages, fresh_copy, kill_at, Killed, same_state  # pylint: disable=import-error
+from conftest import adamw_and_schedule, ask, assert_right, snapshot_of, damage, damages, fresh_copy, kill_at, Killed, same_state  # pylint: disable=import-error
 
 
 class Tiny(torch.nn.Module):
@@ -40,14 +39,10 @@ class Tiny(torch.nn.Module):
 def _setup(seed=0):
     torch.manual_seed(seed)
     model = Tiny()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0 / (1 + s))
-    return model, optimizer, schedule
+    return (model,) + adamw_and_schedule(model)
 
 
-def snapshot(step, model, optimizer, schedule):
-    return copy.deepcopy({"step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                          "scheduler": schedule.state_dict()})
+snapshot = snapshot_of
 
 
 def _state(step, model, optimizer, schedule):

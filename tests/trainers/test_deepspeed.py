@@ -22,7 +22,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from conftest import ask, damage, damages, fresh_copy, kill_at, Killed, same_state  # pylint: disable=import-error
+from conftest import adamw_and_schedule, ask, damage, damages, fresh_copy, kill_at, Killed, same_state  # pylint: disable=import-error
 
 pytest.importorskip("deepspeed")
 
@@ -38,8 +38,7 @@ def _engine(rank):
         deepspeed.init_distributed(dist_backend="gloo", timeout=datetime.timedelta(seconds=120))
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Embedding(32, 8), torch.nn.Linear(8, 32))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0 / (1 + s))
+    optimizer, schedule = adamw_and_schedule(model)
     engine, _opt, _data, _sched = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=schedule,
                                                        config=dict(CONFIG))
     return engine

@@ -15,7 +15,7 @@ import os
 import pytest
 import torch
 
-from conftest import assert_right, damage, damages, fresh_copy, kill_at, Killed  # pylint: disable=import-error
+from conftest import assert_right, damage, damages, fresh_copy, kill_at, Killed, tiny_gpt2  # pylint: disable=import-error
 
 transformers = pytest.importorskip("transformers")
 transformers.logging.set_verbosity_error()
@@ -63,8 +63,7 @@ class _Recorder(transformers.TrainerCallback):
 
 def trainer(out, stop=False):
     torch.manual_seed(0)
-    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
-        n_layer=1, n_head=2, n_embd=8, vocab_size=32, n_positions=16))
+    model = tiny_gpt2()
     args = transformers.TrainingArguments(
         output_dir=str(out), max_steps=STEPS, per_device_train_batch_size=4, save_strategy="steps",
         save_steps=EVERY, learning_rate=1e-2, lr_scheduler_type="linear", warmup_steps=1, report_to=[],

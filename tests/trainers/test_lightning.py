@@ -15,7 +15,7 @@ import os
 import pytest
 import torch
 
-from conftest import assert_right, damage, fresh_copy, kill_at, Killed  # pylint: disable=import-error
+from conftest import adamw_and_schedule, assert_right, damage, tiny_gpt2, fresh_copy, kill_at, Killed  # pylint: disable=import-error
 
 L = pytest.importorskip("lightning")
 transformers = pytest.importorskip("transformers")
@@ -28,15 +28,13 @@ class Tiny(L.LightningModule):
     def __init__(self):
         super().__init__()
         torch.manual_seed(0)
-        self.net = transformers.GPT2LMHeadModel(transformers.GPT2Config(
-            n_layer=1, n_head=2, n_embd=8, vocab_size=32, n_positions=16))
+        self.net = tiny_gpt2()
 
     def training_step(self, batch, _index):
         return self.net(input_ids=batch[0], labels=batch[0]).loss
 
     def configure_optimizers(self):
-        optimizer = torch.optim.AdamW(self.parameters(), lr=1e-2)
-        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0 / (1 + s))
+        optimizer, schedule = adamw_and_schedule(self)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
 

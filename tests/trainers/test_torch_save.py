@@ -8,29 +8,23 @@ that save's state."""
 
 from __future__ import annotations
 
-import copy
 import os
 
 import pytest
 import torch
 
-from conftest import assert_right, damage, fresh_copy, kill_at, Killed  # pylint: disable=import-error
+from conftest import adamw_and_schedule, assert_right, damage, fresh_copy, kill_at, Killed, snapshot_of, tiny_gpt2  # pylint: disable=import-error
 
 transformers = pytest.importorskip("transformers")
 
 
 def _setup():
     torch.manual_seed(0)
-    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
-        n_layer=1, n_head=2, n_embd=8, vocab_size=32, n_positions=16))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0 / (1 + s))
-    return model, optimizer, schedule
+    model = tiny_gpt2()
+    return (model,) + adamw_and_schedule(model)
 
 
-def state(step, model, optimizer, schedule):
-    return copy.deepcopy({"step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                          "scheduler": schedule.state_dict()})
+state = snapshot_of
 
 
 def train(root, saved=None):
