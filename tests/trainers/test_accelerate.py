@@ -67,7 +67,7 @@ def train(root, naming, objects, saved=None):
                                                        else None, objects)
     data = torch.randint(0, 32, (16, 8), generator=torch.Generator().manual_seed(0))
     for index in range(SAVES):
-        for _ in range(2):
+        for _micro in range(2):
             batch = data[progress.step % 16:progress.step % 16 + 4]
             loss = model(input_ids=batch, labels=batch).loss
             acc.backward(loss)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import datetime
 import os
+import socket
 
 import pytest
 import torch
@@ -57,8 +58,8 @@ def _detached(obj):
 def snapshot(engine):
     state = engine.optimizer.state_dict()
     return _detached({"step": engine.global_steps, "model": engine.module.state_dict(),
-                          "optimizer": {k: state[k] for k in ("base_optimizer_state", "single_partition_of_fp32_groups")},
-                          "scheduler": engine.lr_scheduler.state_dict()})
+                      "optimizer": {k: state[k] for k in ("base_optimizer_state", "single_partition_of_fp32_groups")},
+                      "scheduler": engine.lr_scheduler.state_dict()})
 
 
 def train(engine, rank, root, saved=None):
@@ -103,7 +104,9 @@ def _rank_main(rank, port, job, folder, work):
 
 def _spawn(tmp_path, job, work):
     folder = tmp_path / job
-    port = 29400 + os.getpid() % 500 + (0 if job == "save" else 500)
+    with socket.socket() as probe:   # a port free now on the loopback (the dev clusters' ports are fixed)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
     torch.multiprocessing.spawn(_rank_main, args=(port, job, str(folder), work), nprocs=2)
     return [torch.load("%s.%s-%d" % (folder, job, rank), weights_only=False) for rank in (0, 1)]
 

@@ -251,11 +251,11 @@ def _hf_trainer_parts(ckpt: Checkpoint, files: List[Tuple[str, str, int]]) -> No
     scheduler = _HF_SCHEDULER in tops
     rng = any(_HF_RNG.match(t) for t in tops)
     if (optimizer or scheduler or rng) and not (optimizer and scheduler):
+        missing = [name for name, there in (("the optimizer state (optimizer.pt)", optimizer),
+                                            (_HF_SCHEDULER, scheduler)) if not there]
         raise Invalid("%s missing: the Trainer would resume with a fresh optimizer and a restarted schedule "
                       "(it loads them only together; a save with %s writes both)" % (
-                          " and ".join(n for n, there in (("the optimizer state (optimizer.pt)", optimizer),
-                                                           (_HF_SCHEDULER, scheduler)) if not there),
-                          "rng_state.pth" if rng and not (optimizer or scheduler) else "either"))
+                          " and ".join(missing), "rng_state.pth" if rng and not (optimizer or scheduler) else "either"))
 
 
 def _check_huggingface(ckpt: Checkpoint, level: str, base_real: str) -> None:

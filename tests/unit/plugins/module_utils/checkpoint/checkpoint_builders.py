@@ -145,7 +145,7 @@ def hf_folder(root, step, epoch=1.5, state=True, zero=False, shards=None):
         for name in shards[:-1]:
             write(os.path.join(folder, name), safetensors())
     for name in ("training_args.bin", "optimizer.pt", "scheduler.pt", "rng_state.pth"):
-        write(os.path.join(folder, name), torch_zip(name.split(".")[0]))
+        write(os.path.join(folder, name), torch_zip(name.split(".", maxsplit=1)[0]))
     if state:
         write(os.path.join(folder, "trainer_state.json"), json.dumps({"global_step": step, "epoch": epoch}).encode())
     return folder
