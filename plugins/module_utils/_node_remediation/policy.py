@@ -55,7 +55,6 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from ansible_collections.clusterops.slurm.plugins.module_utils._hostlist import compress_hostlist
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_state import node_state
 from ansible_collections.clusterops.slurm.plugins.module_utils._node_remediation.classes import (
-    DEFAULT_REASON_CLASSES,
     HOLD_CLASS,
     RESUME_TIMEOUT_CLASS,
     UNCLASSIFIED_FAILING_CLASS,

@@ -89,12 +89,12 @@ def next_step(kind: str, hostlist: str, class_name: str = "") -> str:
         "flapping": "find why healing does not help (sacctmgr show event nodes=%s), repair, then %s: its healing "
                     "budget starts afresh" % (hostlist, resume),
         "class resume_timeout": "the node did not come back from its reboot: check its console or BMC; once it is up, "
-                          + resume,
+                                + resume,
         "class unclassified_failing": "look at the node (sinfo -R); add a reason class if its failure is safe to heal, "
-                                "or put a node taken away on purpose in a MAINT reservation",
+                                      "or put a node taken away on purpose in a MAINT reservation",
     }
-    step = steps.get(kind if kind != "class" else "class " + class_name, "repair the node, then %s; or set a reason of your own (e.g. 'RMA ticket 42') to "
-                           "acknowledge it" % resume)
+    step = steps.get(kind if kind != "class" else "class " + class_name,
+                     "repair the node, then %s; or set a reason of your own (e.g. 'RMA ticket 42') to acknowledge it" % resume)
     return "next: %s (%s)" % (step, RUNBOOK)
 
 

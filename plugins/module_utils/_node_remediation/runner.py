@@ -86,7 +86,9 @@ def plan(module, cli, now: float, journal: Optional[List[Dict[str, Any]]] = None
             wanted = set(names)
             events = read + [e for e in unseen_heals(journal or [], read, start, params["reboot_reason"])
                              if e["node"] in wanted]
-    deprecate = (lambda message: module.deprecate(message, version="2.0.0", collection_name="clusterops.slurm"))
+
+    def deprecate(message: str) -> None:
+        module.deprecate(message, version="2.0.0", collection_name="clusterops.slurm")
     return nodes, plan_from_options(nodes, settings, events=events, now=now, on_allowlist=deprecate), read
 
 
