@@ -374,6 +374,9 @@ def _check_accelerate(ckpt: Checkpoint, level: str, base_real: str, files: Any =
     parts["models"] = len(set(re.sub(r"(?:-[0-9]+-of-[0-9]+)?(?:\..*|/.*)$", "", rel) for rel, _size in models))
     for top in sorted(set(rel.split("/", 1)[0] for rel, _path, _size in files if rel.endswith("/.metadata"))):
         _check_dcp_files(ckpt, files, level, prefix=top + "/")
+    for top in sorted(set(rel.split("/", 1)[0] for rel, _path, _size in files if "/" in rel
+                          and rel.endswith("model_states.pt"))):   # DeepSpeed's pytorch_model/ (its save_checkpoint)
+        _check_deepspeed_files([f for f in files if f[0].startswith(top + "/")], "Accelerate's DeepSpeed " + top)
     ckpt.parts = parts
     _check_weight_files(ckpt, files, level, required=False)
     for rel, _path, size in files:

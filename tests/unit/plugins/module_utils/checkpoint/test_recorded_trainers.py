@@ -10,6 +10,7 @@ the libraries' own resume (make trainers)."""
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
@@ -178,3 +179,16 @@ def test_the_recordings_name_their_versions():
         with open(os.path.join(RECORDED, name, "README.md")) as handle:
             text = handle.read()
         assert "torch 2.13.0" in text and name.split("-")[1] in text, name
+
+
+def test_accelerate_with_deepspeed_needs_every_ranks_shard(tmp_path):
+    # Accelerate under DeepSpeed: save_state has the engine save_checkpoint into pytorch_model/ (accelerator.py)
+    run = rebuilt(tmp_path, "accelerate-1.16.0-step")
+    zero = rebuild_recorded(os.path.join(RECORDED, "deepspeed-0.19.8-zero2"), tmp_path / "zero")
+    for step in ("step_2", "step_4"):
+        os.remove(str(run / step / "model.safetensors"))
+        shutil.copytree(str(zero / "global_step4"), str(run / step / "pytorch_model"))
+    assert chosen(run)[1] == "step_4"
+    os.remove(str(run / "step_4" / "pytorch_model" / "zero_pp_rank_1_mp_rank_00_optim_states.pt"))
+    report, name = chosen(run)
+    assert name == "step_2" and "pytorch_model/zero_pp_rank_1_mp_rank_00_optim_states.pt missing" in why(report, "step_4")
