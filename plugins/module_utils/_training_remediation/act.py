@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Dict, List
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
 
 from ansible_collections.clusterops.slurm.plugins.module_utils._checkpoint import set_aside_newer_invalid
 from ansible_collections.clusterops.slurm.plugins.module_utils._job_actions import SubmitError, submit
@@ -47,34 +48,46 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._training_remedia
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.report import brief
 
 
-def act(module: Any, cli: Any, me: str, run: Run, decision: Decision, state: Dict[str, Any],
+@dataclass(frozen=True)
+class Actor:
+    """Who acts: the task's ``module`` (its parameters, check mode, warnings), the command layer
+    ``cli`` (``_slurm_cli.SlurmCLI``) and ``me``, the account the task runs as (a run's launcher is
+    submitted as its owner: ``cli.as_user`` when that is not ``me``)."""
+
+    module: Any
+    cli: Any
+    me: str
+
+
+def act(actor: Actor, run: Run, decision: Decision, state: Optional[Dict[str, Any]],
         jobs: List[Dict[str, Any]], outcome: Outcome) -> None:
     """Carry out ``decision`` (nothing in check mode but the commands) into ``outcome``; ``state``
     None (its ``state.json`` unusable): nothing is done."""
     if state is not None and decision.action == CANCEL_HUNG:
-        outcome.evidence_command = evidence_commands(cli, run, decision)
-        cancel_hung(module, cli, me, run, decision, state, outcome)
+        outcome.evidence_command = evidence_commands(actor.cli, run, decision)
+        cancel_hung(actor, run, decision, state, outcome)
     elif state is not None and decision.action == RESUBMIT:
-        resubmit(module, cli, me, run, decision, jobs, state, outcome)
-    elif state is not None and decision.action == STOP and not module.check_mode:
+        resubmit(actor, run, decision, jobs, state, outcome)
+    elif state is not None and decision.action == STOP and not actor.module.check_mode:
         write_state(run["folder"], record_stop(state, decision, time.time()))
         outcome.changed = True
 
 
-def act_then(module: Any, cli: Any, me: str, run: Run, decision: Decision, state: Dict[str, Any],
+def act_then(actor: Actor, run: Run, decision: Decision, state: Dict[str, Any],
              jobs: List[Dict[str, Any]], outcome: Outcome) -> None:
     """Carry out the decision taken once a cancelled hung job ended: resubmit, or record the stop."""
     if decision.action == RESUBMIT:
-        resubmit(module, cli, me, run, decision, jobs, state, outcome)
+        resubmit(actor, run, decision, jobs, state, outcome)
     elif decision.action == STOP:
         write_state(run["folder"], record_stop(state, decision, time.time()))
 
 
-def resubmit(module: Any, cli: Any, me: str, run: Run, decision: Decision, jobs: List[Dict[str, Any]],
-             state: Dict[str, Any], outcome: Outcome) -> None:
+def resubmit(actor: Actor, run: Run, decision: Decision, jobs: List[Dict[str, Any]], state: Dict[str, Any],
+             outcome: Outcome) -> None:
     """Submit ``run``'s launcher as its owner (``sbatch``, excluding ``outcome.suspects`` when it has
     an ``exclude``) and record it in the run's state file; a refused or failed submission is the
     outcome's ``error``."""
+    module, cli, me = actor.module, actor.cli, actor.me
     params = module.params
     owner = run["owner"]
     runner = cli if owner == me else cli.as_user(owner)
@@ -114,18 +127,18 @@ def set_aside(module: Any, run: Run) -> None:
         module.warn("%s: newer invalid checkpoint %s renamed %s before the resubmission" % (run["name"], old, new))
 
 
-def cancel_hung(module: Any, cli: Any, me: str, run: Run, decision: Decision, state: Dict[str, Any],
-                outcome: Outcome) -> None:
+def cancel_hung(actor: Actor, run: Run, decision: Decision, state: Dict[str, Any], outcome: Outcome) -> None:
     """Save the hung job's stacks, record the cancel in the state file, ``scancel`` it and wait
     ``hang_cancel_wait`` seconds at most for it to end (``outcome.ended``; ``outcome.state`` the
     state written). What is decided once it ended is the runner's next step."""
+    module, cli = actor.module, actor.cli
     last = decision.last_job or {}
     cancel = job_action("absent", [str(last["job_id_raw"])])
     outcome.command = cli.command(*cancel)
     if module.check_mode:
         return
     now = time.time()
-    outcome.evidence = collect_evidence(module, cli, me, run, decision, outcome.evidence_command or [], now)
+    outcome.evidence = collect_evidence(module, cli, actor.me, run, decision, outcome.evidence_command or [], now)
     outcome.state = record_hang_cancel(state, decision, now, outcome.evidence)
     write_state(run["folder"], outcome.state)
     outcome.changed = True

@@ -28,6 +28,7 @@ from ansible_collections.clusterops.slurm.plugins.module_utils._slurm_cli import
 )
 from ansible_collections.clusterops.slurm.plugins.module_utils._task import TaskFailure
 from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation.act import (
+    Actor,
     act,
     act_then,
     after,
@@ -97,16 +98,16 @@ def suspects(module: Any, cli: Any, steps: List[Step], jobs: List[Dict[str, Any]
     return drain_suspects(module, cli, plan)
 
 
-def after_hang(module: Any, cli: Any, me: str, run: Run, outcome: Outcome, start: Optional[int]) -> None:
+def after_hang(actor: Actor, run: Run, outcome: Outcome, start: Optional[int]) -> None:
     """Once a cancelled hung job ended: read the run again, decide anew and act (resubmit, or
     record the stop); that decision and what was done become ``outcome.then``."""
-    jobs, observation = observe_after_cancel(cli, run, start, outcome.state or {})
+    jobs, observation = observe_after_cancel(actor.cli, run, start, outcome.state or {})
     if observation.problem is not None or observation.checkpoint is None:
         outcome.fail(observation.problem or "")
         return
     then = decide(run, jobs, observation.checkpoint, outcome.state or {})
     done = Outcome()
-    act_then(module, cli, me, run, then, outcome.state or {}, jobs, done)
+    act_then(actor, run, then, outcome.state or {}, jobs, done)
     outcome.then = then_entry(then, done, observation.warnings)
 
 
@@ -114,13 +115,13 @@ def act_all(module: Any, cli: Any, steps: List[Step], jobs: List[Dict[str, Any]]
             diff: Dict[str, Dict[str, Any]]) -> None:
     """Act on each run's decision, in the runs' order, and the diff's ``after``. A Slurm command that
     fails the task raises; any other fault stays that run's (its ``error``)."""
-    me = effective_user()
+    actor = Actor(module, cli, effective_user())
     for observation, decision, outcome in steps:
         run = observation.run
         try:
-            act(module, cli, me, run, decision, observation.state, jobs, outcome)  # type: ignore[arg-type]
+            act(actor, run, decision, observation.state, jobs, outcome)
             if outcome.ended:
-                after_hang(module, cli, me, run, outcome, start)
+                after_hang(actor, run, outcome, start)
             diff["after"][run["name"]] = after(module.check_mode, decision, outcome)
         except (SlurmCommandError, SlurmAnswerError):
             raise   # Slurm itself failed: the whole task fails, as for any partial read
