@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Decide, pure: what to do with each training run given its jobs, checkpoint, budgets, hangs and
 suspect nodes (:func:`decide`, a frozen :class:`.records.Decision`); which suspect nodes to drain;
-the bookkeeping after an action; the report.
+the bookkeeping after an action (the state's new entries). Its words for people are :mod:`.report`'s.
 
 Private to the collection (the leading underscore of the package): no API promise outside it.
 

@@ -5,7 +5,8 @@
 """The records that cross the training wing's modules: what :mod:`.observe` reads (the run, its
 checkpoint status, its progress, one :class:`Observation` per run), what :mod:`.policy` answers
 (a frozen :class:`Decision`), what :mod:`.act` did (an :class:`Outcome`), and :func:`run_entry`, the
-one place where a decision and its outcome become the dict of the module's ``runs``.
+one place where a decision and its outcome become the dict of the module's ``runs``; :func:`run_jobs`,
+the jobs of one run, which every step selects.
 
 Private to the collection (the leading underscore of the package): no API promise outside it.
 """
