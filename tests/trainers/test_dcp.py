@@ -21,7 +21,9 @@ from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType
 
-from conftest import adamw_and_schedule, ask, assert_right, snapshot_of, damage, damages, fresh_copy, kill_at, Killed, same_state  # pylint: disable=import-error
+from conftest import (  # pylint: disable=import-error
+    adamw_and_schedule, ask, assert_right, damage, damages, fresh_copy, kill_at, Killed, same_state, snapshot_of,
+)
 
 
 class Tiny(torch.nn.Module):

@@ -25,6 +25,7 @@ Modules, one job each (this file re-exports the public API):
 ``atomic``      files replaced atomically in their own folder, and a killed writer's leftovers removed
 ``formats``     torch.save zips, safetensors headers, torch.distributed.checkpoint metadata
 ``layouts``     the checks of each layout at each validation level
+``parts``       the parts a save is made of (zips, weights, DCP, DeepSpeed's grid), shared by the layouts
 ``runs``        run folders: :func:`inspect`, :func:`scan`, :func:`latest_valid`, :func:`verify`
 ``writer``      :func:`commit_checkpoint`, :class:`CheckpointWriter`, :func:`mark_finished`
 ``aside``       :func:`set_aside_newer_invalid`: newer invalid checkpoints renamed aside before a resume

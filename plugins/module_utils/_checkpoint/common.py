@@ -105,7 +105,7 @@ class Checkpoint(object):
         pointed_by: names of the pointers (``latest``, ...) that resolve to it.
         parts: for layouts whose files alone cannot say how many a whole save has (Accelerate's registered
             objects, torch.distributed.checkpoint's rank-local metadata): how many of each kind of part it
-            holds, ``{kind: count}``, compared with the save before it (:func:`.layouts.fewer_parts`); else None.
+            holds, ``{kind: count}``, compared with the save before it (:func:`.parts.fewer_parts`); else None.
     """
 
     __slots__ = ("name", "path", "layout", "step", "epoch", "name_epoch", "is_dir", "valid",

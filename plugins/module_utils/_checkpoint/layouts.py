@@ -20,7 +20,7 @@ try:
 except ImportError:  # pragma: no cover
     pass
 
-from .bounds import bytes_problem, number_problem, ranks_problem, step_problem
+from .bounds import bytes_problem, number_problem, step_problem
 from .common import (
     ACCELERATE,
     AUTOMODEL,
@@ -33,7 +33,6 @@ from .common import (
     FORMAT_VERSION,
     HUGGINGFACE,
     Invalid,
-    LEVELS,
     LIGHTNING,
     LOAD,
     LOAD_SAFE_GLOBALS,
@@ -46,28 +45,30 @@ from .common import (
     TORCH_FILE,
     TORCHTUNE,
 )
-from .names import CKPT_SUFFIX, NEMO_UNFINISHED, NUM
+from .names import CKPT_SUFFIX, NEMO_UNFINISHED
 from .fsutil import hash_file, read_json, require_nonempty, stat_regular, walk_files
-from .formats import check_safetensors, check_torch_zip, dcp_storage, torch_pickle_root
+from .parts import (
+    check_dcp_files,
+    check_deepspeed_files,
+    check_weight_files,
+    check_zip_members,
+    DCP_RANK_METADATA,
+    gapless,
+    level_at_least,
+    TORCH_SUFFIXES,
+)
+from .formats import check_torch_zip
 
 
 _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
-_ZERO_OPTIM = re.compile(r"^(?:[a-z0-9]+_)?zero_pp_rank_%s_mp_rank_%s_optim_states\.pt$" % (NUM, NUM))
 _MEGATRON_RANK_DIR = re.compile(r"^mp_rank_([0-9]+)(?:_([0-9]+))?(?:_([0-9]+))?$")
-_TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
-_WEIGHT_SUFFIXES = (".safetensors",) + _TORCH_SUFFIXES
-_HF_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
-
-
-def _level_at_least(level: str, wanted: str) -> bool:
-    return LEVELS.index(level) >= LEVELS.index(wanted)
 
 
 def _check_contract(ckpt: Checkpoint, level: str, base_real: str) -> None:
     manifest_path = os.path.join(ckpt.path, MANIFEST)
     if not os.path.lexists(manifest_path):
         names = os.listdir(ckpt.path)
-        if ".metadata" in names or any(n.endswith(".distcp") or _DCP_RANK_METADATA.match(n) for n in names):
+        if ".metadata" in names or any(n.endswith(".distcp") or DCP_RANK_METADATA.match(n) for n in names):
             ckpt.layout = DCP
             _check_dcp(ckpt, level, base_real)
             return
@@ -125,9 +126,9 @@ def _check_contract(ckpt: Checkpoint, level: str, base_real: str) -> None:
             raise Invalid("%s is missing" % rel)
         if not stat.S_ISREG(st.st_mode):
             raise Invalid("%s is not a regular file (the contract stores regular files only)" % rel)
-        if _level_at_least(level, SIZES) and st.st_size != size:
+        if level_at_least(level, SIZES) and st.st_size != size:
             raise Invalid("%s: %d bytes on disk, the manifest says %d" % (rel, st.st_size, size))
-    if _level_at_least(level, SHA256):
+    if level_at_least(level, SHA256):
         for rel, path, size, digest in checked:
             try:
                 count, actual = hash_file(path)
@@ -139,84 +140,17 @@ def _check_contract(ckpt: Checkpoint, level: str, base_real: str) -> None:
                 raise Invalid("%s: sha256 %s does not match the manifest's %s" % (rel, actual, digest))
 
 
-def _check_zip_members(files: List[Tuple[str, str, int]], level: str, also: Tuple[str, ...] = ()) -> None:
-    """torch.save files and safetensors inside a folder, at ``sizes`` and above; ``also``: more suffixes of
-    torch.save files (Accelerate's ``.pkl``)."""
-    if not _level_at_least(level, SIZES):
-        return
-    for rel, path, size in files:
-        if rel.endswith(_TORCH_SUFFIXES + also) and size > 0:
-            problem = check_torch_zip(path, read_all=_level_at_least(level, SHA256))
-        elif rel.endswith(".safetensors") and size > 0:
-            problem = check_safetensors(path, size)
-        else:
-            continue
-        if problem:
-            raise Invalid("%s: %s" % (rel, problem))
-
-
-#: torch.distributed.checkpoint's rank-local metadata (``save(..., use_collectives=False)``, torch 2.13
-#: ``FileSystemWriter.finish``): each rank writes ``__<rank>.metadata`` for its ``__<rank>_<n>.distcp``.
-_DCP_RANK_METADATA = re.compile(r"^__([0-9]+)\.metadata\Z")
-_DCP_RANK_DATA = re.compile(r"^__([0-9]+)_[0-9]+\.distcp\Z")
-
-
-def _check_dcp_files(ckpt: Checkpoint, files: List[Tuple[str, str, int]], level: str, prefix: str = "") -> None:
-    """A torch.distributed.checkpoint save under ``prefix``: ``.metadata`` (``dcp.save`` with collectives: the
-    coordinator writes it after every rank wrote), else every rank's own ``__<rank>.metadata`` (what
-    ``dcp.load`` falls back to: torch/distributed/checkpoint/state_dict_loader.py ``load``); the data files
-    each one names, long enough at ``sizes``."""
-    by_rel = dict((rel, (path, size)) for rel, path, size in files)
-    metas = [prefix + ".metadata"]
-    if metas[0] not in by_rel:
-        local = {}
-        data_ranks = set()
-        for rel in by_rel:
-            name = rel[len(prefix):] if rel.startswith(prefix) else None
-            match = _DCP_RANK_METADATA.match(name) if name is not None and "/" not in name else None
-            if match:
-                local[int(match.group(1))] = rel
-            match = _DCP_RANK_DATA.match(name) if name is not None and "/" not in name else None
-            if match:
-                data_ranks.add(int(match.group(1)))
-        if not local:
-            raise Invalid("no %s.metadata: not committed (torch.distributed.checkpoint writes it last)" % prefix)
-        ranks = sorted(set(local) | data_ranks)
-        if sorted(local) != list(range(len(ranks))):
-            raise Invalid("rank-local metadata incomplete: %s__<rank>.metadata of ranks %s, data of ranks %s "
-                          "(each rank writes its own last)" % (prefix, sorted(local), sorted(data_ranks)))
-        metas = [local[rank] for rank in sorted(local)]
-        ckpt.parts = {prefix + "__<rank>.metadata": len(metas)}
-    for meta_rel in metas:
-        meta = by_rel[meta_rel]
-        if meta[1] == 0:
-            raise Invalid("%s is empty" % meta_rel)
-        data = [size for rel, (_path, size) in by_rel.items() if rel.endswith(".distcp")]
-        if not data:
-            raise Invalid("no .distcp data files")
-        if not any(data):
-            raise Invalid("every .distcp data file is empty")
-        if _level_at_least(level, SIZES):
-            for rel, offset, length in dcp_storage(meta[0]):
-                target = by_rel.get(prefix + rel)
-                if target is None:
-                    raise Invalid("%s names %s, which is missing" % (meta_rel, rel))
-                if offset + length > target[1]:
-                    raise Invalid("%s%s: %d bytes, %s needs %d (truncated?)" % (
-                        prefix, rel, target[1], meta_rel, offset + length))
-
-
 def _check_dcp(ckpt: Checkpoint, level: str, base_real: str) -> None:
     files = walk_files(ckpt.path, base_real)
     ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
     require_nonempty(files, "torch.distributed.checkpoint")
     rels = [rel for rel, _path, _size in files]
-    if ".metadata" not in rels and not any(_DCP_RANK_METADATA.match(rel) for rel in rels) and any(
+    if ".metadata" not in rels and not any(DCP_RANK_METADATA.match(rel) for rel in rels) and any(
             rel.endswith(".safetensors") for rel in rels):
         # torchtitan's last save in Hugging Face format (checkpoint.last_save_in_hf)
-        _check_weight_files(ckpt, files, level)
+        check_weight_files(ckpt, files, level)
         return
-    _check_dcp_files(ckpt, files, level)
+    check_dcp_files(ckpt, files, level)
 
 
 # The Hugging Face Trainer (transformers 5.25.0, trainer.py): _save_checkpoint writes the model (save_model:
@@ -276,31 +210,7 @@ def _check_huggingface(ckpt: Checkpoint, level: str, base_real: str) -> None:
     if isinstance(state.get("epoch"), (int, float)) and not isinstance(state.get("epoch"), bool):
         ckpt.epoch = state["epoch"]
     _hf_trainer_parts(ckpt, files)
-    _check_weight_files(ckpt, files, level, required=False)
-
-
-def _check_weight_files(ckpt: Checkpoint, files: List[Tuple[str, str, int]], level: str, prefix: str = "",
-                        required: bool = True) -> None:
-    """Weights saved as files (safetensors, torch.save): each sharded index's shards there and not
-    empty, no weight file empty, at least one when ``required``; zips and safetensors headers at
-    ``sizes`` and above. ``prefix``: the sub-folder they are in (``model/``)."""
-    sizes = dict((rel[len(prefix):], size) for rel, _path, size in files if rel.startswith(prefix))
-    for index in _HF_INDEXES:
-        if index in sizes:
-            index_data = read_json(os.path.join(ckpt.path, prefix + index), prefix + index)
-            weight_map = index_data.get("weight_map") if isinstance(index_data, dict) else None
-            if not isinstance(weight_map, dict):
-                raise Invalid("%s%s has no weight_map" % (prefix, index))
-            for shard in sorted(set(str(v) for v in weight_map.values())):
-                if not sizes.get(shard):
-                    raise Invalid("%s%s names %s, which is missing or empty" % (prefix, index, shard))
-    weights = [(rel, size) for rel, size in sizes.items() if rel.endswith(_WEIGHT_SUFFIXES)]
-    for rel, size in weights:
-        if size == 0:
-            raise Invalid("%s%s is empty" % (prefix, rel))
-    if required and not weights:
-        raise Invalid("no weights in %s (no %s file)" % (prefix.rstrip("/") or "the folder", ", ".join(_WEIGHT_SUFFIXES)))
-    _check_zip_members([f for f in files if f[0].startswith(prefix)], level)
+    check_weight_files(ckpt, files, level, required=False)
 
 
 # Accelerate's save_state (accelerate 1.16.0: accelerator.py save_state, checkpointing.py
@@ -335,14 +245,6 @@ def _is_accelerate(files: List[Tuple[str, str, int]], model_only: bool = False) 
     return model_only and "config.json" not in tops and any(_ACCELERATE_MODEL_FILE.match(t) for t in tops)
 
 
-def _gapless(numbers: Any, what: str) -> int:
-    """How many of ``numbers`` there are, when they are 0 to n-1; else Invalid (one is missing)."""
-    found = sorted(numbers)
-    if found != list(range(len(found))):
-        raise Invalid("%s incomplete: ranks %s" % (what, found) if "<rank>" in what else "%s incomplete: %s" % (what, found))
-    return len(found)
-
-
 def _check_accelerate(ckpt: Checkpoint, level: str, base_real: str, files: Any = None) -> None:
     files = files if files is not None else walk_files(ckpt.path, base_real)
     ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
@@ -361,10 +263,10 @@ def _check_accelerate(ckpt: Checkpoint, level: str, base_real: str, files: Any =
     if not ranks:
         raise Invalid("no random_states_<rank>.pkl: not committed (Accelerate's save_state writes them after "
                       "the models, optimizers and schedulers)")
-    parts = {"random_states_<rank>.pkl": _gapless(ranks, "random_states_<rank>.pkl"),
-             "custom_checkpoint_<i>.pkl": _gapless(custom, "custom_checkpoint_<i>.pkl (registered objects)")}
+    parts = {"random_states_<rank>.pkl": gapless(ranks, "random_states_<rank>.pkl"),
+             "custom_checkpoint_<i>.pkl": gapless(custom, "custom_checkpoint_<i>.pkl (registered objects)")}
     for kind in ("optimizer", "scheduler", "sampler", "dl_state_dict"):
-        parts[kind + "[_<i>].bin"] = _gapless(kinds.get(kind, ()), kind + "[_<i>].bin")
+        parts[kind + "[_<i>].bin"] = gapless(kinds.get(kind, ()), kind + "[_<i>].bin")
     if parts["scheduler[_<i>].bin"] > parts["optimizer[_<i>].bin"]:
         raise Invalid("%d scheduler(s) and %d optimizer(s): optimizer.bin missing (load_state loads every "
                       "registered optimizer)" % (parts["scheduler[_<i>].bin"], parts["optimizer[_<i>].bin"]))
@@ -373,29 +275,17 @@ def _check_accelerate(ckpt: Checkpoint, level: str, base_real: str, files: Any =
         raise Invalid("no model weights (model.safetensors, pytorch_model.bin, pytorch_model_fsdp_0/, ...)")
     parts["models"] = len(set(re.sub(r"(?:-[0-9]+-of-[0-9]+)?(?:\..*|/.*)$", "", rel) for rel, _size in models))
     for top in sorted(set(rel.split("/", 1)[0] for rel, _path, _size in files if rel.endswith("/.metadata"))):
-        _check_dcp_files(ckpt, files, level, prefix=top + "/")
+        check_dcp_files(ckpt, files, level, prefix=top + "/")
     for top in sorted(set(rel.split("/", 1)[0] for rel, _path, _size in files if "/" in rel
                           and rel.endswith("model_states.pt"))):   # DeepSpeed's pytorch_model/ (its save_checkpoint)
-        _check_deepspeed_files([f for f in files if f[0].startswith(top + "/")], "Accelerate's DeepSpeed " + top)
+        check_deepspeed_files([f for f in files if f[0].startswith(top + "/")], "Accelerate's DeepSpeed " + top)
     ckpt.parts = parts
-    _check_weight_files(ckpt, files, level, required=False)
+    check_weight_files(ckpt, files, level, required=False)
     for rel, _path, size in files:
         if rel.endswith(".pkl") and size == 0:
             raise Invalid("%s is empty" % rel)
     # every .pkl of save_state is a torch.save zip too
-    _check_zip_members([f for f in files if f[0].endswith(".pkl")], level, also=(".pkl",))
-
-
-def fewer_parts(ckpt: Checkpoint, before: Checkpoint) -> Optional[str]:
-    """Why ``ckpt`` holds fewer parts of a kind than ``before``, the save before it of the same layout (a save
-    killed among its last files: Accelerate's registered objects, rank-local DCP metadata), or None."""
-    if ckpt.parts is None or before.parts is None or ckpt.layout != before.layout:
-        return None
-    for kind, count in sorted(before.parts.items()):
-        if ckpt.parts.get(kind, 0) < count:
-            return "%d %s, the save before it (%s) has %d: a save killed before its last files" % (
-                ckpt.parts.get(kind, 0), kind, before.name, count)
-    return None
+    check_zip_members([f for f in files if f[0].endswith(".pkl")], level, also=(".pkl",))
 
 
 def _nemo_unfinished(ckpt: Checkpoint) -> None:
@@ -414,7 +304,7 @@ def _check_nemo(ckpt: Checkpoint, level: str, base_real: str) -> None:
     require_nonempty(files, "NeMo")
     if not any(rel.startswith("weights/") for rel, _path, _size in files):
         raise Invalid("no weights/ (NeMo 2 writes the distributed checkpoint there, context/ beside it)")
-    _check_dcp_files(ckpt, files, level, prefix="weights/")
+    check_dcp_files(ckpt, files, level, prefix="weights/")
 
 
 def _check_torchtune(ckpt: Checkpoint, level: str, base_real: str) -> None:
@@ -426,7 +316,7 @@ def _check_torchtune(ckpt: Checkpoint, level: str, base_real: str) -> None:
         _check_accelerate(ckpt, level, base_real, files)
         return
     require_nonempty(files, "torchtune")
-    _check_weight_files(ckpt, files, level)
+    check_weight_files(ckpt, files, level)
 
 
 def _check_automodel(ckpt: Checkpoint, level: str, base_real: str) -> None:
@@ -437,12 +327,12 @@ def _check_automodel(ckpt: Checkpoint, level: str, base_real: str) -> None:
     if not any(rel.startswith("model/") for rel in rels):
         raise Invalid("no model/")
     if "model/.metadata" in rels:
-        _check_dcp_files(ckpt, files, level, prefix="model/")
+        check_dcp_files(ckpt, files, level, prefix="model/")
     else:
-        _check_weight_files(ckpt, files, level, prefix="model/")
+        check_weight_files(ckpt, files, level, prefix="model/")
     if not any(rel.startswith("optim/") for rel in rels):
         raise Invalid("no optim/ (NeMo Automodel saves the optimizer after the model)")
-    _check_dcp_files(ckpt, files, level, prefix="optim/")
+    check_dcp_files(ckpt, files, level, prefix="optim/")
 
 
 def _check_composer(ckpt: Checkpoint, level: str, base_real: str) -> None:
@@ -471,85 +361,12 @@ def _check_orbax(ckpt: Checkpoint, level: str, base_real: str) -> None:
             raise Invalid("%s is empty" % rel)
 
 
-# DeepSpeed (deepspeed 0.19.8, runtime/engine.py): save_checkpoint has every rank write its part
-# (_save_checkpoint: mp_rank_<mp>_model_states.pt, or zero_pp_rank_<dp>_mp_rank_<mp>_model_states.pt under
-# ZeRO-3; _save_zero_checkpoint: [bf16_]zero_pp_rank_<dp>_mp_rank_<mp>_optim_states.pt), then rank 0 writes
-# `latest` BEFORE the barrier that waits for the others: `latest` does not say every rank finished.
-# load_checkpoint reads the model-state file's dp_world_size and mp_world_size and, under ZeRO (its
-# ``optimizer`` None, ``param_shapes`` set), opens the optimizer state of every data-parallel rank
-# (_get_all_zero_checkpoint_names): the grid those world sizes give is what a whole save holds.
-_DS_MODEL_STATES = re.compile(r"^(?:zero_pp_rank_%s_)?mp_rank_%s_model_states\.pt\Z" % (NUM, NUM))
-
-
-def _deepspeed_world(files: List[Tuple[str, str, int]]) -> Optional[Tuple[str, int, int, bool]]:
-    """``(folder, dp_world_size, mp_world_size, zero)`` from the first model-state file's own ``data.pkl``
-    (read without torch), or None when it does not say (a legacy file, another shape)."""
-    states = sorted((rel, path) for rel, path, _size in files if _DS_MODEL_STATES.match(rel.rsplit("/", 1)[-1]))
-    if not states:
-        return None
-    rel, path = states[0]
-    try:
-        root = torch_pickle_root(path)
-    except ValueError:
-        return None
-    except Invalid as exc:
-        raise Invalid("%s: %s" % (rel, exc))
-    if not isinstance(root, dict) or "dp_world_size" not in root or "mp_world_size" not in root:
-        return None
-    dp, mp = root.get("dp_world_size"), root.get("mp_world_size")
-    problem = ranks_problem(dp, "dp_world_size") or ranks_problem(mp, "mp_world_size")
-    if problem or not isinstance(dp, int) or not isinstance(mp, int):
-        raise Invalid("%s says %s" % (rel, problem))
-    zero = root.get("optimizer") is None and root.get("param_shapes") is not None
-    return rel.rsplit("/", 1)[0] + "/" if "/" in rel else "", dp, mp, zero
-
-
-def _check_deepspeed_files(files: List[Tuple[str, str, int]], what: str) -> None:
-    names = [rel.rsplit("/", 1)[-1] for rel, _path, _size in files]
-    if not any(n.endswith("model_states.pt") for n in names):
-        raise Invalid("no *model_states.pt (%s)" % what)
-    for rel, _path, size in files:
-        if rel.endswith(".pt") and size == 0:
-            raise Invalid("%s is empty" % rel)
-    world = _deepspeed_world(files)
-    if world is not None:
-        folder, dp, mp, zero = world
-        rels = set(rel for rel, _path, _size in files)
-        zero3 = any(n.startswith("zero_pp_rank_") and n.endswith("_model_states.pt") for n in names)
-        for mp_rank in range(mp):
-            for dp_rank in range(dp if zero or zero3 else 1):
-                needed = []
-                if zero3:
-                    needed.append("zero_pp_rank_%d_mp_rank_%02d_model_states.pt" % (dp_rank, mp_rank))
-                elif dp_rank == 0:
-                    needed.append("mp_rank_%02d_model_states.pt" % mp_rank)
-                if zero:
-                    needed.append("zero_pp_rank_%d_mp_rank_%02d_optim_states.pt" % (dp_rank, mp_rank))
-                for name in needed:
-                    if folder + name not in rels and folder + "bf16_" + name not in rels:
-                        raise Invalid("%s%s missing: the model states say dp_world_size %d, mp_world_size %d "
-                                      "(deepspeed's load_checkpoint opens every rank's; `latest` is written "
-                                      "before the other ranks are known to have finished)" % (folder, name, dp, mp))
-        return
-    grid: Dict[int, set] = {}
-    for name in names:
-        match = _ZERO_OPTIM.match(name)
-        if match:
-            grid.setdefault(int(match.group(2)), set()).add(int(match.group(1)))
-    if grid:
-        counts = set(len(ranks) for ranks in grid.values())
-        for mp_rank, ranks in sorted(grid.items()):
-            if ranks != set(range(len(ranks))) or len(counts) != 1:
-                raise Invalid("ZeRO optimizer states incomplete for mp_rank %d: data-parallel ranks %s"
-                              % (mp_rank, sorted(ranks)))
-
-
 def _check_deepspeed(ckpt: Checkpoint, level: str, base_real: str) -> None:
     files = walk_files(ckpt.path, base_real)
     ckpt.files, ckpt.size = len(files), sum(s for _r, _p, s in files)
     require_nonempty(files, "DeepSpeed")
-    _check_deepspeed_files(files, "DeepSpeed")
-    _check_zip_members(files, level)
+    check_deepspeed_files(files, "DeepSpeed")
+    check_zip_members(files, level)
 
 
 def _check_megatron(ckpt: Checkpoint, level: str, base_real: str) -> None:
@@ -558,7 +375,7 @@ def _check_megatron(ckpt: Checkpoint, level: str, base_real: str) -> None:
     require_nonempty(files, "Megatron")
     rels = set(rel for rel, _path, _size in files)
     if ".metadata" in rels or any(rel.endswith(".distcp") for rel in rels):
-        _check_dcp_files(ckpt, files, level)
+        check_dcp_files(ckpt, files, level)
         return
     grid: List[Tuple[int, ...]] = []
     for rel, _path, size in files:
@@ -579,7 +396,7 @@ def _check_megatron(ckpt: Checkpoint, level: str, base_real: str) -> None:
             raise Invalid("mp_rank_* folders incomplete: ranks %s" % axis)
     if len(dims) != 1 or len(set(grid)) != expected:
         raise Invalid("mp_rank_* folders incomplete: %d of %d tensor/pipeline ranks" % (len(set(grid)), expected))
-    _check_zip_members(files, level)
+    check_zip_members(files, level)
 
 
 def _check_single_file(ckpt: Checkpoint, level: str, base_real: str) -> None:
@@ -587,8 +404,8 @@ def _check_single_file(ckpt: Checkpoint, level: str, base_real: str) -> None:
     ckpt.files, ckpt.size = 1, st.st_size
     if st.st_size == 0:
         raise Invalid("empty file")
-    if _level_at_least(level, SIZES):
-        problem = check_torch_zip(ckpt.path, read_all=_level_at_least(level, SHA256))
+    if level_at_least(level, SIZES):
+        problem = check_torch_zip(ckpt.path, read_all=level_at_least(level, SHA256))
         if problem:
             raise Invalid(problem)
 
@@ -604,10 +421,10 @@ def _check_lightning(ckpt: Checkpoint, level: str, base_real: str) -> None:
     require_nonempty(files, "Lightning")
     rels = set(rel for rel, _path, _size in files)
     if ".metadata" in rels:
-        _check_dcp_files(ckpt, files, level)
+        check_dcp_files(ckpt, files, level)
     elif any(rel.startswith("checkpoint/") for rel in rels):
-        _check_deepspeed_files(files, "Lightning DeepSpeed")
-        _check_zip_members(files, level)
+        check_deepspeed_files(files, "Lightning DeepSpeed")
+        check_zip_members(files, level)
     else:
         raise Invalid("sharded .ckpt folder without .metadata or checkpoint/")
 
@@ -651,7 +468,7 @@ def _check_loadable(ckpt: Checkpoint, base_real: str) -> None:
     """The ``load`` level: every torch.save file of the checkpoint opens with torch_load()."""
     if ckpt.is_dir:
         files = [(rel, path) for rel, path, size in walk_files(ckpt.path, base_real)
-                 if rel.endswith(_TORCH_SUFFIXES) and size > 0]
+                 if rel.endswith(TORCH_SUFFIXES) and size > 0]
     else:
         files = [(ckpt.name, ckpt.path)]
     for rel, path in files:

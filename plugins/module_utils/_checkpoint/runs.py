@@ -54,7 +54,8 @@ from .names import (
     training_state_hint,
 )
 from .fsutil import is_inside, open_regular, parse_json_bytes
-from .layouts import check_checkpoint, fewer_parts
+from .layouts import check_checkpoint
+from .parts import fewer_parts
 
 
 def check_level(validate: str) -> None:
@@ -399,7 +400,7 @@ def inspect(path: str, validate: str = SIZES, validate_all: bool = False, list_a
 
 def _compare_with_save_before(ckpt: Checkpoint, candidates: List[Checkpoint], root_real: str) -> None:
     """``ckpt`` invalid when it holds fewer parts than the newest whole save before it of the same layout
-    (:func:`.layouts.fewer_parts`: a save killed among the files that its own folder cannot tell are missing,
+    (:func:`.parts.fewer_parts`: a save killed among the files that its own folder cannot tell are missing,
     Accelerate's registered objects, rank-local DCP metadata). The one before is checked at ``structure``
     when it was not checked yet."""
     if ckpt.parts is None:
