@@ -36,7 +36,7 @@ def _engine(rank):
     import deepspeed.comm.torch  # pylint: disable=import-outside-toplevel
     deepspeed.comm.torch.build_shm_op = lambda: None  # no JIT-compiled op
     if not dist.is_initialized():
-        deepspeed.init_distributed(dist_backend="gloo", timeout=datetime.timedelta(seconds=120))
+        deepspeed.init_distributed(dist_backend="gloo", timeout=datetime.timedelta(seconds=600))
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Embedding(32, 8), torch.nn.Linear(8, 32))
     optimizer, schedule = adamw_and_schedule(model)
