@@ -35,9 +35,8 @@ def test_the_play_becomes_root_unless_it_connects_as_root(tmp_path):
     with open(os.path.join(REPO, "playbooks", "remediate.yml")) as handle:
         play = yaml.safe_load(handle)[0]
     assert "become_user" not in play  # root, or --become-user: a play keyword would override the command line
-    inventory = {"all": {"hosts": dict((name, dict(hostvars, ansible_connection="local",
-                                                    ansible_python_interpreter=sys.executable))
-                                       for name, (hostvars, _) in HOSTS.items())}}
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    inventory = {"all": {"hosts": dict((name, dict(hostvars, **local)) for name, (hostvars, _) in HOSTS.items())}}
     (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
     (tmp_path / "play.yml").write_text(yaml.safe_dump([{
         "name": "The become of remediate.yml", "hosts": "all", "gather_facts": False,
