@@ -32,7 +32,9 @@ TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
 _WEIGHT_SUFFIXES = (".safetensors",) + TORCH_SUFFIXES
 _HF_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 
+
 def level_at_least(level: str, wanted: str) -> bool:
+    """True when validation ``level`` includes ``wanted`` (:data:`LEVELS`, in order)."""
     return LEVELS.index(level) >= LEVELS.index(wanted)
 
 
@@ -104,7 +106,7 @@ def check_dcp_files(ckpt: Checkpoint, files: List[Tuple[str, str, int]], level: 
 
 
 def check_weight_files(ckpt: Checkpoint, files: List[Tuple[str, str, int]], level: str, prefix: str = "",
-                        required: bool = True) -> None:
+                       required: bool = True) -> None:
     """Weights saved as files (safetensors, torch.save): each sharded index's shards there and not
     empty, no weight file empty, at least one when ``required``; zips and safetensors headers at
     ``sizes`` and above. ``prefix``: the sub-folder they are in (``model/``)."""
@@ -181,6 +183,8 @@ def deepspeed_world(files: List[Tuple[str, str, int]]) -> Optional[Tuple[str, in
 
 
 def check_deepspeed_files(files: List[Tuple[str, str, int]], what: str) -> None:
+    """A DeepSpeed save (``what`` names it in the reasons): a model-state file, none empty, and the full grid of
+    :func:`deepspeed_world`; a legacy file that does not say it: the ZeRO files found form a full grid."""
     names = [rel.rsplit("/", 1)[-1] for rel, _path, _size in files]
     if not any(n.endswith("model_states.pt") for n in names):
         raise Invalid("no *model_states.pt (%s)" % what)
