@@ -48,8 +48,13 @@ def test_galaxy_importer_accepts_the_tarball(tmp_path, collection_tarball):
     # leaves a copy of the collection (an older one, without a newer module, made its role tasks unresolvable).
     env = clean_env(tmp_path, GALAXY_IMPORTER_CONFIG=str(config), HOME=str(tmp_path),
                     PATH=os.path.dirname(python) + os.pathsep + os.environ.get("PATH", ""))
-    proc = run([python, "-m", "galaxy_importer.main", collection_tarball], env=env, cwd=tmp_path, check=False,
-               timeout=900)
+    # The importer gives its ansible-lint run 180 s, hard-coded (loaders/collection.py): 23 s on an idle machine,
+    # over 180 s at make test's lane of checks' nice 19 under the integration lanes' load. Back to niceness 0 for
+    # this one run where the account may (root; another account's nice warns and runs it as it is).
+    niceness = os.nice(0)
+    unniced = ["nice", "-n", str(-niceness)] if niceness > 0 else []
+    proc = run(unniced + [python, "-m", "galaxy_importer.main", collection_tarball], env=env, cwd=tmp_path,
+               check=False, timeout=900)
     lines = proc.stdout.splitlines()
     assert proc.returncode == 0, proc.stdout
     assert "Importer processing completed successfully" in lines, proc.stdout

@@ -36,7 +36,7 @@ def test_the_play_becomes_root_unless_it_connects_as_root(tmp_path):
         play = yaml.safe_load(handle)[0]
     assert "become_user" not in play  # root, or --become-user: a play keyword would override the command line
     local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
-    inventory = {"all": {"hosts": dict((name, dict(hostvars, **local)) for name, (hostvars, _) in HOSTS.items())}}
+    inventory = {"all": {"hosts": dict((name, dict(hostvars, **local)) for name, (hostvars, dummy) in HOSTS.items())}}
     (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
     (tmp_path / "play.yml").write_text(yaml.safe_dump([{
         "name": "The become of remediate.yml", "hosts": "all", "gather_facts": False,
@@ -49,5 +49,5 @@ def test_the_play_becomes_root_unless_it_connects_as_root(tmp_path):
                           cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           universal_newlines=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stdout
-    for name, (_, becomes) in HOSTS.items():
+    for name, (dummy, becomes) in HOSTS.items():
         assert json.dumps("%s %s" % (name, becomes)) in proc.stdout, (name, proc.stdout)

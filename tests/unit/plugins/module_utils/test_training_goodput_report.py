@@ -270,9 +270,9 @@ def test_both_pictures_share_one_time_axis_and_mark_the_failure_at_its_last_prog
         (text,) = texts(group(root, "failure-label-1"))
         assert text == "failure 1: job 1 NODE_FAIL, node n2, step 55"
     # the detection (last progress to the job's end) drawn as lost on job 1's row, from the mark
-    bar = numbers(group(timeline, "detection-1").find(".//" + SVG + "path"))[0::2]
+    detection_xs = numbers(group(timeline, "detection-1").find(".//" + SVG + "path"))[0::2]
     end = x0 + (run["jobs"][0]["end_time"] - run["first_submit"]) / (right - left) * (x1 - x0)
-    assert (min(bar), max(bar)) == pytest.approx((want, end), abs=0.01)
+    assert (min(detection_xs), max(detection_xs)) == pytest.approx((want, end), abs=0.01)
     # in words, with the exact time
     li = re.search(r'<li id="failure-1" data-time="([^"]*)">(.*?)</li>', page)
     assert float(li.group(1)) == item["last_progress_time"]
