@@ -41,3 +41,30 @@ def test_set_aside_twice_under_the_same_name_and_nothing_valid(tmp_path):
     hf_folder(tmp_path, 200, state=False)   # no valid checkpoint at all (a replica holds the one resumed from)
     assert ck.set_aside_newer_invalid(str(tmp_path)) == [("checkpoint-200", "tmp-0-invalid-checkpoint-200-2")]
     assert ck.set_aside_newer_invalid(str(tmp_path / "absent")) == []
+
+
+def test_the_resubmission_sets_them_aside_as_the_owner_and_says_so(tmp_path):
+    """act.set_aside, called by act.resubmit before sbatch: the renames as the run's owner, each a warning."""
+    import pwd  # pylint: disable=import-outside-toplevel
+    from ansible_collections.clusterops.slurm.plugins.module_utils._training_remediation import act  # noqa: E402
+
+    class Module(object):
+        def __init__(self):
+            self.warnings = []
+
+        def warn(self, text):
+            self.warnings.append(text)
+
+    for step in (100, 200):
+        hf_folder(tmp_path, step)
+    os.remove(str(tmp_path / "checkpoint-200" / "optimizer.pt"))
+    run = {"name": "llm", "owner": pwd.getpwuid(os.geteuid()).pw_name, "checkpoint_dir": str(tmp_path),
+           "checkpoint_validate": "sizes", "checkpoint_name_template": None}
+    module = Module()
+    act.set_aside(module, run)
+    assert module.warnings == ["llm: newer invalid checkpoint checkpoint-200 renamed tmp-0-invalid-checkpoint-200 "
+                               "before the resubmission"]
+    assert sorted(os.listdir(str(tmp_path))) == ["checkpoint-100", "tmp-0-invalid-checkpoint-200"]
+    module = Module()
+    act.set_aside(module, dict(run, owner="no-such-user-of-this-host"))
+    assert module.warnings and "not set aside before the resubmission" in module.warnings[0]
