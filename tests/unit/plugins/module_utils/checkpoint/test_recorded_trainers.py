@@ -192,3 +192,36 @@ def test_accelerate_with_deepspeed_needs_every_ranks_shard(tmp_path):
     os.remove(str(run / "step_4" / "pytorch_model" / "zero_pp_rank_1_mp_rank_00_optim_states.pt"))
     report, name = chosen(run)
     assert name == "step_2" and "pytorch_model/zero_pp_rank_1_mp_rank_00_optim_states.pt missing" in why(report, "step_4")
+
+
+@pytest.mark.parametrize("form, valid", [
+    ("adapter_model.safetensors", True),          # PEFT: the adapter is the weights the Trainer loads
+    ("pytorch_model_fsdp_0/", True),              # FSDP SHARDED_STATE_DICT: a folder the Trainer recognises
+    ("sharded", True),                            # save_pretrained's shards with their index
+    ("save_only_model", True),                    # no optimizer, scheduler nor rng state: nothing to resume them from
+    ("rng_state.pth alone", False),               # rng state written, optimizer and scheduler gone
+    ("training_args.bin alone", False),           # no weights in any form the Trainer loads
+])
+def test_trainer_weight_forms(tmp_path, form, valid):
+    run = rebuilt(tmp_path, "transformers-5.25.0")
+    folder = run / "checkpoint-4"
+    from checkpoint_builders import dcp_folder, safetensors, write  # noqa: E402 pylint: disable=import-error,import-outside-toplevel
+    if form in ("adapter_model.safetensors", "pytorch_model_fsdp_0/", "sharded", "training_args.bin alone"):
+        os.remove(str(folder / "model.safetensors"))
+    if form == "adapter_model.safetensors":
+        write(str(folder / form), safetensors())
+    elif form == "pytorch_model_fsdp_0/":
+        dcp_folder(str(folder), "pytorch_model_fsdp_0", sizes=(3000, 3000))
+    elif form == "sharded":
+        write(str(folder / "model.safetensors.index.json"),
+              b'{"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}')
+        for shard in ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"):
+            write(str(folder / shard), safetensors())
+    elif form == "save_only_model":
+        for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth"):
+            os.remove(str(folder / name))
+    elif form == "rng_state.pth alone":
+        for name in ("optimizer.pt", "scheduler.pt"):
+            os.remove(str(folder / name))
+    report, name = chosen(run)
+    assert name == ("checkpoint-4" if valid else "checkpoint-2"), report.warnings
