@@ -58,15 +58,26 @@ def test_cluster_goodput_counts_a_kill_task_drain_healed_by_remediation(healthy)
     start = int(time.time()) - 1
     # where the modules run (the controller: in the container of a release in podman) and this test reads
     journal = os.path.join(shared_tmpdir("goodput-"), "devcluster.json")
-    drained_at = time.time()
+    # The span Slurm records lies between what this test can bound from both sides: the drain between
+    # before and after its scontrol, the return between the last poll that saw n3 out of service and the
+    # first that saw it back (each call a podman exec where the release runs in a container: seconds apart
+    # on a loaded machine).
+    before_drain = time.time()
     scontrol("update", "NodeName=n3", "State=DRAIN", "Reason=Kill task failed")
+    after_drain = time.time()
     time.sleep(20)
     rc, result = module("clusterops.slurm.slurm_node_remediation",
                         {"journal": journal, "heal_since": start, "lock_timeout": 0})
     assert rc == 0 and result["rebooted"] == ["n3"], result
-    wait_for(lambda ns: is_healthy(ns["n3"]), "n3 rebooted and back in service", timeout=120, interval=0.5)
+    polls = []
+
+    def back(ns):
+        polls.append(time.time())
+        return is_healthy(ns["n3"])
+    wait_for(back, "n3 rebooted and back in service", timeout=120, interval=0.5)
     back_at = time.time()
-    measured = back_at - drained_at
+    shortest = (polls[-2] if len(polls) > 1 else after_drain) - after_drain
+    longest = measured = back_at - before_drain
 
     def read():
         code, answer = module("clusterops.slurm.cluster_goodput_info", {"start": str(start), "journal": journal},
@@ -81,8 +92,8 @@ def test_cluster_goodput_counts_a_kill_task_drain_healed_by_remediation(healthy)
             break
         time.sleep(1)
     assert row is not None and row["open"] == 0, answer
-    # whole seconds in accounting, 0.5 s polling, slurmctld's reboot bookkeeping: a few seconds
-    assert abs(row["node_seconds"] - measured) <= 5, (row, measured)
+    # whole seconds in accounting, slurmctld's reboot bookkeeping: 3 s more either side
+    assert shortest - 3 <= row["node_seconds"] <= longest + 3, (row, shortest, longest)
     assert row["hostlist"] == "n3" and row["by_state"]["drain"] >= 19 and row["by_state"]["reboot"] > 0, row
     assert answer["heals"]["rebooted"] == 1 and answer["heals"]["hostlist"] == "n3", answer["heals"]
     assert answer["holds"]["flapping"]["count"] == 0

@@ -73,6 +73,12 @@ def _collective(torch: Any, args: Any) -> List[Dict[str, Any]]:
              "correct": result["correct"]}]
 
 
+def _emit(result: Dict[str, Any]) -> None:
+    """One JSON line in one write: the ranks of a job share a stdout, and print's two writes interleave."""
+    sys.stdout.write(json.dumps(result, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -80,14 +86,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", "0")) or torch.get_num_threads()))
         figures = _compute(torch, args) if args.level == "compute" else _collective(torch, args)
     except Exception as exc:  # pylint: disable=broad-except  # anything that stops the test: it did not pass
-        print(json.dumps({"node": args.node, "level": args.level, "error": "%s: %s" % (type(exc).__name__, exc),
-                          "verdict": {"passed": False, "reason": "%s%s: could not run: %s" % (
-                              judging.REASON_PREFIX, args.level, type(exc).__name__)}}))
+        _emit({"node": args.node, "level": args.level, "error": "%s: %s" % (type(exc).__name__, exc),
+               "verdict": {"passed": False, "reason": "%s%s: could not run: %s" % (
+                   judging.REASON_PREFIX, args.level, type(exc).__name__)}})
         return EXIT_NOT_RUN
     history = judging.read_history(args.history)
     verdict = judging.judge(args.node, figures, history, args.fraction)
     judging.append_history(args.history, args.node, time.time(), verdict["figures"], verdict["passed"])
-    print(json.dumps({"node": args.node, "level": args.level, "verdict": verdict}, sort_keys=True))
+    _emit({"node": args.node, "level": args.level, "verdict": verdict})
     return EXIT_PASSED if verdict["passed"] else EXIT_FAILED
 
 
