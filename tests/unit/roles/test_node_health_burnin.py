@@ -126,8 +126,8 @@ def test_a_burnin_that_cannot_run_fails(tmp_path):
     fake.mkdir()
     (fake / "__init__.py").write_text("raise ImportError('no torch here')\n")
     rc, (out,) = cli("compute", env={"PYTHONPATH": "%s:%s" % (tmp_path, FILES)})
-    assert rc == 2 and out["verdict"] == {"passed": False, "reason": "clusterops-burnin: compute: could not run: "
-                                                                      "ImportError"}
+    reason = "clusterops-burnin: compute: could not run: ImportError"
+    assert rc == 2 and out["verdict"] == {"passed": False, "reason": reason}
 
 
 def free_port():

@@ -41,7 +41,7 @@ def allreduce_test(torch: Any, dist: Any, size_bytes: int, iterations: int) -> D
     _synchronize(torch, device)
     dist.barrier()
     start = time.perf_counter()
-    for _ in range(iterations):
+    for dummy in range(iterations):
         tensor.fill_(float(rank + 1))
         dist.all_reduce(tensor)
     _synchronize(torch, device)

@@ -48,7 +48,7 @@ def matmul_test(torch: Any, device: str, size: int, iterations: int, seed: int =
     product = torch.matmul(a, b)  # warm-up: kernels chosen, memory allocated
     synchronize(torch, device)
     start = time.perf_counter()
-    for _ in range(iterations):
+    for dummy in range(iterations):
         product = torch.matmul(a, b)
     synchronize(torch, device)
     seconds = time.perf_counter() - start
