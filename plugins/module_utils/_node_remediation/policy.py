@@ -166,11 +166,16 @@ def is_rebooting(node: Dict[str, Any], reboot_reason: str) -> bool:
         reboot_reason and recovery_failure(reason) is None and reason_origin(reason)[0] == reboot_reason)
 
 
+def out_of_service(state: Any) -> bool:
+    """Whether a node in ``state`` (its :class:`._node_state.NodeState`) is drained, DOWN, FAIL or rebooting:
+    the nodes the triage looks at, and those not back in service."""
+    return bool(state.drained or state.down or "FAIL" in state.flags or state.flags & _REBOOTING)
+
+
 def in_service(node: Dict[str, Any]) -> bool:
     """Whether ``node`` takes jobs again: responding, neither drained, DOWN, FAIL nor rebooting."""
     state = node_state(node)
-    return state.responding and not (state.drained or state.down or "FAIL" in state.flags
-                                     or state.flags & _REBOOTING)
+    return state.responding and not out_of_service(state)
 
 
 def reboot_outcomes(rebooting: Sequence[Dict[str, Any]], nodes: List[Dict[str, Any]],
@@ -235,7 +240,7 @@ class Triage(object):
         is neither drained, DOWN, FAIL nor rebooting."""
         self.considered += 1
         state = node_state(node)
-        if not (state.drained or state.down or "FAIL" in state.flags or state.flags & _REBOOTING):
+        if not out_of_service(state):
             return
         reason = node.get("reason") or ""
         view = {"name": node["name"], "state": state.compound(), "reason": reason}
